@@ -1,6 +1,7 @@
 /// \file json.h
 /// The versioned JSON format of complete μGraphs ("format": "mugraph-ugraph", "version": 1),
 /// documented in docs/json-format.md. Round trips are exact: from_json(to_json(g)) == g.
+/// Reading a file that may hold either a program or JSON is load_graph_file in loader.h.
 #pragma once
 
 #include <string>
@@ -21,11 +22,8 @@ std::string to_json(const Graph& kernel_graph);
 /// validate() for Definition 2.1.
 Graph from_json(std::string_view text, const std::string& filename = "<json>");
 
-/// True if the text looks like a μGraph JSON document (first non-space character is '{').
+/// True if the text looks like a μGraph JSON document (first non-space character, after an
+/// optional UTF-8 byte-order mark, is '{'). Programs never start with '{'.
 bool looks_like_json(std::string_view text);
-
-/// Reads a file that holds either a program or μGraph JSON, and returns the kernel graph.
-/// Throws UserError if it cannot be read or parsed.
-Graph load_graph_file(const std::string& path);
 
 }  // namespace mugraph

@@ -29,6 +29,10 @@ Expected<Shape> broadcast(const Shape& a, const Shape& b, std::string_view op) {
 }
 
 Expected<Types> iterator_types(const Graph& g, const OpAttrs& a) {
+  // Graphs built in code may carry any grid; dividing by it below needs it positive.
+  for (int axis = 0; axis < 3; ++axis)
+    if (g.grid[axis] < 1) return reject(Reason::bad_attribute) << "grid " << axis_name(axis) << " = " << g.grid[axis] << " must be at least 1";
+  if (g.forloop < 1) return reject(Reason::bad_attribute) << "for-loop range " << g.forloop << " must be at least 1";
   if (a.io_index < 0 || static_cast<size_t>(a.io_index) >= g.params.size())
     return reject(Reason::malformed) << "input_iterator reads input " << a.io_index << " but the "
                                      << level_name(g.level) << " graph has " << g.params.size() << " inputs";

@@ -1,6 +1,9 @@
 /// \file test_graphs.h
-/// μGraphs built in code for tests: the paper's Figure 3b and small variants.
+/// μGraphs built in code for tests and benchmarks: the paper's Figure 3b (RMSNorm + matmul) and
+/// Figure 10b (GatedMLP) μGraphs, the kernel-level programs they implement, and small variants.
 #pragma once
+
+#include <string>
 
 #include "mugraph/graph.h"
 
@@ -63,6 +66,56 @@ inline Graph rmsnorm_fig3b(int64_t b, int64_t h, int64_t n, int64_t grid, int64_
   body.add(OpKind::output_saver, {out}, saver(0, {col, kPhi, kPhi}));
   auto kop = k.append_with_body(OpKind::graph_kernel, {x, gm, w}, std::move(body));
   k.mark_output(k.ops[kop->index()].outputs[0], "O");
+  return k;
+}
+
+/// RMSNorm + matmul as the program states it (Figure 3a), with pre-defined kernel ops only:
+/// O = matmul(X ⊙ G / sqrt(sum(X², dim=1) / h), W).
+inline Graph rmsnorm_reference(int64_t b, int64_t h, int64_t n, DType dt = DType::f32) {
+  Graph k;
+  TensorId x = k.add_input("X", {b, h}, dt);
+  TensorId gm = k.add_input("G", {h}, dt);
+  TensorId w = k.add_input("W", {h, n}, dt);
+  OpAttrs s;
+  s.dim = 1;
+  TensorId ssq = k.add(OpKind::sum, {k.add(OpKind::sqr, {x})}, s);
+  TensorId rms = k.add(OpKind::sqrt, {k.add(OpKind::div, {ssq}, scalar(std::to_string(h).c_str()))});
+  TensorId y = k.add(OpKind::div, {k.add(OpKind::mul, {x, gm}), rms});
+  k.mark_output(k.add(OpKind::matmul, {y, w}), "O");
+  return k;
+}
+
+/// GatedMLP fused into one graph-defined kernel as in the paper's Figure 10b: X [b, h],
+/// W1, W2 [h, n]; grid over the output columns, for-loop over h; both matmuls accumulated in the
+/// loop; silu(acc1) ⊙ acc2 as post-processing.
+inline Graph gated_mlp_fused(int64_t b, int64_t h, int64_t n, int64_t grid, int64_t loop, DType dt = DType::f32) {
+  Graph k;
+  TensorId x = k.add_input("X", {b, h}, dt);
+  TensorId w1 = k.add_input("W1", {h, n}, dt);
+  TensorId w2 = k.add_input("W2", {h, n}, dt);
+  Graph body = make_block_graph({k.type(x), k.type(w1), k.type(w2)}, Dim3{grid, 1, 1}, loop);
+  int8_t col = grid > 1 ? 1 : kPhi;
+  int8_t f1 = loop > 1 ? 1 : kPhi, f0 = loop > 1 ? 0 : kPhi;
+  TensorId xt = body.add(OpKind::input_iterator, {}, iter(0, {kPhi, kPhi, kPhi}, f1));
+  TensorId w1t = body.add(OpKind::input_iterator, {}, iter(1, {col, kPhi, kPhi}, f0));
+  TensorId w2t = body.add(OpKind::input_iterator, {}, iter(2, {col, kPhi, kPhi}, f0));
+  TensorId acc1 = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, w1t})}, accum_sum());
+  TensorId acc2 = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, w2t})}, accum_sum());
+  TensorId out = body.add(OpKind::mul, {body.add(OpKind::silu, {acc1}), acc2});
+  body.add(OpKind::output_saver, {out}, saver(0, {col, kPhi, kPhi}));
+  auto kop = k.append_with_body(OpKind::graph_kernel, {x, w1, w2}, std::move(body));
+  k.mark_output(k.ops[kop->index()].outputs[0], "O");
+  return k;
+}
+
+/// GatedMLP as the program states it, with pre-defined kernel ops only: silu(X·W1) ⊙ (X·W2).
+inline Graph gated_mlp_reference(int64_t b, int64_t h, int64_t n, DType dt = DType::f32) {
+  Graph k;
+  TensorId x = k.add_input("X", {b, h}, dt);
+  TensorId w1 = k.add_input("W1", {h, n}, dt);
+  TensorId w2 = k.add_input("W2", {h, n}, dt);
+  TensorId a = k.add(OpKind::silu, {k.add(OpKind::matmul, {x, w1})});
+  k.mark_output(k.add(OpKind::mul, {a, k.add(OpKind::matmul, {x, w2})}), "O");
   return k;
 }
 

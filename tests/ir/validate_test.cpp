@@ -103,3 +103,18 @@ TEST(Validate, RegistersOfThreadGraphs) {
 
 }  // namespace
 }  // namespace mugraph
+
+namespace mugraph {
+namespace {
+
+TEST(Validate, ZeroGridOrLoopIsRejectedNotDividedBy) {
+  Graph body = make_block_graph({TensorType{{16, 64}, DType::f32}}, Dim3{0, 1, 1}, 1);
+  auto r = body.append(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.rejection().reason, Reason::bad_attribute);
+  Graph loop0 = make_block_graph({TensorType{{16, 64}, DType::f32}}, Dim3{1, 1, 1}, 0);
+  EXPECT_FALSE(loop0.append(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi)).ok());
+}
+
+}  // namespace
+}  // namespace mugraph

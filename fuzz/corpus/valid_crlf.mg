@@ -1,0 +1,3 @@
+input X[4]
+Y = exp(X)
+output Y

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything mugraph needs to build and test, from Debian packages and PyPI only.
+# Safe to run again: it skips apt when every package is already installed.
+set -euo pipefail
+
+DEB_PACKAGES=(
+  cmake ninja-build g++ pkg-config      # toolchain
+  nlohmann-json3-dev                    # JSON format
+  libcli11-dev                          # command-line parsing
+  libopenblas-dev                       # sgemm for the CPU interpreter
+  libgtest-dev libbenchmark-dev         # tests and benchmarks
+  clang libclang-rt-14-dev              # libFuzzer for the parser fuzz target
+  python3 python3-pip python3-venv      # the NumPy cross-check tests
+)
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python packages for the tests, in a virtual environment of the project's own so that the
+# system Python stays untouched.
+VENV="${MUGRAPH_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7"
+echo "install_deps: ok"

@@ -1,0 +1,187 @@
+/// \file example_graphs.h
+/// The hand-designed μGraphs of examples/ugraphs/, built in code. The committed JSON files are
+/// what users read and load; examples_test checks that each file equals its builder here, and
+/// MUGRAPH_WRITE_EXAMPLES=1 test_ir --gtest_filter='Examples.*' rewrites the files from these.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "mugraph/graph.h"
+
+namespace mugraph::examples {
+
+inline OpAttrs iterator(int io, std::array<int8_t, 3> imap, int8_t fmap) {
+  OpAttrs a;
+  a.io_index = io;
+  a.imap = imap;
+  a.fmap = fmap;
+  return a;
+}
+inline OpAttrs saver(int io, std::array<int8_t, 3> omap = {kPhi, kPhi, kPhi}) {
+  OpAttrs a;
+  a.io_index = io;
+  a.omap = omap;
+  return a;
+}
+/// accum: kPhi sums over the iterations, a dim concatenates them along it.
+inline OpAttrs accum(int32_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  return a;
+}
+inline OpAttrs reduce(int32_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  return a;
+}
+inline OpAttrs constant(const char* text) {
+  OpAttrs a;
+  a.has_scalar = true;
+  a.scalar = *parse_scalar(text);
+  return a;
+}
+/// A thread-level input iterator (no maps).
+inline OpAttrs load(int io) { return iterator(io, {kPhi, kPhi, kPhi}, kPhi); }
+
+constexpr std::array<int8_t, 3> kNoMap{kPhi, kPhi, kPhi};
+constexpr std::array<int8_t, 3> kX0{0, kPhi, kPhi};
+constexpr std::array<int8_t, 3> kX1{1, kPhi, kPhi};
+
+/// The output tensor of the op that `append_with_body` returned.
+inline TensorId output_of(const Graph& g, const Expected<OpId>& op, size_t k = 0) {
+  return g.ops[op->index()].outputs[k];
+}
+
+inline void name_output(Graph& k, TensorId t, const std::string& name) {
+  k.tensors[t.index()].name = name;
+  k.mark_output(t, name);
+}
+
+/// examples/rmsnorm_linear.mg fused as in the paper's Figure 3b. X [16, 4096], G [4096],
+/// W [4096, 4096]. 128 blocks each own 32 columns of W; the for-loop walks the hidden dim in 16
+/// steps of 256. The loop body computes the partial sum of squares of X and the partial product
+/// (X⊙G)·W; both are accumulated; a thread graph divides the product by sqrt(S / 4096), which
+/// is the program's result because scaling rows commutes with the matmul.
+inline Graph rmsnorm_fig3b() {
+  Graph k;
+  TensorId x = k.add_input("X", {16, 4096});
+  TensorId gm = k.add_input("G", {4096});
+  TensorId w = k.add_input("W", {4096, 4096});
+  Graph b = make_block_graph({k.type(x), k.type(gm), k.type(w)}, Dim3{128, 1, 1}, 16);
+  TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kNoMap, 1));   // [16, 256]
+  TensorId gt = b.add(OpKind::input_iterator, {}, iterator(1, kNoMap, 0));   // [256]
+  TensorId wt = b.add(OpKind::input_iterator, {}, iterator(2, kX1, 0));      // [256, 32]
+  TensorId ssq = b.add(OpKind::sum, {b.add(OpKind::sqr, {xt})}, reduce(1));  // [16, 1]
+  TensorId mm = b.add(OpKind::matmul, {b.add(OpKind::mul, {xt, gt}), wt});   // [16, 32]
+  TensorId acc_ssq = b.add(OpKind::accum, {ssq}, accum(kPhi));
+  TensorId acc_mm = b.add(OpKind::accum, {mm}, accum(kPhi));
+  Graph t = make_thread_graph({b.type(acc_mm), b.type(acc_ssq)});
+  TensorId t_mm = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t_ssq = t.add(OpKind::input_iterator, {}, load(1));
+  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_ssq}, constant("4096"))});
+  t.add(OpKind::output_saver, {t.add(OpKind::div, {t_mm, rms})}, saver(0));
+  auto fused = b.append_with_body(OpKind::thread_graph, {acc_mm, acc_ssq}, std::move(t));
+  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+  auto kop = k.append_with_body(OpKind::graph_kernel, {x, gm, w}, std::move(b));
+  name_output(k, output_of(k, kop), "O");
+  return k;
+}
+
+/// examples/gated_mlp.mg as in the paper's Figure 10b. X [8, 4096], W1, W2 [4096, 4096]. 128
+/// blocks each own 32 columns of W1 and W2; the for-loop walks the reduced dim in 16 steps of
+/// 256 and accumulates both products; a thread graph computes silu(A1) ⊙ A2 once per block.
+inline Graph gated_mlp_fig10b() {
+  Graph k;
+  TensorId x = k.add_input("X", {8, 4096});
+  TensorId w1 = k.add_input("W1", {4096, 4096});
+  TensorId w2 = k.add_input("W2", {4096, 4096});
+  Graph b = make_block_graph({k.type(x), k.type(w1), k.type(w2)}, Dim3{128, 1, 1}, 16);
+  TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kNoMap, 1));                // [8, 256]
+  TensorId w1t = b.add(OpKind::input_iterator, {}, iterator(1, kX1, 0));                  // [256, 32]
+  TensorId w2t = b.add(OpKind::input_iterator, {}, iterator(2, kX1, 0));                  // [256, 32]
+  TensorId acc1 = b.add(OpKind::accum, {b.add(OpKind::matmul, {xt, w1t})}, accum(kPhi));  // [8, 32]
+  TensorId acc2 = b.add(OpKind::accum, {b.add(OpKind::matmul, {xt, w2t})}, accum(kPhi));  // [8, 32]
+  Graph t = make_thread_graph({b.type(acc1), b.type(acc2)});
+  TensorId t1 = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t2 = t.add(OpKind::input_iterator, {}, load(1));
+  t.add(OpKind::output_saver, {t.add(OpKind::mul, {t.add(OpKind::silu, {t1}), t2})}, saver(0));
+  auto fused = b.append_with_body(OpKind::thread_graph, {acc1, acc2}, std::move(t));
+  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+  auto kop = k.append_with_body(OpKind::graph_kernel, {x, w1, w2}, std::move(b));
+  name_output(k, output_of(k, kop), "O");
+  return k;
+}
+
+/// examples/exp_scale.mg with a concatenating accumulator. X [16, 4096], G [4096]. 8 blocks each
+/// own 512 columns; the for-loop walks them in 4 tiles of 128, computes exp(X) ⊙ G on each, and
+/// the accumulator concatenates the 4 tiles along the columns (fmap and accum both use dim 1).
+inline Graph exp_scale_concat() {
+  Graph k;
+  TensorId x = k.add_input("X", {16, 4096});
+  TensorId gm = k.add_input("G", {4096});
+  Graph b = make_block_graph({k.type(x), k.type(gm)}, Dim3{8, 1, 1}, 4);
+  TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kX1, 1));  // [16, 128]
+  TensorId gt = b.add(OpKind::input_iterator, {}, iterator(1, kX0, 0));  // [128]
+  TensorId y = b.add(OpKind::mul, {b.add(OpKind::exp, {xt}), gt});       // [16, 128]
+  TensorId acc = b.add(OpKind::accum, {y}, accum(1));                    // [16, 512]
+  b.add(OpKind::output_saver, {acc}, saver(0, kX1));
+  auto kop = k.append_with_body(OpKind::graph_kernel, {x, gm}, std::move(b));
+  name_output(k, output_of(k, kop), "O");
+  return k;
+}
+
+/// examples/rmsnorm.mg as two graph-defined kernels: a split reduction. X [16, 4096], G [4096].
+/// Kernel 1: 32 blocks each own 128 columns of X and write the partial row sums of squares of
+/// their columns to P [16, 32] (a 2-step loop with a summing accumulator). Kernel 2: 32 blocks
+/// each own 128 columns again, read all of P, sum it to S [16, 1] and normalize their columns
+/// in a thread graph.
+inline Graph rmsnorm_two_kernels() {
+  Graph k;
+  TensorId x = k.add_input("X", {16, 4096});
+  TensorId gm = k.add_input("G", {4096});
+
+  Graph b1 = make_block_graph({k.type(x)}, Dim3{32, 1, 1}, 2);
+  TensorId xt1 = b1.add(OpKind::input_iterator, {}, iterator(0, kX1, 1));        // [16, 64]
+  TensorId part = b1.add(OpKind::sum, {b1.add(OpKind::sqr, {xt1})}, reduce(1));  // [16, 1]
+  b1.add(OpKind::output_saver, {b1.add(OpKind::accum, {part}, accum(kPhi))}, saver(0, kX1));
+  auto k1 = k.append_with_body(OpKind::graph_kernel, {x}, std::move(b1));
+  TensorId p = output_of(k, k1);  // [16, 32]
+
+  Graph b2 = make_block_graph({k.type(x), k.type(gm), k.type(p)}, Dim3{32, 1, 1}, 1);
+  TensorId xt = b2.add(OpKind::input_iterator, {}, iterator(0, kX1, kPhi));     // [16, 128]
+  TensorId gt = b2.add(OpKind::input_iterator, {}, iterator(1, kX0, kPhi));     // [128]
+  TensorId pt = b2.add(OpKind::input_iterator, {}, iterator(2, kNoMap, kPhi));  // [16, 32]
+  TensorId s = b2.add(OpKind::sum, {pt}, reduce(1));                            // [16, 1]
+  Graph t = make_thread_graph({b2.type(xt), b2.type(gt), b2.type(s)});
+  TensorId tx = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId tg = t.add(OpKind::input_iterator, {}, load(1));
+  TensorId ts = t.add(OpKind::input_iterator, {}, load(2));
+  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {ts}, constant("4096"))});
+  t.add(OpKind::output_saver, {t.add(OpKind::div, {t.add(OpKind::mul, {tx, tg}), rms})}, saver(0));
+  auto fused = b2.append_with_body(OpKind::thread_graph, {xt, gt, s}, std::move(t));
+  b2.add(OpKind::output_saver, {output_of(b2, fused)}, saver(0, kX1));
+  auto k2 = k.append_with_body(OpKind::graph_kernel, {x, gm, p}, std::move(b2));
+  name_output(k, output_of(k, k2), "O");
+  return k;
+}
+
+/// One example: its JSON file (in examples/ugraphs/), the program it implements (in examples/)
+/// and its builder.
+struct Example {
+  const char* json_file;
+  const char* program_file;
+  Graph (*build)();
+};
+
+inline const std::vector<Example>& all_examples() {
+  static const std::vector<Example> examples = {
+      {"rmsnorm_fig3b.json", "rmsnorm_linear.mg", rmsnorm_fig3b},
+      {"gated_mlp_fig10b.json", "gated_mlp.mg", gated_mlp_fig10b},
+      {"exp_scale_concat.json", "exp_scale.mg", exp_scale_concat},
+      {"rmsnorm_two_kernels.json", "rmsnorm.mg", rmsnorm_two_kernels},
+  };
+  return examples;
+}
+
+}  // namespace mugraph::examples

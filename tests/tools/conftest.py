@@ -1,0 +1,26 @@
+"""Shared fixtures for the CLI tests: where the mugraph binary and the source tree are."""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def mugraph_bin():
+    path = os.environ.get("MUGRAPH_BIN", str(SOURCE_DIR / "build" / "bin" / "mugraph"))
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"mugraph binary not found at {path}; build first or set MUGRAPH_BIN")
+    return path
+
+
+@pytest.fixture(scope="session")
+def source_dir():
+    return SOURCE_DIR
+
+
+def run_cli(binary, *args, timeout=120):
+    """Runs the CLI and returns the CompletedProcess (never raises on a non-zero exit)."""
+    return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=timeout)
