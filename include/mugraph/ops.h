@@ -4,6 +4,7 @@
 /// its float semantics all derive from that list, so a new op is added in one place.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -96,10 +97,35 @@ std::optional<OpKind> op_by_name(std::string_view name);
 /// Shorthand for op_info(kind).name.
 inline std::string_view op_name(OpKind kind) { return op_info(kind).name; }
 
-/// Float semantics of element-wise ops (f32 in, f32 out; computed in double where it matters).
+namespace detail {
+[[noreturn]] void bad_elementwise(OpKind kind);
+}
+
+/// Float semantics of element-wise ops (f32 in, f32 out; transcendental ones computed in double).
+/// Inline because interpreters call them once per element.
 /// @pre op_info(kind).category == unary
-float apply_unary(OpKind kind, float x);
+inline float apply_unary(OpKind kind, float x) {
+  double v = x;
+  switch (kind) {
+    case OpKind::exp: return static_cast<float>(std::exp(v));
+    case OpKind::sqr: return x * x;
+    case OpKind::sqrt: return static_cast<float>(std::sqrt(v));
+    case OpKind::silu: return static_cast<float>(v / (1.0 + std::exp(-v)));
+    case OpKind::relu: return x > 0.0f ? x : 0.0f;
+    case OpKind::gelu: return static_cast<float>(0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)));
+    default: detail::bad_elementwise(kind);
+  }
+}
+
 /// @pre op_info(kind).category == binary
-float apply_binary(OpKind kind, float a, float b);
+inline float apply_binary(OpKind kind, float a, float b) {
+  switch (kind) {
+    case OpKind::add: return a + b;
+    case OpKind::sub: return a - b;
+    case OpKind::mul: return a * b;
+    case OpKind::div: return a / b;
+    default: detail::bad_elementwise(kind);
+  }
+}
 
 }  // namespace mugraph

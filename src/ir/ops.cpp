@@ -1,6 +1,6 @@
 #include "mugraph/ops.h"
 
-#include <cmath>
+#include <string>
 
 #include "mugraph/error.h"
 
@@ -48,31 +48,9 @@ std::optional<OpKind> op_by_name(std::string_view name) {
   return std::nullopt;
 }
 
-float apply_unary(OpKind kind, float x) {
-  double v = x;
-  switch (kind) {
-    case OpKind::exp: return static_cast<float>(std::exp(v));
-    case OpKind::sqr: return static_cast<float>(v * v);
-    case OpKind::sqrt: return static_cast<float>(std::sqrt(v));
-    case OpKind::silu: return static_cast<float>(v / (1.0 + std::exp(-v)));
-    case OpKind::relu: return x > 0.0f ? x : 0.0f;
-    case OpKind::gelu: return static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
-    default: break;
-  }
-  MUGRAPH_CHECK(false) << "apply_unary on " << op_name(kind);
-  return 0.0f;
-}
-
-float apply_binary(OpKind kind, float a, float b) {
-  switch (kind) {
-    case OpKind::add: return a + b;
-    case OpKind::sub: return a - b;
-    case OpKind::mul: return a * b;
-    case OpKind::div: return a / b;
-    default: break;
-  }
-  MUGRAPH_CHECK(false) << "apply_binary on " << op_name(kind);
-  return 0.0f;
+void detail::bad_elementwise(OpKind kind) {
+  detail::throw_internal(__FILE__, __LINE__, "elementwise(kind)",
+                         "no element-wise float semantics for " + std::string(op_name(kind)));
 }
 
 }  // namespace mugraph
