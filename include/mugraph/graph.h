@@ -72,6 +72,30 @@ struct OpAttrs {
   friend bool operator==(const OpAttrs&, const OpAttrs&) = default;
 };
 
+/// OpAttrs fields as bits, for saying which ones an op kind uses.
+enum AttrField : uint32_t {
+  kAttrName = 1u << 0,     ///< input: name
+  kAttrShape = 1u << 1,    ///< input, reshape: shape
+  kAttrDType = 1u << 2,    ///< input: dtype
+  kAttrDim = 1u << 3,      ///< sum, repeat, concat: dim
+  kAttrTo = 1u << 4,       ///< sum: to
+  kAttrTimes = 1u << 5,    ///< repeat: times
+  kAttrScalar = 1u << 6,   ///< binary: has_scalar, scalar, scalar_pos
+  kAttrInput = 1u << 7,    ///< input_iterator: io_index
+  kAttrOutput = 1u << 8,   ///< output_saver: io_index
+  kAttrInMaps = 1u << 9,   ///< input_iterator: imap, fmap
+  kAttrOMap = 1u << 10,    ///< output_saver: omap
+  kAttrAccum = 1u << 11,   ///< accum: dim (kPhi sums)
+  kAttrBody = 1u << 12,    ///< graph_kernel, thread_graph: body
+};
+
+/// The OpAttrs fields an op kind uses (a bit set of AttrField): the one place that says so.
+uint32_t attr_fields(OpKind kind);
+
+/// `attrs` with every field that `kind` does not use reset to its default. Ops keep unused
+/// fields at their defaults so that equal ops compare and hash equal; validate() checks it.
+OpAttrs used_attrs(OpKind kind, const OpAttrs& attrs);
+
 /// A tensor of a graph (a DTensor at kernel level, an STensor at block level, registers at thread
 /// level).
 struct Tensor {

@@ -87,6 +87,50 @@ Graph make_thread_graph(std::vector<TensorType> params) {
   return g;
 }
 
+uint32_t attr_fields(OpKind kind) {
+  switch (op_info(kind).category) {
+    case OpCategory::source: return kAttrName | kAttrShape | kAttrDType;
+    case OpCategory::kernel_body:
+    case OpCategory::thread_body: return kAttrBody;
+    case OpCategory::iterator: return kAttrInput | kAttrInMaps;
+    case OpCategory::saver: return kAttrOutput | kAttrOMap;
+    case OpCategory::accumulator: return kAttrAccum;
+    case OpCategory::unary:
+    case OpCategory::matmul: return 0;
+    case OpCategory::binary: return kAttrScalar;
+    case OpCategory::reduction: return kAttrDim | kAttrTo;
+    case OpCategory::layout:
+      if (kind == OpKind::repeat) return kAttrDim | kAttrTimes;
+      if (kind == OpKind::reshape) return kAttrShape;
+      return kAttrDim;  // concat
+  }
+  return 0;
+}
+
+OpAttrs used_attrs(OpKind kind, const OpAttrs& a) {
+  uint32_t f = attr_fields(kind);
+  OpAttrs out;
+  if (f & kAttrName) out.name = a.name;
+  if (f & kAttrShape) out.shape = a.shape;
+  if (f & kAttrDType) out.dtype = a.dtype;
+  if (f & (kAttrDim | kAttrAccum)) out.dim = a.dim;
+  if (f & kAttrTo) out.to = a.to;
+  if (f & kAttrTimes) out.times = a.times;
+  if ((f & kAttrScalar) && a.has_scalar) {
+    out.has_scalar = true;
+    out.scalar = a.scalar;
+    out.scalar_pos = a.scalar_pos;
+  }
+  if (f & (kAttrInput | kAttrOutput)) out.io_index = a.io_index;
+  if (f & kAttrInMaps) {
+    out.imap = a.imap;
+    out.fmap = a.fmap;
+  }
+  if (f & kAttrOMap) out.omap = a.omap;
+  if (f & kAttrBody) out.body = a.body;
+  return out;
+}
+
 namespace {
 size_t hash_type(const TensorType& t) {
   size_t h = hash_value(t.shape);

@@ -1,7 +1,7 @@
 // The versioned JSON format of μGraphs (docs/json-format.md).
 //
-// Writing walks the Graph and emits, per op, only the attributes its kind carries (fields_of is
-// the one place that says which). Reading is strict: every value is type- and range-checked,
+// Writing walks the Graph and emits, per op, only the attributes its kind carries (attr_fields in
+// graph.h is the one place that says which). Reading is strict: every value is type- and range-checked,
 // unknown fields are errors, and every error names the JSON path of the offending value, so no
 // input can crash the reader or leave an index that points outside its vector.
 #include "mugraph/json.h"
@@ -31,56 +31,12 @@ constexpr size_t kLineWidth = 120;
 // ---------------------------------------------------------------------------------------------
 // Which attributes an op kind carries: the one place that says so. Writer and reader both use it.
 
-enum Field : uint32_t {
-  kName = 1u << 0,    // input: "name"
-  kShape = 1u << 1,   // input, reshape: "shape"
-  kDType = 1u << 2,   // input: "dtype"
-  kDim = 1u << 3,     // sum, repeat, concat: "dim"
-  kTo = 1u << 4,      // sum: "to"
-  kTimes = 1u << 5,   // repeat: "times"
-  kScalar = 1u << 6,  // binary: "scalar" and "scalar_pos" (only when it has a constant)
-  kInput = 1u << 7,   // input_iterator: "input" (io_index)
-  kOutput = 1u << 8,  // output_saver: "output" (io_index)
-  kInMaps = 1u << 9,  // input_iterator: "imap", "fmap"
-  kOMap = 1u << 10,   // output_saver: "omap"
-  kAccum = 1u << 11,  // accum: "accum"
-  kBody = 1u << 12,   // graph_kernel, thread_graph: "body"
-};
-
-uint32_t fields_of(OpKind kind) {
-  switch (op_info(kind).category) {
-    case OpCategory::source:
-      return kName | kShape | kDType;
-    case OpCategory::kernel_body:
-    case OpCategory::thread_body:
-      return kBody;
-    case OpCategory::iterator:
-      return kInput | kInMaps;
-    case OpCategory::saver:
-      return kOutput | kOMap;
-    case OpCategory::accumulator:
-      return kAccum;
-    case OpCategory::unary:
-    case OpCategory::matmul:
-      return 0;
-    case OpCategory::binary:
-      return kScalar;
-    case OpCategory::reduction:
-      return kDim | kTo;
-    case OpCategory::layout:
-      if (kind == OpKind::repeat) return kDim | kTimes;
-      if (kind == OpKind::reshape) return kShape;
-      return kDim;  // concat
-  }
-  return 0;
-}
-
 /// The field (bit) a JSON key of an op names, or 0 for keys that are not attributes.
 uint32_t field_of_key(std::string_view key) {
   static constexpr std::pair<std::string_view, uint32_t> kKeys[] = {
-      {"name", kName},   {"shape", kShape},   {"dtype", kDType},       {"dim", kDim},     {"to", kTo},
-      {"times", kTimes}, {"scalar", kScalar}, {"scalar_pos", kScalar}, {"input", kInput}, {"output", kOutput},
-      {"imap", kInMaps}, {"fmap", kInMaps},   {"omap", kOMap},         {"accum", kAccum}, {"body", kBody},
+      {"name", kAttrName},   {"shape", kAttrShape},   {"dtype", kAttrDType},       {"dim", kAttrDim},     {"to", kAttrTo},
+      {"times", kAttrTimes}, {"scalar", kAttrScalar}, {"scalar_pos", kAttrScalar}, {"input", kAttrInput}, {"output", kAttrOutput},
+      {"imap", kAttrInMaps}, {"fmap", kAttrInMaps},   {"omap", kAttrOMap},         {"accum", kAttrAccum}, {"body", kAttrBody},
   };
   for (const auto& [name, bit] : kKeys)
     if (name == key) return bit;
@@ -133,34 +89,34 @@ Json grid_map_json(const Graph& g, const std::array<int8_t, 3>& map) {
 
 Json op_json(const Graph& g, const Op& op) {
   const OpAttrs& a = op.attrs;
-  const uint32_t f = fields_of(op.kind);
+  const uint32_t f = attr_fields(op.kind);
   Json j = Json::object();
   j["op"] = std::string(op_name(op.kind));
   j["inputs"] = ids_json(op.inputs);
   j["outputs"] = ids_json(op.outputs);
-  if (f & kName) j["name"] = a.name;
-  if (f & kShape) j["shape"] = shape_json(a.shape);
-  if (f & kDType) j["dtype"] = std::string(dtype_name(a.dtype));
-  if (f & kDim) j["dim"] = a.dim;
-  if (f & kTo) j["to"] = a.to;
-  if (f & kTimes) j["times"] = a.times;
-  if ((f & kScalar) && a.has_scalar) {
+  if (f & kAttrName) j["name"] = a.name;
+  if (f & kAttrShape) j["shape"] = shape_json(a.shape);
+  if (f & kAttrDType) j["dtype"] = std::string(dtype_name(a.dtype));
+  if (f & kAttrDim) j["dim"] = a.dim;
+  if (f & kAttrTo) j["to"] = a.to;
+  if (f & kAttrTimes) j["times"] = a.times;
+  if ((f & kAttrScalar) && a.has_scalar) {
     j["scalar"] = a.scalar.str();
     j["scalar_pos"] = a.scalar_pos == 0 ? "left" : "right";
   }
-  if (f & kInput) j["input"] = a.io_index;
-  if (f & kOutput) j["output"] = a.io_index;
-  if (f & kInMaps) {
+  if (f & kAttrInput) j["input"] = a.io_index;
+  if (f & kAttrOutput) j["output"] = a.io_index;
+  if (f & kAttrInMaps) {
     Json m = grid_map_json(g, a.imap);
     if (!m.empty()) j["imap"] = std::move(m);
     if ((g.level == Level::block && g.forloop > 1) || a.fmap != kPhi) j["fmap"] = map_entry(a.fmap);
   }
-  if (f & kOMap) {
+  if (f & kAttrOMap) {
     Json m = grid_map_json(g, a.omap);
     if (!m.empty()) j["omap"] = std::move(m);
   }
-  if (f & kAccum) j["accum"] = a.dim == kPhi ? Json("sum") : Json::object({{"concat", a.dim}});
-  if (f & kBody) j["body"] = a.body;
+  if (f & kAttrAccum) j["accum"] = a.dim == kPhi ? Json("sum") : Json::object({{"concat", a.dim}});
+  if (f & kAttrBody) j["body"] = a.body;
   return j;
 }
 
@@ -458,7 +414,7 @@ class Reader {
     if (!kind) fail(path + "/op", "unknown op \"" + name + "\"");
     Op op;
     op.kind = *kind;
-    const uint32_t allowed = fields_of(*kind);
+    const uint32_t allowed = attr_fields(*kind);
     for (const auto& [key, val] : v.items()) {
       if (key == "op" || key == "inputs" || key == "outputs") continue;
       uint32_t bit = field_of_key(key);
@@ -473,8 +429,8 @@ class Reader {
     auto at = [&](const char* key) { return path + "/" + key; };
     const int64_t i32max = std::numeric_limits<int32_t>::max(), i32min = std::numeric_limits<int32_t>::min();
     const int64_t i64max = std::numeric_limits<int64_t>::max(), i64min = std::numeric_limits<int64_t>::min();
-    if (allowed & kName) a.name = string(field(v, path, "name"), at("name"), "a string");
-    if (allowed & kShape) a.shape = shape(field(v, path, "shape"), at("shape"));
+    if (allowed & kAttrName) a.name = string(field(v, path, "name"), at("name"), "a string");
+    if (allowed & kAttrShape) a.shape = shape(field(v, path, "shape"), at("shape"));
     if (const Json* d = opt("dtype")) a.dtype = dtype(*d, at("dtype"));
     if (const Json* d = opt("dim"))
       a.dim = static_cast<int32_t>(integer(*d, at("dim"), i32min, i32max, "a 32-bit integer"));
@@ -500,7 +456,7 @@ class Reader {
     if (const Json* m = opt("imap")) a.imap = grid_map(*m, at("imap"));
     if (const Json* m = opt("fmap")) a.fmap = map_entry(*m, at("fmap"), "a dimension (0 or more) or null");
     if (const Json* m = opt("omap")) a.omap = grid_map(*m, at("omap"));
-    if (allowed & kAccum) {
+    if (allowed & kAttrAccum) {
       a.dim = kPhi;
       if (const Json* acc = opt("accum")) {
         const char* what = "\"sum\" or {\"concat\": dim}";
@@ -514,7 +470,7 @@ class Reader {
         }
       }
     }
-    if (allowed & kBody) {
+    if (allowed & kAttrBody) {
       a.body = static_cast<int32_t>(integer(field(v, path, "body"), at("body"), 0, i32max, "a body index (0 or more)"));
       if (static_cast<size_t>(a.body) >= num_bodies)
         fail(at("body"), "body " + std::to_string(a.body) + " does not exist; the graph has " +

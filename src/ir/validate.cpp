@@ -86,6 +86,10 @@ struct Validator {
           return reject(Reason::malformed) << at << "reads tensor " << t.value << " before it is produced";
         in.push_back(g.tensors[t.index()].type);
       }
+      if (op.attrs != used_attrs(op.kind, op.attrs))
+        return reject(Reason::bad_attribute) << at << "sets attributes that " << op_name(op.kind) << " does not use";
+      if (op.attrs.has_scalar && op.attrs.scalar_pos != 0 && op.attrs.scalar_pos != 1)
+        return reject(Reason::bad_attribute) << at << "scalar position " << int(op.attrs.scalar_pos) << " is not 0 or 1";
       auto types = infer_output_types(g, op.kind, in, op.attrs);
       if (!types) return Rejection{types.rejection().reason, at + types.rejection().message};
       if (types->size() != op.outputs.size())

@@ -118,3 +118,21 @@ TEST(Validate, ZeroGridOrLoopIsRejectedNotDividedBy) {
 
 }  // namespace
 }  // namespace mugraph
+
+namespace mugraph {
+namespace {
+
+TEST(Validate, UnusedAttributesMustStayAtDefaults) {
+  Graph g = test::rmsnorm_fig3b(16, 256, 256, 8, 4);
+  EXPECT_FALSE(validate(g));
+  Graph bad = g;
+  bad.ops[0].attrs.times = 3;  // an input op has no 'times'
+  auto r = validate(bad);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, Reason::bad_attribute);
+  EXPECT_NE(r->message.find("does not use"), std::string::npos) << r->message;
+  for (const Op& op : g.ops) EXPECT_EQ(op.attrs, used_attrs(op.kind, op.attrs));
+}
+
+}  // namespace
+}  // namespace mugraph
