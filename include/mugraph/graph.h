@@ -96,6 +96,20 @@ uint32_t attr_fields(OpKind kind);
 /// fields at their defaults so that equal ops compare and hash equal; validate() checks it.
 OpAttrs used_attrs(OpKind kind, const OpAttrs& attrs);
 
+/// Attribute builders for the common op kinds, so code that builds graphs reads as what it means.
+namespace attrs {
+/// input_iterator: block level with its imap (per grid axis) and fmap; thread level with no maps.
+OpAttrs iterator(int32_t io_index, std::array<int8_t, 3> imap = {kPhi, kPhi, kPhi}, int8_t fmap = kPhi);
+/// output_saver with its omap (kPhi for grid axes of size 1; thread level: all kPhi).
+OpAttrs saver(int32_t io_index, std::array<int8_t, 3> omap = {kPhi, kPhi, kPhi});
+/// accum: kPhi sums over the iterations; a dim concatenates them along it.
+OpAttrs accum(int32_t dim = kPhi);
+/// sum(dim, to), also the attributes of concat (dim) and repeat (dim, times) via the fields.
+OpAttrs sum(int32_t dim, int64_t to = 1);
+/// A binary op with a constant operand at position pos (0: left, 1: right).
+OpAttrs scalar(Scalar value, int8_t pos = 1);
+}  // namespace attrs
+
 /// A tensor of a graph (a DTensor at kernel level, an STensor at block level, registers at thread
 /// level).
 struct Tensor {

@@ -131,6 +131,40 @@ OpAttrs used_attrs(OpKind kind, const OpAttrs& a) {
   return out;
 }
 
+namespace attrs {
+OpAttrs iterator(int32_t io_index, std::array<int8_t, 3> imap, int8_t fmap) {
+  OpAttrs a;
+  a.io_index = io_index;
+  a.imap = imap;
+  a.fmap = fmap;
+  return a;
+}
+OpAttrs saver(int32_t io_index, std::array<int8_t, 3> omap) {
+  OpAttrs a;
+  a.io_index = io_index;
+  a.omap = omap;
+  return a;
+}
+OpAttrs accum(int32_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  return a;
+}
+OpAttrs sum(int32_t dim, int64_t to) {
+  OpAttrs a;
+  a.dim = dim;
+  a.to = to;
+  return a;
+}
+OpAttrs scalar(Scalar value, int8_t pos) {
+  OpAttrs a;
+  a.has_scalar = true;
+  a.scalar = value;
+  a.scalar_pos = pos;
+  return a;
+}
+}  // namespace attrs
+
 namespace {
 size_t hash_type(const TensorType& t) {
   size_t h = hash_value(t.shape);

@@ -11,36 +11,12 @@
 
 namespace mugraph::examples {
 
-inline OpAttrs iterator(int io, std::array<int8_t, 3> imap, int8_t fmap) {
-  OpAttrs a;
-  a.io_index = io;
-  a.imap = imap;
-  a.fmap = fmap;
-  return a;
-}
-inline OpAttrs saver(int io, std::array<int8_t, 3> omap = {kPhi, kPhi, kPhi}) {
-  OpAttrs a;
-  a.io_index = io;
-  a.omap = omap;
-  return a;
-}
+inline OpAttrs iterator(int io, std::array<int8_t, 3> imap, int8_t fmap) { return attrs::iterator(io, imap, fmap); }
+inline OpAttrs saver(int io, std::array<int8_t, 3> omap = {kPhi, kPhi, kPhi}) { return attrs::saver(io, omap); }
 /// accum: kPhi sums over the iterations, a dim concatenates them along it.
-inline OpAttrs accum(int32_t dim) {
-  OpAttrs a;
-  a.dim = dim;
-  return a;
-}
-inline OpAttrs reduce(int32_t dim) {
-  OpAttrs a;
-  a.dim = dim;
-  return a;
-}
-inline OpAttrs constant(const char* text) {
-  OpAttrs a;
-  a.has_scalar = true;
-  a.scalar = *parse_scalar(text);
-  return a;
-}
+inline OpAttrs accum(int32_t dim) { return attrs::accum(dim); }
+inline OpAttrs reduce(int32_t dim) { return attrs::sum(dim); }
+inline OpAttrs constant(const char* text) { return attrs::scalar(*parse_scalar(text)); }
 /// A thread-level input iterator (no maps).
 inline OpAttrs load(int io) { return iterator(io, {kPhi, kPhi, kPhi}, kPhi); }
 

@@ -9,31 +9,10 @@
 
 namespace mugraph::test {
 
-inline OpAttrs iter(int io, std::array<int8_t, 3> imap, int8_t fmap) {
-  OpAttrs a;
-  a.io_index = io;
-  a.imap = imap;
-  a.fmap = fmap;
-  return a;
-}
-inline OpAttrs accum_sum() {
-  OpAttrs a;
-  a.dim = kPhi;
-  return a;
-}
-inline OpAttrs saver(int io, std::array<int8_t, 3> omap) {
-  OpAttrs a;
-  a.io_index = io;
-  a.omap = omap;
-  return a;
-}
-inline OpAttrs scalar(const char* text, int pos = 1) {
-  OpAttrs a;
-  a.has_scalar = true;
-  a.scalar = *parse_scalar(text);
-  a.scalar_pos = static_cast<int8_t>(pos);
-  return a;
-}
+inline OpAttrs iter(int io, std::array<int8_t, 3> imap, int8_t fmap) { return attrs::iterator(io, imap, fmap); }
+inline OpAttrs accum_sum() { return attrs::accum(kPhi); }
+inline OpAttrs saver(int io, std::array<int8_t, 3> omap) { return attrs::saver(io, omap); }
+inline OpAttrs scalar(const char* text, int pos = 1) { return attrs::scalar(*parse_scalar(text), static_cast<int8_t>(pos)); }
 
 /// RMSNorm + matmul fused as in the paper's Figure 3b: X [b, h], G [h], W [h, n]; grid over W's
 /// columns, for-loop over h; accumulators for sum(X²) and (X⊙G)·W; a thread graph computes
