@@ -2,7 +2,7 @@
 # Set-up command 2: run every test. Builds what it needs first, so it works on a fresh clone.
 #   1. unit and integration tests (ctest) on the Release build, warnings as errors
 #   2. the NumPy cross-checks of the CLI (pytest)
-#   3. the unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer
+#   3. the unit tests and the CLI tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   4. the parser fuzz target for a bounded time (MUGRAPH_FUZZ_SECONDS, default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +20,10 @@ MUGRAPH_BIN="$PWD/build/bin/mugraph" .venv/bin/python -m pytest -q tests/tools
 echo "== 3/4 ASan + UBSan build and ctest"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMUGRAPH_SANITIZE=ON -DMUGRAPH_BENCH=OFF >/dev/null
 cmake --build build-sanitize -j "$JOBS"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
+MUGRAPH_BIN="$PWD/build-sanitize/bin/mugraph" .venv/bin/python -m pytest -q tests/tools
+unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== 4/4 fuzz the program parser for ${MUGRAPH_FUZZ_SECONDS:-60} s"
 bash fuzz/run_fuzz.sh "${MUGRAPH_FUZZ_SECONDS:-60}"
