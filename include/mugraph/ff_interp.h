@@ -1,0 +1,91 @@
+/// \file ff_interp.h
+/// The finite-field interpreter: runs any valid μGraph (all three levels, the semantics of
+/// DESIGN.md §1, exactly as the float interpreter) on values in Z_p × Z_q (ffield.h).
+///
+/// Op semantics (paper Table 3, extended):
+/// - add, sub, mul, div: component-wise in Z_p and Z_q; div by a zero residue (in either field)
+///   makes the run report a zero divisor (the verifier then draws new inputs).
+/// - constants: the exact rational they spell, m·10^e, in each field.
+/// - exp(x) = ω^(x_q) mod p in the p part. Its q part has no meaning (the exponent field is only
+///   used inside exponents); it is set to 0. A tensor is "exp-tainted" if some path from an input
+///   to it passes an exp (or silu); an exp-like op applied to a tainted value is a second exp on
+///   that path and is evaluated as a non-Lax op (below).
+/// - silu(x) = x / (1 + exp(−x)) with that exp, so silu verifies against its expansion.
+/// - sqrt: ff::sqrt_pm in each field (deterministic; its square is ±x).
+/// - sqr(x) = x·x; matmul and sum are sums of products in each field.
+/// - relu, gelu and second exps: random functions of the operand's residues, drawn per test from
+///   FFContext::test_seed and the op kind, so both graphs of a test apply the same function.
+/// - layout ops (repeat, reshape, concat), iterators, accumulators (sum or concat), savers and
+///   thread graphs: exactly as the float interpreter, on residues.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mugraph/graph.h"
+
+namespace mugraph {
+
+/// A tensor of residues, row-major: p[i] < ff::kP, q[i] < ff::kQ.
+struct FFTensor {
+  Shape shape;
+  std::vector<uint32_t> p, q;
+
+  FFTensor() = default;
+  explicit FFTensor(Shape s);
+  int64_t numel() const { return shape.numel(); }
+  friend bool operator==(const FFTensor&, const FFTensor&) = default;
+};
+
+/// What one random test fixes besides the inputs.
+struct FFContext {
+  uint64_t omega = 1;      ///< a q-th root of unity in Z_p
+  uint64_t test_seed = 0;  ///< seeds the random functions standing for non-Lax ops
+};
+
+/// The result of one finite-field run.
+struct FFRun {
+  std::vector<FFTensor> outputs;  ///< the graph's outputs in order (empty if zero_divisor)
+  bool zero_divisor = false;      ///< some division had a zero divisor; the run is void
+  /// Per output: whether a path from an input passes an exp-like op (its q part is meaningless).
+  std::vector<bool> exp_tainted;
+};
+
+/// Runs a kernel graph (which must have passed validate()) on finite-field inputs, one per
+/// `input` op in op order. Blocks run in parallel on `threads` workers (0: all cores); results do
+/// not depend on the thread count.
+FFRun run_ff(const Graph& kernel_graph, const std::vector<FFTensor>& inputs, const FFContext& ctx, int threads = 0);
+
+/// Uniform inputs for every `input` op (p and q parts independent), from a seed.
+std::vector<FFTensor> random_ff_inputs(const Graph& kernel_graph, uint64_t seed);
+
+/// A uniform q-th root of unity in Z_p from a seed.
+uint64_t random_root_of_unity(uint64_t seed);
+
+/// A 64-bit hash of a tensor's residues (cheap first comparison of outputs).
+uint64_t hash_ff(const FFTensor& t);
+
+/// Incremental evaluation for the search: remembers the values of every tensor of the last
+/// kernel graph it evaluated; evaluating a graph that extends it (same first ops and tensors)
+/// computes only the new ops. One evaluator per search thread (not thread-safe).
+class FFPrefixEvaluator {
+ public:
+  FFPrefixEvaluator(std::vector<FFTensor> inputs, FFContext ctx, int threads = 1);
+  /// Values of every tensor of `g` (indexed by tensor id), computing only ops not shared with
+  /// the previously evaluated graph. Returns nullptr on a zero divisor.
+  const std::vector<FFTensor>* evaluate(const Graph& g);
+  /// Ops computed and reused so far.
+  int64_t ops_computed() const { return computed_; }
+  int64_t ops_reused() const { return reused_; }
+
+ private:
+  std::vector<FFTensor> inputs_;
+  FFContext ctx_;
+  int threads_;
+  Graph last_;
+  std::vector<FFTensor> values_;
+  std::vector<bool> tainted_;
+  int64_t computed_ = 0, reused_ = 0;
+};
+
+}  // namespace mugraph

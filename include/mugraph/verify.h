@@ -1,0 +1,75 @@
+/// \file verify.h
+/// Equivalence verification of μGraphs (DESIGN.md §5, paper §5): the Lax check, random tests over
+/// finite fields with a stated error bound (Theorems 2 and 3), and a floating-point filter.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mugraph/graph.h"
+
+namespace mugraph {
+
+/// Whether a graph is in the Lax fragment, and the bounds Theorem 2 needs.
+struct LaxReport {
+  bool lax = true;
+  /// If not Lax: which op on which path breaks it, e.g. "relu (op 4 of the kernel graph) is not
+  /// multilinear" or "exp (block graph 0, op 7) is the second exp on the path X → exp → ... → exp".
+  std::string violation;
+  /// Most exp-like ops (exp, silu) on any input-to-output path.
+  int max_exps_on_path = 0;
+  /// Upper bound on the degree of the polynomials f, g, h of Equation 2 for the outputs.
+  double degree = 0;
+  /// Upper bound on the number of exponential terms k of Equation 2 (numerator or denominator).
+  double exp_terms = 1;
+  /// Whether the graph uses sqrt (verified as a deterministic function whose square is ±x; see
+  /// docs/verifier.md for what that means for the guarantee).
+  bool uses_sqrt = false;
+};
+
+/// The Lax check of a program or μGraph.
+LaxReport check_lax(const Graph& kernel_graph);
+
+/// Options of verify().
+struct VerifyOptions {
+  double delta = 1e-9;        ///< wanted bound on the probability of accepting non-equivalent graphs
+  uint64_t seed = 0;          ///< seed of the tests; every verdict can be replayed from it
+  int max_tests = 64;         ///< stop after this many tests even if delta is not reached
+  int threads = 0;            ///< 0: all cores
+  bool float_check = true;    ///< also run the floating-point filter
+  double float_tolerance = 1e-3;  ///< max relative error of the float filter (f32 run)
+};
+
+enum class Verdict : uint8_t {
+  equivalent,      ///< every test agreed (and the float filter passed)
+  not_equivalent,  ///< a test disagreed (certain), or the float filter failed
+  incomparable,    ///< different input names/shapes or output counts/shapes
+};
+
+/// The outcome of verify().
+struct VerifyResult {
+  Verdict verdict = Verdict::incomparable;
+  std::string reason;          ///< why not equivalent / incomparable (output, element, test)
+  int tests_run = 0;           ///< finite-field tests completed
+  int redraws = 0;             ///< tests redrawn because of a zero divisor
+  double per_test_bound = 1;   ///< Theorem 2's bound on one test accepting non-equivalent graphs
+  double bound = 1;            ///< bound reached: per_test_bound ^ tests_run
+  bool guarantee = false;      ///< both graphs Lax and bound ≤ delta: the bound is a real guarantee
+  std::string guarantee_note;  ///< what weakens it, if anything
+  uint64_t seed = 0;
+  LaxReport reference_lax, candidate_lax;
+  double float_max_rel_error = 0;  ///< of the float filter, if it ran
+};
+
+/// Verifies that `candidate` computes the same function as `reference`. Both must have passed
+/// validate(). Inputs are matched by name, outputs by position. Equivalent graphs always pass
+/// the finite-field tests.
+VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options = {});
+
+/// The floating-point filter alone: both graphs on the same standard-normal inputs (in f32),
+/// max over outputs of max|a − b| / max|b|.
+double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads = 0);
+
+}  // namespace mugraph
