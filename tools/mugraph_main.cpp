@@ -1,9 +1,11 @@
 // The mugraph command-line tool. It only parses arguments and calls the libraries; every
 // subcommand is a function below. Exit codes: 0 success, 1 user error (message on stderr),
-// 2 usage error, 3 internal error (a bug in mugraph; please report it).
+// 2 usage error, 3 internal error (a bug in mugraph; please report it). `verify` differs: 0
+// equivalent, 1 not equivalent, 2 cannot compare (including files that do not load), 3 internal.
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +19,7 @@
 #include "mugraph/loader.h"
 #include "mugraph/printer.h"
 #include "mugraph/validate.h"
+#include "mugraph/verify.h"
 
 namespace mugraph {
 namespace {
@@ -110,6 +113,72 @@ int cmd_export(const std::string& path, const std::string& out_path) {
   return 0;
 }
 
+constexpr int kExitNotEquivalent = 1;
+constexpr int kExitIncomparable = 2;
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string lax_summary(const LaxReport& r) {
+  std::string s = r.lax ? "Lax" : "not Lax (" + r.violation + ")";
+  s += ", degree <= " + sci(r.degree) + ", terms <= " + sci(r.exp_terms) + ", exps on a path <= " +
+       std::to_string(r.max_exps_on_path);
+  if (r.uses_sqrt) s += ", uses sqrt";
+  return s;
+}
+
+/// `mugraph verify`: exit 0 equivalent, 1 not equivalent, 2 cannot compare.
+int cmd_verify(const std::string& path_a, const std::string& path_b, const VerifyOptions& options) {
+  Graph a, b;
+  try {
+    a = load_valid(path_a, default_target());
+    b = load_valid(path_b, default_target());
+  } catch (const UserError& e) {
+    std::cerr << "mugraph: " << e.what() << "\nCANNOT COMPARE: a file did not load\n";
+    return kExitIncomparable;
+  }
+  VerifyResult r;
+  try {
+    r = verify(a, b, options);
+  } catch (const UserError& e) {  // e.g. a graph too large for the host memory limit
+    std::cerr << "mugraph: " << e.what() << "\nCANNOT COMPARE\n";
+    return kExitIncomparable;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "mugraph: error: out of memory\nCANNOT COMPARE\n";
+    return kExitIncomparable;
+  }
+  if (r.verdict == Verdict::incomparable) {
+    std::cout << "CANNOT COMPARE\n  reason:          " << r.reason << "\n";
+    return kExitIncomparable;
+  }
+  // A finite-field disagreement is certain; the bound lines only matter when every test agreed.
+  const bool float_failed = options.float_check && r.verdict == Verdict::not_equivalent &&
+                            !(r.float_max_rel_error <= options.float_tolerance);
+  const bool tests_agreed = r.verdict == Verdict::equivalent || float_failed;
+  std::cout << (r.verdict == Verdict::equivalent ? "EQUIVALENT\n" : "NOT EQUIVALENT\n");
+  if (r.verdict == Verdict::not_equivalent) std::cout << "  reason:          " << r.reason << "\n";
+  std::cout << "  tests run:       " << r.tests_run << " finite-field tests agreed (" << r.redraws
+            << " redrawn after a zero divisor)\n";
+  if (tests_agreed) {
+    std::cout << "  per-test bound:  " << sci(r.per_test_bound) << (r.per_test_bound >= 1 ? " (vacuous)" : "") << "\n";
+    std::cout << "  bound reached:   " << sci(r.bound) << " (delta " << sci(options.delta) << ")\n";
+    std::cout << "  guarantee:       " << (r.guarantee ? "yes" : "no") << "\n";
+    if (!r.guarantee_note.empty()) std::cout << "  note:            " << r.guarantee_note << "\n";
+  }
+  std::cout << "  reference:       " << lax_summary(r.reference_lax) << "\n";
+  std::cout << "  candidate:       " << lax_summary(r.candidate_lax) << "\n";
+  std::cout << "  seed:            " << r.seed << " (replay with --seed " << r.seed << ")\n";
+  std::cout << "  float error:     "
+            << (tests_agreed && options.float_check
+                    ? sci(r.float_max_rel_error) + " (tolerance " + sci(options.float_tolerance) + ", f32)"
+                    : std::string(options.float_check ? "not run (a finite-field test disagreed)" : "not run (--no-float-check)"))
+            << "\n";
+  return r.verdict == Verdict::equivalent ? 0 : kExitNotEquivalent;
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"mugraph: a multi-level superoptimizer for tensor programs"};
   app.require_subcommand(1);
@@ -135,6 +204,27 @@ int run_main(int argc, char** argv) {
   exp->add_option("FILE", file, "program (.mg) or μGraph (.json)")->required();
   exp->add_option("-o,--output", out_json, "output JSON file")->required();
 
+  std::string file_b;
+  VerifyOptions vopts;
+  bool no_float_check = false;
+  auto* ver = app.add_subcommand("verify", "Check that two programs or μGraphs compute the same function (exit 0 equivalent, 1 not equivalent, 2 cannot compare)");
+  ver->add_option("A", file, "reference: program (.mg) or μGraph (.json)")->required();
+  ver->add_option("B", file_b, "candidate: program (.mg) or μGraph (.json)")->required();
+  ver->add_option("--delta", vopts.delta, "wanted bound on accepting non-equivalent graphs (default 1e-9)")->check([](const std::string& text) {
+    double v = 0;
+    try {
+      v = std::stod(text);
+    } catch (const std::exception&) {
+      return std::string("--delta expects a number in (0, 1]");
+    }
+    return v > 0 && v <= 1 ? std::string() : std::string("--delta must be in (0, 1]");
+  });
+  ver->add_option("--seed", vopts.seed, "seed of the random tests; a verdict replays from it (default 0)");
+  ver->add_option("--max-tests", vopts.max_tests, "most finite-field tests to run (default 64)")->check(CLI::Range(1, 1000000));
+  ver->add_flag("--no-float-check", no_float_check, "skip the floating-point filter");
+  ver->add_option("--float-tolerance", vopts.float_tolerance, "max relative error of the f32 filter (default 1e-3)")->check(CLI::NonNegativeNumber);
+  ver->add_option("--threads", vopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -145,6 +235,10 @@ int run_main(int argc, char** argv) {
   if (*check) return cmd_check(file, target);
   if (*run) return cmd_run(file, input_args, seed, out_dir, threads);
   if (*exp) return cmd_export(file, out_json);
+  if (*ver) {
+    vopts.float_check = !no_float_check;
+    return cmd_verify(file, file_b, vopts);
+  }
   return 2;
 }
 

@@ -3,8 +3,8 @@
 /// DESIGN.md §1, exactly as the float interpreter) on values in Z_p × Z_q (ffield.h).
 ///
 /// Op semantics (paper Table 3, extended):
-/// - add, sub, mul, div: component-wise in Z_p and Z_q; div by a zero residue (in either field)
-///   makes the run report a zero divisor (the verifier then draws new inputs).
+/// - add, sub, mul, div: component-wise in Z_p and Z_q; a zero divisor voids the run (the
+///   verifier then draws new inputs; precisely when, see div below).
 /// - constants: the exact rational they spell, m·10^e, in each field.
 /// - exp(x) = ω^(x_q) mod p in the p part. Its q part has no meaning (the exponent field is only
 ///   used inside exponents); it is set to 0. A tensor is "exp-tainted" if some path from an input
@@ -13,18 +13,26 @@
 /// - silu(x) = x / (1 + exp(−x)) with that exp, so silu verifies against its expansion.
 /// - sqrt: ff::sqrt_pm in each field (deterministic; its square is ±x).
 /// - sqr(x) = x·x; matmul and sum are sums of products in each field.
-/// - relu, gelu and second exps: random functions of the operand's residues, drawn per test from
-///   FFContext::test_seed and the op kind, so both graphs of a test apply the same function.
+/// - relu, gelu and second exps: random functions of the operand's Z_p residue (its Z_q part may
+///   be meaningless, see exp), drawn per test from FFContext::test_seed and the op kind, so both
+///   graphs of a test apply the same function to the same operand.
+/// - div: a zero divisor residue in Z_p, or in Z_q of a divisor that is not exp-tainted (or a
+///   constant divisor that is 0), voids the run (FFRun::zero_divisor).
 /// - layout ops (repeat, reshape, concat), iterators, accumulators (sum or concat), savers and
 ///   thread graphs: exactly as the float interpreter, on residues.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "mugraph/graph.h"
 
 namespace mugraph {
+
+namespace interp {
+class ThreadPool;
+}
 
 /// A tensor of residues, row-major: p[i] < ff::kP, q[i] < ff::kQ.
 struct FFTensor {
@@ -70,19 +78,26 @@ uint64_t hash_ff(const FFTensor& t);
 /// computes only the new ops. One evaluator per search thread (not thread-safe).
 class FFPrefixEvaluator {
  public:
+  /// inputs: one per `input` op of the graphs it will evaluate, in op order.
   FFPrefixEvaluator(std::vector<FFTensor> inputs, FFContext ctx, int threads = 1);
+  ~FFPrefixEvaluator();
+  FFPrefixEvaluator(FFPrefixEvaluator&&) noexcept;
+  FFPrefixEvaluator& operator=(FFPrefixEvaluator&&) noexcept;
   /// Values of every tensor of `g` (indexed by tensor id), computing only ops not shared with
   /// the previously evaluated graph. Returns nullptr on a zero divisor.
   const std::vector<FFTensor>* evaluate(const Graph& g);
-  /// Ops computed and reused so far.
+  /// Per tensor of the last evaluated graph: whether it is exp-tainted (its Z_q part is meaningless).
+  const std::vector<bool>& exp_tainted() const { return tainted_; }
+  /// Ops (input ops included) computed and reused so far.
   int64_t ops_computed() const { return computed_; }
   int64_t ops_reused() const { return reused_; }
 
  private:
   std::vector<FFTensor> inputs_;
   FFContext ctx_;
-  int threads_;
+  std::unique_ptr<interp::ThreadPool> pool_;
   Graph last_;
+  size_t valid_ops_ = 0;  // leading ops of last_ whose values are in values_
   std::vector<FFTensor> values_;
   std::vector<bool> tainted_;
   int64_t computed_ = 0, reused_ = 0;

@@ -56,7 +56,7 @@ struct VerifyResult {
   int redraws = 0;             ///< tests redrawn because of a zero divisor
   double per_test_bound = 1;   ///< Theorem 2's bound on one test accepting non-equivalent graphs
   double bound = 1;            ///< bound reached: per_test_bound ^ tests_run
-  bool guarantee = false;      ///< both graphs Lax and bound ≤ delta: the bound is a real guarantee
+  bool guarantee = false;      ///< both graphs Lax without sqrt and bound ≤ delta: the bound is a real guarantee
   std::string guarantee_note;  ///< what weakens it, if anything
   uint64_t seed = 0;
   LaxReport reference_lax, candidate_lax;

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "block_structure.h"
 #include "half.h"
 #include "op_eval.h"
 #include "tensor_ops.h"
@@ -12,39 +13,7 @@ namespace {
 
 constexpr int64_t kAlign = 16;  // floats: buffers start on 64-byte boundaries
 
-/// The tile an input iterator of a block graph loads in block b, iteration iter.
-View iterator_tile(const Graph& g, const OpAttrs& a, View v, const std::array<int64_t, 3>& b, int64_t iter) {
-  for (int axis = 0; axis < 3; ++axis) {
-    int d = a.imap[static_cast<size_t>(axis)];
-    if (d == kPhi) continue;
-    int64_t ext = v.shape[d] / g.grid[axis];
-    v = v.slice(d, b[static_cast<size_t>(axis)] * ext, ext);
-  }
-  if (a.fmap != kPhi) {
-    int64_t ext = v.shape[a.fmap] / g.forloop;
-    v = v.slice(a.fmap, iter * ext, ext);
-  }
-  return v;
-}
-
-std::string op_where(const Graph& g, size_t i) {
-  return std::string(level_name(g.level)) + " graph op " + std::to_string(i) + " (" +
-         std::string(op_name(g.ops[i].kind)) + ")";
-}
-
-/// Marks the ops whose results reach an output saver.
-std::vector<bool> live_ops(const Graph& g) {
-  std::vector<bool> live(g.ops.size(), false), needed(g.tensors.size(), false);
-  for (size_t i = g.ops.size(); i-- > 0;) {
-    const Op& op = g.ops[i];
-    bool l = op.kind == OpKind::output_saver;
-    for (TensorId t : op.outputs) l = l || needed[t.index()];
-    if (!l) continue;
-    live[i] = true;
-    for (TensorId t : op.inputs) needed[t.index()] = true;
-  }
-  return live;
-}
+std::string op_where(const Graph& g, size_t i) { return body_op_where(g, i); }
 
 void check_ids(const Graph& g) {
   for (size_t i = 0; i < g.ops.size(); ++i) {
@@ -65,7 +34,6 @@ BlockProgram::BlockProgram(const Graph& body, bool share_invariant) : body_(body
       throw UserError("the block graph's grid " + std::string(axis_name(axis)) + " is " +
                       std::to_string(body.grid[axis]));
   add_plan(body, arena_floats_, num_values_);
-  classify_phases(plans_[0]);
   plans_[0].invariant.assign(body.ops.size(), false);
   plans_[0].shared.assign(body.ops.size(), false);
   if (share_invariant) plan_sharing(plans_[0]);
@@ -132,12 +100,10 @@ int32_t BlockProgram::add_plan(const Graph& g, int64_t& arena_floats, int32_t& v
   }
   values += static_cast<int32_t>(g.tensors.size());
   std::vector<bool> live = live_ops(g);
-  std::vector<Phase> phase(g.ops.size(), Phase::dead);
   std::vector<TensorId> saved;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     if (!live[i]) continue;
-    phase[i] = Phase::loop;  // refined for the block graph by classify_phases
     OpCategory cat = op_info(op.kind).category;
     bool buffer = false;
     switch (cat) {
@@ -187,50 +153,9 @@ int32_t BlockProgram::add_plan(const Graph& g, int64_t& arena_floats, int32_t& v
       if (!saved[io].valid())
         throw UserError("no output_saver of the thread graph writes output " + std::to_string(io));
   Plan& p = plans_[static_cast<size_t>(index)];
-  p.phase = std::move(phase);
+  p.phase = block_phases(g);  // the block graph's loop and post-loop ops; thread graphs: all loop
   p.saved = std::move(saved);
   return index;
-}
-
-void BlockProgram::classify_phases(Plan& p) const {
-  const Graph& g = *p.g;
-  if (g.forloop == 1) return;  // one iteration: every live op runs once, in order
-  // A tensor is post-loop if it is made from accumulator outputs only.
-  std::vector<Phase> cls(g.tensors.size(), Phase::loop);
-  const std::string loops = std::to_string(g.forloop);
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const Op& op = g.ops[i];
-    if (p.phase[i] == Phase::dead) continue;
-    bool any_loop = false, any_post = false;
-    for (TensorId t : op.inputs) (cls[t.index()] == Phase::post ? any_post : any_loop) = true;
-    Phase out = Phase::loop;
-    switch (op_info(op.kind).category) {
-      case OpCategory::iterator:
-        break;
-      case OpCategory::accumulator:
-        if (any_post)
-          throw UserError(op_where(g, i) +
-                          " accumulates a value that was already accumulated; a path may pass at "
-                          "most one accumulator");
-        out = Phase::post;  // the op itself accumulates in the loop; its result exists after it
-        break;
-      default:
-        if (any_loop && any_post)
-          throw UserError(op_where(g, i) +
-                          " combines a per-iteration value with an accumulated one, but the "
-                          "for-loop runs " +
-                          loops + " iterations");
-        if (op.kind == OpKind::output_saver && any_loop)
-          throw UserError(op_where(g, i) +
-                          " saves a value with a path from an input iterator that passes no "
-                          "accumulator, but the for-loop runs " +
-                          loops + " iterations");
-        out = any_post ? Phase::post : Phase::loop;
-        p.phase[i] = out;
-        break;
-    }
-    for (TensorId t : op.outputs) cls[t.index()] = out;
-  }
 }
 
 BlockWorker BlockProgram::make_worker() const {
@@ -260,9 +185,7 @@ void BlockProgram::run_blocks(std::vector<BlockWorker>& states, const std::vecto
   const Plan& p = plans_[0];
   const int64_t F = body_.forloop;
   const Dim3 grid = body_.grid;
-  auto coords = [&](int64_t index) {
-    return std::array<int64_t, 3>{index % grid.x, (index / grid.x) % grid.y, index / (grid.x * grid.y)};
-  };
+  auto coords = [&](int64_t index) { return block_coords(grid, index); };
   for (int64_t i = 0; i < F; ++i) {
     for (int64_t k = 0; k < count; ++k) {
       BlockWorker& w = states[static_cast<size_t>(k)];
@@ -316,14 +239,7 @@ void BlockProgram::exec(const Plan& p, BlockWorker& w, Phase phase, Mode mode, c
         auto io = static_cast<size_t>(op.attrs.io_index);
         MUGRAPH_CHECK(outputs && io < outputs->size()) << op_where(g, i) << " writes output " << io;
         const View& src = vals[op.inputs[0].index()];
-        MutView dst = (*outputs)[io];
-        for (int axis = 0; axis < 3; ++axis) {
-          int d = op.attrs.omap[static_cast<size_t>(axis)];
-          if (d == kPhi) continue;
-          int64_t ext = src.shape[d];
-          dst = dst.slice(d, b[static_cast<size_t>(axis)] * ext, ext);
-        }
-        copy_view(src, dst);
+        copy_view(src, saver_region(op.attrs, (*outputs)[io], src.shape, b));
         break;
       }
       case OpCategory::accumulator: {

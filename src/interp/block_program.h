@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mugraph/graph.h"
+#include "block_structure.h"
 #include "view.h"
 
 namespace mugraph::interp {
@@ -60,7 +61,7 @@ class BlockProgram {
                   const std::vector<MutView>& outputs, int64_t first, int64_t count, const float* shared) const;
 
  private:
-  enum class Phase : uint8_t { dead, loop, post };
+  using Phase = BlockPhase;
   /// Which ops exec runs: a block's own ops (skipping shared ones) or the shared ones only.
   enum class Mode : uint8_t { block, shared };
 
@@ -85,7 +86,6 @@ class BlockProgram {
   };
 
   int32_t add_plan(const Graph& g, int64_t& arena_floats, int32_t& values);
-  void classify_phases(Plan& p) const;
   void plan_sharing(Plan& p);
 
   /// Runs the ops of plan p that belong to `phase` (thread graphs: all live ops), selected by mode.

@@ -1,1 +1,307 @@
-// being written
+// The Lax check (paper Definition 5.1) and the symbolic bounds Theorem 2 needs.
+//
+// One forward walk over the kernel graph, into graph-defined kernels and thread graphs through
+// their params and back out through their savers. Per tensor it keeps
+// - how many exp-like ops (exp, silu) the worst path from an input to it passes, and a trace of
+//   that path (only turned into text when a violation is reported);
+// - a symbolic bound on the form of Equation 2: value = A / B with A and B sums of terms
+//   f · exp(g / h); we bound the degree of the f's of A and of B, the number of terms of A and of B
+//   and the degrees of the exponents' g and h. The rules are in docs/verifier.md; all of them
+//   over-approximate, and every number saturates at kCap.
+// Ops that reach no output are skipped: Definition 5.1 is about input-to-output paths.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lax_forms.h"
+#include "mugraph/verify.h"
+
+namespace mugraph {
+namespace lax {
+namespace {
+
+/// Bounds saturate here; anything this large makes Theorem 2's bound vacuous anyway.
+constexpr double kCap = 1e30;
+double sat(double x) { return x < kCap ? x : kCap; }
+
+Form variable_form() { return Form{}; }
+Form constant_form() { return Form{Part{0, 1, true}, Part{0, 1, true}, {}}; }
+
+Part pmul(const Part& a, const Part& b) { return {sat(a.deg + b.deg), sat(a.terms * b.terms), a.plain && b.plain}; }
+Part padd(const Part& a, const Part& b) {
+  return {std::max(a.deg, b.deg), sat(a.terms + b.terms - (a.plain && b.plain ? 1 : 0)), a.plain || b.plain};
+}
+/// exp(g1/h1) · exp(g2/h2) = exp((g1·h2 + g2·h1) / (h1·h2)).
+Exponent ecombine(const Exponent& a, const Exponent& b) {
+  return {sat(std::max(a.num + b.den, b.num + a.den)), sat(a.den + b.den)};
+}
+Exponent ejoin(const Exponent& a, const Exponent& b) { return {std::max(a.num, b.num), std::max(a.den, b.den)}; }
+/// The exponent of a product of m terms. @pre m ≥ 1
+Exponent epow(const Exponent& e, double m) { return {sat(e.num + (m - 1) * e.den), sat(m * e.den)}; }
+
+Form fmul(const Form& x, const Form& y) { return {pmul(x.num, y.num), pmul(x.den, y.den), ecombine(x.ex, y.ex)}; }
+Form fdiv(const Form& x, const Form& y) { return {pmul(x.num, y.den), pmul(x.den, y.num), ecombine(x.ex, y.ex)}; }
+/// add and sub: A1/B1 ± A2/B2 = (A1·B2 ± A2·B1) / (B1·B2).
+Form fadd(const Form& x, const Form& y) {
+  return {padd(pmul(x.num, y.den), pmul(y.num, x.den)), pmul(x.den, y.den), ecombine(x.ex, y.ex)};
+}
+Form fjoin(const Form& x, const Form& y) {
+  auto join = [](const Part& a, const Part& b) {
+    return Part{std::max(a.deg, b.deg), std::max(a.terms, b.terms), a.plain || b.plain};
+  };
+  return {join(x.num, y.num), join(x.den, y.den), ejoin(x.ex, y.ex)};
+}
+bool trivial(const Part& p) { return p.deg == 0 && p.terms == 1 && p.plain; }
+
+/// A sum of n values of form x (sum, matmul, summing accumulator): over the common denominator,
+/// Σ_j A_j · Π_{l≠j} B_l / Π_l B_l. With a constant denominator nothing but the term count grows.
+Form fsum(const Form& x, double n) {
+  if (n <= 1) return x;
+  const Part& a = x.num;
+  const Part& b = x.den;
+  if (trivial(b)) return {Part{a.deg, sat(n * a.terms - (a.plain ? n - 1 : 0)), a.plain}, b, x.ex};
+  bool plain = a.plain && b.plain;
+  Part num{sat(a.deg + (n - 1) * b.deg), sat(n * a.terms * std::pow(b.terms, n - 1) - (plain ? n - 1 : 0)), plain};
+  Part den{sat(n * b.deg), sat(std::pow(b.terms, n)), b.plain};
+  return {num, den, epow(x.ex, n)};
+}
+
+/// exp(A/B) for an exp-free A/B: one term exp(g/h) with g = A, h = B.
+Form fexp(const Form& x) { return {Part{0, 1, false}, Part{0, 1, true}, ejoin(x.ex, Exponent{x.num.deg, x.den.deg})}; }
+
+/// silu(x) = x / (1 + exp(−x)).
+Form fsilu(const Form& x) { return fdiv(x, fadd(constant_form(), fexp(x))); }
+
+/// What the walk knows about one tensor.
+struct Value {
+  Form form;
+  int exps = 0;    ///< most exp-like ops on a path from an input
+  int trace = -1;  ///< the last node of that path in Walker::trace_
+};
+
+/// One step of a path: the op kind (or input name) and the step before it.
+struct TraceNode {
+  int pred;
+  std::string_view label;
+};
+
+/// Ops whose results reach an output: the program outputs (kernel graph) or the savers (bodies).
+std::vector<bool> live_ops(const Graph& g) {
+  std::vector<bool> live(g.ops.size(), false), needed(g.tensors.size(), false);
+  for (TensorId t : g.outputs) needed[t.index()] = true;
+  for (size_t i = g.ops.size(); i-- > 0;) {
+    const Op& op = g.ops[i];
+    bool l = op.kind == OpKind::output_saver;
+    for (TensorId t : op.outputs) l = l || needed[t.index()];
+    if (!l) continue;
+    live[i] = true;
+    for (TensorId t : op.inputs) needed[t.index()] = true;
+  }
+  return live;
+}
+
+class Walker {
+ public:
+  explicit Walker(LaxReport& report) : report_(report) {}
+
+  /// Walks `g`: `params` are the values of a body's params. Returns the values of the kernel
+  /// graph's outputs (kernel level) or of what the savers write, by io_index (bodies).
+  std::vector<Value> walk(const Graph& g, const std::vector<Value>& params, const std::string& where) {
+    std::vector<Value> vals(g.tensors.size());
+    std::vector<Value> saved;
+    std::vector<bool> live = live_ops(g);
+    for (size_t i = 0; i < g.ops.size(); ++i) {
+      if (!live[i]) continue;
+      const Op& op = g.ops[i];
+      auto in = [&](size_t k) -> const Value& { return vals[op.inputs[k].index()]; };
+      auto out = [&](Value v) { vals[op.outputs[0].index()] = v; };
+      switch (op_info(op.kind).category) {
+        case OpCategory::source:
+          out(Value{variable_form(), 0, node(-1, op.attrs.name)});
+          break;
+        case OpCategory::kernel_body:
+        case OpCategory::thread_body: {
+          std::vector<Value> sub_params;
+          sub_params.reserve(op.inputs.size());
+          for (TensorId t : op.inputs) sub_params.push_back(vals[t.index()]);
+          const std::string sub_where =
+              std::string(op.kind == OpKind::graph_kernel ? "block graph " : "thread graph ") +
+              std::to_string(op.attrs.body) + " (body of op " + std::to_string(i) + " of " + where + ")";
+          std::vector<Value> results = walk(g.bodies[static_cast<size_t>(op.attrs.body)], sub_params, sub_where);
+          for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) vals[op.outputs[k].index()] = results[k];
+          break;
+        }
+        case OpCategory::iterator:
+          out(params[static_cast<size_t>(op.attrs.io_index)]);
+          break;
+        case OpCategory::saver: {
+          size_t k = static_cast<size_t>(op.attrs.io_index);
+          if (saved.size() <= k) saved.resize(k + 1);
+          saved[k] = in(0);
+          break;
+        }
+        case OpCategory::accumulator:
+          if (op.attrs.dim == kPhi && g.forloop > 1) {
+            out(step(op, in(0), fsum(in(0).form, static_cast<double>(g.forloop))));
+          } else {
+            out(in(0));  // concatenation (or a single iteration) moves data
+          }
+          break;
+        case OpCategory::layout: {
+          Value v = in(0);
+          for (size_t k = 1; k < op.inputs.size(); ++k) {
+            v.form = fjoin(v.form, in(k).form);
+            if (in(k).exps > v.exps) {
+              v.exps = in(k).exps;
+              v.trace = in(k).trace;
+            }
+          }
+          out(v);
+          break;
+        }
+        case OpCategory::matmul: {
+          const Shape& a = g.type(op.inputs[0]).shape;
+          double n = static_cast<double>(a[a.rank() - 1]);
+          const Value& x = in(0);
+          const Value& y = in(1);
+          out(step(op, x.exps >= y.exps ? x : y, fsum(fmul(x.form, y.form), n), std::max(x.exps, y.exps)));
+          break;
+        }
+        case OpCategory::reduction: {
+          const Shape& s = g.type(op.inputs[0]).shape;
+          double n = static_cast<double>(s[op.attrs.dim]) / static_cast<double>(op.attrs.to);
+          out(step(op, in(0), fsum(in(0).form, n)));
+          break;
+        }
+        case OpCategory::binary: {
+          Value c{constant_form(), 0, -1};
+          const Value* x = &in(0);
+          const Value* y = op.inputs.size() > 1 ? &in(1) : &c;
+          if (op.attrs.has_scalar && op.attrs.scalar_pos == 0) std::swap(x, y);
+          Form f;
+          switch (op.kind) {
+            case OpKind::mul:
+              f = fmul(x->form, y->form);
+              break;
+            case OpKind::div:
+              f = fdiv(x->form, y->form);
+              break;
+            default:
+              f = fadd(x->form, y->form);
+              break;  // add, sub
+          }
+          // The path continues through a tensor operand (never the constant), the one with more exps.
+          const Value& worst = op.inputs.size() > 1 && in(1).exps > in(0).exps ? in(1) : in(0);
+          out(step(op, worst, f));
+          break;
+        }
+        case OpCategory::unary:
+          out(unary(g, i, where, in(0)));
+          break;
+      }
+    }
+    if (g.level != Level::kernel) return saved;
+    std::vector<Value> outputs;
+    outputs.reserve(g.outputs.size());
+    for (TensorId t : g.outputs) outputs.push_back(vals[t.index()]);
+    return outputs;
+  }
+
+  /// "X → exp → mul → sum → exp"
+  std::string path(int trace) const {
+    std::vector<std::string_view> labels;
+    for (int n = trace; n >= 0; n = trace_[static_cast<size_t>(n)].pred)
+      labels.push_back(trace_[static_cast<size_t>(n)].label);
+    std::string s;
+    for (size_t k = labels.size(); k-- > 0;) {
+      s += labels[k];
+      if (k > 0) s += " → ";
+    }
+    return s;
+  }
+
+ private:
+  int node(int pred, std::string_view label) {
+    trace_.push_back({pred, label});
+    return static_cast<int>(trace_.size()) - 1;
+  }
+
+  /// The value an op computes from `worst` (its operand on the path with the most exps).
+  Value step(const Op& op, const Value& worst, const Form& f, int exps = -1) {
+    return Value{f, exps < 0 ? worst.exps : exps, node(worst.trace, op_name(op.kind))};
+  }
+
+  void violate(const Graph& g, size_t i, const std::string& where, const std::string& what) {
+    if (!report_.lax) return;  // report the first violation only
+    report_.lax = false;
+    const Op& op = g.ops[i];
+    std::string loc = std::string(op_name(op.kind)) + " (op " + std::to_string(i) + " of " + where;
+    const std::string& name = g.tensor(op.outputs[0]).name;
+    if (!name.empty()) loc += ", tensor " + name;
+    report_.violation = loc + ") " + what;
+  }
+
+  Value unary(const Graph& g, size_t i, const std::string& where, const Value& x) {
+    const Op& op = g.ops[i];
+    switch (op.kind) {
+      case OpKind::sqr:
+        return step(op, x, fmul(x.form, x.form));
+      case OpKind::sqrt:
+        report_.uses_sqrt = true;
+        return step(op, x, variable_form());  // a deterministic function: a fresh variable
+      case OpKind::exp:
+      case OpKind::silu: {
+        Value v = step(op, x, op.kind == OpKind::exp ? fexp(x.form) : fsilu(x.form), x.exps + 1);
+        if (x.exps > 0) {
+          violate(g, i, where,
+                  "is the second exp-like op on the path " + path(v.trace) + "; it is modelled as a random function");
+          v.form = variable_form();
+        }
+        return v;
+      }
+      default: {  // relu, gelu: not multilinear
+        Value v = step(op, x, variable_form());
+        violate(g, i, where, "is not multilinear; it is modelled as a random function (path " + path(v.trace) + ")");
+        return v;
+      }
+    }
+  }
+
+  LaxReport& report_;
+  std::vector<TraceNode> trace_;
+};
+
+}  // namespace
+
+double Form::degree() const { return std::max({num.deg, den.deg, ex.num, ex.den}); }
+double Form::terms() const { return std::max(num.terms, den.terms); }
+
+Form difference(const Form& x, const Form& y) { return fadd(x, y); }
+
+LaxReport check_lax_forms(const Graph& kernel_graph, std::vector<Form>& forms) {
+  LaxReport report;
+  Walker walker(report);
+  std::vector<Value> outputs = walker.walk(kernel_graph, {}, "the kernel graph");
+  report.max_exps_on_path = 0;
+  report.degree = 0;
+  report.exp_terms = 1;
+  forms.clear();
+  for (const Value& v : outputs) {
+    report.max_exps_on_path = std::max(report.max_exps_on_path, v.exps);
+    report.degree = std::max(report.degree, v.form.degree());
+    report.exp_terms = std::max(report.exp_terms, v.form.terms());
+    forms.push_back(v.form);
+  }
+  return report;
+}
+
+}  // namespace lax
+
+LaxReport check_lax(const Graph& kernel_graph) {
+  std::vector<lax::Form> forms;
+  return lax::check_lax_forms(kernel_graph, forms);
+}
+
+}  // namespace mugraph

@@ -1,1 +1,312 @@
-// being written
+// verify(): comparability, random tests over Z_p × Z_q with Theorem 2's bound, and the float
+// filter. See docs/verifier.md for what the verdict promises.
+#include "mugraph/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lax_forms.h"
+#include "mugraph/ff_interp.h"
+#include "mugraph/ffield.h"
+#include "mugraph/interp.h"
+#include "mugraph/retype.h"
+
+namespace mugraph {
+namespace {
+
+/// A test whose inputs make a division by zero is drawn again; this many in a row end the run.
+constexpr int kMaxRedrawsInARow = 100;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// The seed of draw number `draw` (tests and redraws count alike) of a run seeded with `seed`.
+uint64_t draw_seed(uint64_t seed, uint64_t draw) { return splitmix64(splitmix64(seed) ^ splitmix64(draw + 1)); }
+
+std::string fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+/// A bound for messages: check_lax saturates its bounds at 1e30.
+std::string fmt_bound(double v) { return v >= 1e30 ? "1e30 or more (saturated)" : fmt(v); }
+
+struct InputRef {
+  std::string_view name;
+  const Shape* shape;
+};
+
+std::vector<InputRef> graph_inputs(const Graph& g) {
+  std::vector<InputRef> r;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) r.push_back({op.attrs.name, &g.type(op.outputs[0]).shape});
+  return r;
+}
+
+/// Why the graphs cannot be compared (empty if they can). On success, `perm[k]` is the position
+/// among the reference's inputs of the candidate's input k.
+std::string comparability(const Graph& ref, const Graph& cand, std::vector<size_t>& perm) {
+  std::vector<InputRef> ri = graph_inputs(ref), ci = graph_inputs(cand);
+  std::map<std::string_view, size_t> by_name;
+  for (size_t k = 0; k < ri.size(); ++k)
+    if (!by_name.emplace(ri[k].name, k).second) return "the reference has two inputs named " + std::string(ri[k].name);
+  std::vector<bool> matched(ri.size(), false);
+  perm.assign(ci.size(), 0);
+  for (size_t k = 0; k < ci.size(); ++k) {
+    auto it = by_name.find(ci[k].name);
+    const std::string name(ci[k].name);
+    if (it == by_name.end()) return "the candidate has an input " + name + " that the reference does not have";
+    if (matched[it->second]) return "the candidate has two inputs named " + name;
+    matched[it->second] = true;
+    if (*ri[it->second].shape != *ci[k].shape)
+      return "input " + name + " has shape " + ri[it->second].shape->str() + " in the reference but " +
+             ci[k].shape->str() + " in the candidate";
+    perm[k] = it->second;
+  }
+  for (size_t k = 0; k < ri.size(); ++k)
+    if (!matched[k])
+      return "the reference has an input " + std::string(ri[k].name) + " that the candidate does not have";
+  if (ref.outputs.size() != cand.outputs.size())
+    return "the reference has " + std::to_string(ref.outputs.size()) + " output(s) but the candidate has " +
+           std::to_string(cand.outputs.size());
+  for (size_t k = 0; k < ref.outputs.size(); ++k) {
+    const Shape& a = ref.type(ref.outputs[k]).shape;
+    const Shape& b = cand.type(cand.outputs[k]).shape;
+    if (a != b)
+      return "output " + std::to_string(k) + " has shape " + a.str() + " in the reference but " + b.str() +
+             " in the candidate";
+  }
+  return {};
+}
+
+bool is_identity(const std::vector<size_t>& perm) {
+  for (size_t k = 0; k < perm.size(); ++k)
+    if (perm[k] != k) return false;
+  return true;
+}
+
+/// The reference's inputs in the candidate's order, moved out of `inputs`.
+template <typename T>
+std::vector<T> permuted(std::vector<T>& inputs, const std::vector<size_t>& perm) {
+  std::vector<T> r;
+  r.reserve(perm.size());
+  for (size_t k : perm) r.push_back(std::move(inputs[k]));
+  return r;
+}
+
+/// "[3, 7]" for a flat index into a row-major shape.
+std::string element_index(const Shape& s, int64_t flat) {
+  std::vector<int64_t> idx(static_cast<size_t>(s.rank()));
+  for (int d = s.rank(); d-- > 0;) {
+    idx[static_cast<size_t>(d)] = flat % s[d];
+    flat /= s[d];
+  }
+  std::string r = "[";
+  for (size_t d = 0; d < idx.size(); ++d) r += (d ? ", " : "") + std::to_string(idx[d]);
+  return r + "]";
+}
+
+std::string output_label(const Graph& g, size_t k) {
+  std::string r = "output " + std::to_string(k);
+  if (k < g.output_names.size() && !g.output_names[k].empty()) r += " (" + g.output_names[k] + ")";
+  return r;
+}
+
+/// Theorem 2's bound for one test: 8·d·K⁴/q + q^(−1/K²), at most 1.
+double theorem2_bound(double d, double k) {
+  const double q = static_cast<double>(ff::kQ);
+  double eps = 8 * d * std::pow(k, 4) / q + std::pow(q, -1 / (k * k));
+  return eps < 1 ? eps : 1;  // NaN (saturated inputs) counts as vacuous
+}
+
+/// Degree d and term count K of the difference of the two graphs, output by output (Theorem 2
+/// bounds the difference A/B − C/D, itself of the form of Equation 2).
+std::pair<double, double> difference_bounds(const std::vector<lax::Form>& a, const std::vector<lax::Form>& b) {
+  double d = 0, k = 1;
+  for (size_t o = 0; o < a.size() && o < b.size(); ++o) {
+    lax::Form diff = lax::difference(a[o], b[o]);
+    d = std::max(d, diff.degree());
+    k = std::max(k, diff.terms());
+  }
+  return {d, k};
+}
+
+/// max|a − b| / max|b| of one output (|a − b| if b is all zeros); infinite if a value is
+/// non-finite in one and not the same non-finite value in the other.
+double relative_error(const HostTensor& a, const HostTensor& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.data.size(); ++i) {
+    double x = a.data[i], y = b.data[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+      if (!same) return INFINITY;
+      continue;
+    }
+    diff = std::max(diff, std::fabs(x - y));
+    scale = std::max(scale, std::fabs(y));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+double float_error(const Graph& reference, const Graph& candidate, const std::vector<size_t>& perm, uint64_t seed,
+                   int threads) {
+  Graph ref32 = retype(reference, DType::f32);
+  Graph cand32 = retype(candidate, DType::f32);
+  InterpOptions options;
+  options.threads = threads;
+  std::vector<HostTensor> inputs = random_inputs(ref32, seed);
+  std::vector<HostTensor> ref_out = run_float(ref32, inputs, options);
+  std::vector<HostTensor> cand_out =
+      is_identity(perm) ? run_float(cand32, inputs, options) : run_float(cand32, permuted(inputs, perm), options);
+  double err = 0;
+  for (size_t k = 0; k < ref_out.size(); ++k) err = std::max(err, relative_error(cand_out[k], ref_out[k]));
+  return err;
+}
+
+/// Compares one output of a test; returns why they differ, or an empty string.
+std::string compare_output(const Graph& ref, size_t k, const FFRun& a, const FFRun& b, int test, uint64_t seed) {
+  const FFTensor& x = a.outputs[k];
+  const FFTensor& y = b.outputs[k];
+  auto tainted = [k](const FFRun& run) { return k >= run.exp_tainted.size() || run.exp_tainted[k]; };
+  const bool compare_q = !tainted(a) && !tainted(b);
+  if (x.p == y.p && (!compare_q || x.q == y.q)) return {};
+  int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    size_t u = static_cast<size_t>(i);
+    bool p_differs = x.p[u] != y.p[u];
+    if (!p_differs && (!compare_q || x.q[u] == y.q[u])) continue;
+    char seed_text[32];
+    std::snprintf(seed_text, sizeof seed_text, "0x%016llx", static_cast<unsigned long long>(seed));
+    std::string field = p_differs ? "Z_p" : "Z_q";
+    uint64_t rv = p_differs ? x.p[u] : x.q[u], cv = p_differs ? y.p[u] : y.q[u];
+    return output_label(ref, k) + " differs at element " + element_index(x.shape, i) + " in finite-field test " +
+           std::to_string(test) + " (test seed " + seed_text + "): in " + field + " the reference gives " +
+           std::to_string(rv) + " and the candidate " + std::to_string(cv);
+  }
+  return {};
+}
+
+}  // namespace
+
+double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads) {
+  std::vector<size_t> perm;
+  std::string why = comparability(reference, candidate, perm);
+  if (!why.empty()) throw UserError("cannot compare the graphs: " + why);
+  return float_error(reference, candidate, perm, seed, threads);
+}
+
+VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options) {
+  VerifyResult r;
+  r.seed = options.seed;
+  std::vector<size_t> perm;
+  r.reason = comparability(reference, candidate, perm);
+  if (!r.reason.empty()) {
+    r.verdict = Verdict::incomparable;
+    return r;
+  }
+  std::vector<lax::Form> ref_forms, cand_forms;
+  r.reference_lax = lax::check_lax_forms(reference, ref_forms);
+  r.candidate_lax = lax::check_lax_forms(candidate, cand_forms);
+  const bool lax = r.reference_lax.lax && r.candidate_lax.lax;
+
+  // How many tests Theorem 2 asks for.
+  auto [d, k] = difference_bounds(ref_forms, cand_forms);
+  r.per_test_bound = theorem2_bound(d, k);
+  const int max_tests = std::max(1, options.max_tests);
+  int wanted = max_tests;
+  if (r.per_test_bound < 1) {
+    double n = options.delta >= 1 ? 1 : std::ceil(std::log(options.delta) / std::log(r.per_test_bound));
+    if (n >= 1 && n < max_tests) wanted = static_cast<int>(n);
+    if (options.delta >= 1) wanted = 1;
+  }
+
+  // The tests.
+  const bool same_order = is_identity(perm);
+  uint64_t draw = 0;
+  int streak_ref = 0, streak_cand = 0;
+  while (r.tests_run < wanted) {
+    const uint64_t s = draw_seed(options.seed, draw++);
+    FFContext ctx{random_root_of_unity(splitmix64(s ^ 0x5bd1e995u)), s};
+    std::vector<FFTensor> inputs = random_ff_inputs(reference, s);
+    FFRun a = run_ff(reference, inputs, ctx, options.threads);
+    if (a.zero_divisor) {
+      ++r.redraws;
+      if (++streak_ref >= kMaxRedrawsInARow) {
+        r.verdict = Verdict::incomparable;
+        r.reason = "the reference divides by zero on " + std::to_string(streak_ref) +
+                   " random draws in a row (is a divisor identically zero?)";
+        return r;
+      }
+      continue;
+    }
+    FFRun b = same_order ? run_ff(candidate, inputs, ctx, options.threads)
+                         : run_ff(candidate, permuted(inputs, perm), ctx, options.threads);
+    if (b.zero_divisor) {
+      ++r.redraws;
+      if (++streak_cand >= kMaxRedrawsInARow) {
+        r.verdict = Verdict::not_equivalent;
+        r.reason = "the candidate divides by zero on " + std::to_string(streak_cand) +
+                   " random draws in a row where the reference does not";
+        return r;
+      }
+      continue;
+    }
+    streak_ref = streak_cand = 0;
+    for (size_t o = 0; o < a.outputs.size(); ++o) {
+      std::string why = compare_output(reference, o, a, b, r.tests_run, s);
+      if (!why.empty()) {
+        r.verdict = Verdict::not_equivalent;
+        r.reason = why;
+        return r;
+      }
+    }
+    ++r.tests_run;
+  }
+  r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
+  r.guarantee = lax && !r.reference_lax.uses_sqrt && !r.candidate_lax.uses_sqrt && r.bound <= options.delta;
+
+  // What weakens the guarantee.
+  std::vector<std::string> notes;
+  if (!r.reference_lax.lax) notes.push_back("the reference is not Lax: " + r.reference_lax.violation);
+  if (!r.candidate_lax.lax) notes.push_back("the candidate is not Lax: " + r.candidate_lax.violation);
+  if (!lax)
+    notes.push_back(
+        "non-Lax ops were modelled as random functions, consistent in both graphs; Theorem 2 does not cover them");
+  if (r.per_test_bound >= 1) {
+    notes.push_back("the per-test bound is vacuous for degree d = " + fmt_bound(d) + " and K = " + fmt_bound(k) +
+                    " terms of the difference (Theorem 2: 8·d·K⁴/q + q^(−1/K²) ≥ 1)");
+  } else if (r.bound > options.delta) {
+    notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
+                    fmt(options.delta) + " (d = " + fmt_bound(d) + ", K = " + fmt_bound(k) + ")");
+  }
+  if (r.reference_lax.uses_sqrt || r.candidate_lax.uses_sqrt)
+    notes.push_back(
+        "sqrt is evaluated as a deterministic function whose square is ±x, outside Theorem 2: rewrites that "
+        "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
+        "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
+        "catches those)");
+  for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
+
+  r.verdict = Verdict::equivalent;
+  if (options.float_check) {
+    r.float_max_rel_error = float_error(reference, candidate, perm, options.seed, options.threads);
+    if (!(r.float_max_rel_error <= options.float_tolerance)) {
+      r.verdict = Verdict::not_equivalent;
+      r.reason = "numerically unstable: float relative error " + fmt(r.float_max_rel_error) + " > tolerance " +
+                 fmt(options.float_tolerance) + " (f32 run, input seed " + std::to_string(options.seed) + ")";
+    }
+  }
+  return r;
+}
+
+}  // namespace mugraph

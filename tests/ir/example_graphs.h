@@ -2,6 +2,10 @@
 /// The hand-designed μGraphs of examples/ugraphs/, built in code. The committed JSON files are
 /// what users read and load; examples_test checks that each file equals its builder here, and
 /// MUGRAPH_WRITE_EXAMPLES=1 test_ir --gtest_filter='Examples.*' rewrites the files from these.
+/// Each builder takes its shapes, grid and for-loop as arguments whose defaults are the committed
+/// example's; smaller ones give the same structure at sizes the verifier tests can afford.
+/// @pre every split extent is divisible by the grid and loop extents that split it, grid > 1
+///      and loop > 1 (so that every map of the example stays meaningful).
 #pragma once
 
 #include <string>
@@ -34,17 +38,18 @@ inline void name_output(Graph& k, TensorId t, const std::string& name) {
   k.mark_output(t, name);
 }
 
-/// examples/rmsnorm_linear.mg fused as in the paper's Figure 3b. X [16, 4096], G [4096],
-/// W [4096, 4096]. 128 blocks each own 32 columns of W; the for-loop walks the hidden dim in 16
+/// examples/rmsnorm_linear.mg fused as in the paper's Figure 3b. X [rows=16, h=4096], G [h],
+/// W [h, n=4096]. 128 blocks each own 32 columns of W; the for-loop walks the hidden dim in 16
 /// steps of 256. The loop body computes the partial sum of squares of X and the partial product
-/// (X⊙G)·W; both are accumulated; a thread graph divides the product by sqrt(S / 4096), which
+/// (X⊙G)·W; both are accumulated; a thread graph divides the product by sqrt(S / h), which
 /// is the program's result because scaling rows commutes with the matmul.
-inline Graph rmsnorm_fig3b() {
+inline Graph rmsnorm_fig3b(int64_t rows = 16, int64_t h = 4096, int64_t n = 4096, int64_t grid = 128,
+                           int64_t loop = 16) {
   Graph k;
-  TensorId x = k.add_input("X", {16, 4096});
-  TensorId gm = k.add_input("G", {4096});
-  TensorId w = k.add_input("W", {4096, 4096});
-  Graph b = make_block_graph({k.type(x), k.type(gm), k.type(w)}, Dim3{128, 1, 1}, 16);
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId gm = k.add_input("G", {h});
+  TensorId w = k.add_input("W", {h, n});
+  Graph b = make_block_graph({k.type(x), k.type(gm), k.type(w)}, Dim3{grid, 1, 1}, loop);
   TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kNoMap, 1));   // [16, 256]
   TensorId gt = b.add(OpKind::input_iterator, {}, iterator(1, kNoMap, 0));   // [256]
   TensorId wt = b.add(OpKind::input_iterator, {}, iterator(2, kX1, 0));      // [256, 32]
@@ -55,7 +60,7 @@ inline Graph rmsnorm_fig3b() {
   Graph t = make_thread_graph({b.type(acc_mm), b.type(acc_ssq)});
   TensorId t_mm = t.add(OpKind::input_iterator, {}, load(0));
   TensorId t_ssq = t.add(OpKind::input_iterator, {}, load(1));
-  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_ssq}, constant("4096"))});
+  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_ssq}, constant(std::to_string(h).c_str()))});
   t.add(OpKind::output_saver, {t.add(OpKind::div, {t_mm, rms})}, saver(0));
   auto fused = b.append_with_body(OpKind::thread_graph, {acc_mm, acc_ssq}, std::move(t));
   b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
@@ -64,15 +69,16 @@ inline Graph rmsnorm_fig3b() {
   return k;
 }
 
-/// examples/gated_mlp.mg as in the paper's Figure 10b. X [8, 4096], W1, W2 [4096, 4096]. 128
+/// examples/gated_mlp.mg as in the paper's Figure 10b. X [rows=8, h=4096], W1, W2 [h, n=4096]. 128
 /// blocks each own 32 columns of W1 and W2; the for-loop walks the reduced dim in 16 steps of
 /// 256 and accumulates both products; a thread graph computes silu(A1) ⊙ A2 once per block.
-inline Graph gated_mlp_fig10b() {
+inline Graph gated_mlp_fig10b(int64_t rows = 8, int64_t h = 4096, int64_t n = 4096, int64_t grid = 128,
+                              int64_t loop = 16) {
   Graph k;
-  TensorId x = k.add_input("X", {8, 4096});
-  TensorId w1 = k.add_input("W1", {4096, 4096});
-  TensorId w2 = k.add_input("W2", {4096, 4096});
-  Graph b = make_block_graph({k.type(x), k.type(w1), k.type(w2)}, Dim3{128, 1, 1}, 16);
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId w1 = k.add_input("W1", {h, n});
+  TensorId w2 = k.add_input("W2", {h, n});
+  Graph b = make_block_graph({k.type(x), k.type(w1), k.type(w2)}, Dim3{grid, 1, 1}, loop);
   TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kNoMap, 1));                // [8, 256]
   TensorId w1t = b.add(OpKind::input_iterator, {}, iterator(1, kX1, 0));                  // [256, 32]
   TensorId w2t = b.add(OpKind::input_iterator, {}, iterator(2, kX1, 0));                  // [256, 32]
@@ -89,14 +95,14 @@ inline Graph gated_mlp_fig10b() {
   return k;
 }
 
-/// examples/exp_scale.mg with a concatenating accumulator. X [16, 4096], G [4096]. 8 blocks each
+/// examples/exp_scale.mg with a concatenating accumulator. X [rows=16, h=4096], G [h]. 8 blocks each
 /// own 512 columns; the for-loop walks them in 4 tiles of 128, computes exp(X) ⊙ G on each, and
 /// the accumulator concatenates the 4 tiles along the columns (fmap and accum both use dim 1).
-inline Graph exp_scale_concat() {
+inline Graph exp_scale_concat(int64_t rows = 16, int64_t h = 4096, int64_t grid = 8, int64_t loop = 4) {
   Graph k;
-  TensorId x = k.add_input("X", {16, 4096});
-  TensorId gm = k.add_input("G", {4096});
-  Graph b = make_block_graph({k.type(x), k.type(gm)}, Dim3{8, 1, 1}, 4);
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId gm = k.add_input("G", {h});
+  Graph b = make_block_graph({k.type(x), k.type(gm)}, Dim3{grid, 1, 1}, loop);
   TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kX1, 1));  // [16, 128]
   TensorId gt = b.add(OpKind::input_iterator, {}, iterator(1, kX0, 0));  // [128]
   TensorId y = b.add(OpKind::mul, {b.add(OpKind::exp, {xt}), gt});       // [16, 128]
@@ -107,24 +113,24 @@ inline Graph exp_scale_concat() {
   return k;
 }
 
-/// examples/rmsnorm.mg as two graph-defined kernels: a split reduction. X [16, 4096], G [4096].
+/// examples/rmsnorm.mg as two graph-defined kernels: a split reduction. X [rows=16, h=4096], G [h].
 /// Kernel 1: 32 blocks each own 128 columns of X and write the partial row sums of squares of
 /// their columns to P [16, 32] (a 2-step loop with a summing accumulator). Kernel 2: 32 blocks
 /// each own 128 columns again, read all of P, sum it to S [16, 1] and normalize their columns
 /// in a thread graph.
-inline Graph rmsnorm_two_kernels() {
+inline Graph rmsnorm_two_kernels(int64_t rows = 16, int64_t h = 4096, int64_t grid = 32, int64_t loop = 2) {
   Graph k;
-  TensorId x = k.add_input("X", {16, 4096});
-  TensorId gm = k.add_input("G", {4096});
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId gm = k.add_input("G", {h});
 
-  Graph b1 = make_block_graph({k.type(x)}, Dim3{32, 1, 1}, 2);
+  Graph b1 = make_block_graph({k.type(x)}, Dim3{grid, 1, 1}, loop);
   TensorId xt1 = b1.add(OpKind::input_iterator, {}, iterator(0, kX1, 1));        // [16, 64]
   TensorId part = b1.add(OpKind::sum, {b1.add(OpKind::sqr, {xt1})}, reduce(1));  // [16, 1]
   b1.add(OpKind::output_saver, {b1.add(OpKind::accum, {part}, accum(kPhi))}, saver(0, kX1));
   auto k1 = k.append_with_body(OpKind::graph_kernel, {x}, std::move(b1));
   TensorId p = output_of(k, k1);  // [16, 32]
 
-  Graph b2 = make_block_graph({k.type(x), k.type(gm), k.type(p)}, Dim3{32, 1, 1}, 1);
+  Graph b2 = make_block_graph({k.type(x), k.type(gm), k.type(p)}, Dim3{grid, 1, 1}, 1);
   TensorId xt = b2.add(OpKind::input_iterator, {}, iterator(0, kX1, kPhi));     // [16, 128]
   TensorId gt = b2.add(OpKind::input_iterator, {}, iterator(1, kX0, kPhi));     // [128]
   TensorId pt = b2.add(OpKind::input_iterator, {}, iterator(2, kNoMap, kPhi));  // [16, 32]
@@ -133,7 +139,7 @@ inline Graph rmsnorm_two_kernels() {
   TensorId tx = t.add(OpKind::input_iterator, {}, load(0));
   TensorId tg = t.add(OpKind::input_iterator, {}, load(1));
   TensorId ts = t.add(OpKind::input_iterator, {}, load(2));
-  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {ts}, constant("4096"))});
+  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {ts}, constant(std::to_string(h).c_str()))});
   t.add(OpKind::output_saver, {t.add(OpKind::div, {t.add(OpKind::mul, {tx, tg}), rms})}, saver(0));
   auto fused = b2.append_with_body(OpKind::thread_graph, {xt, gt, s}, std::move(t));
   b2.add(OpKind::output_saver, {output_of(b2, fused)}, saver(0, kX1));
@@ -143,7 +149,7 @@ inline Graph rmsnorm_two_kernels() {
 }
 
 /// One example: its JSON file (in examples/ugraphs/), the program it implements (in examples/)
-/// and its builder.
+/// and its builder at the example's shapes.
 struct Example {
   const char* json_file;
   const char* program_file;
@@ -152,10 +158,10 @@ struct Example {
 
 inline const std::vector<Example>& all_examples() {
   static const std::vector<Example> examples = {
-      {"rmsnorm_fig3b.json", "rmsnorm_linear.mg", rmsnorm_fig3b},
-      {"gated_mlp_fig10b.json", "gated_mlp.mg", gated_mlp_fig10b},
-      {"exp_scale_concat.json", "exp_scale.mg", exp_scale_concat},
-      {"rmsnorm_two_kernels.json", "rmsnorm.mg", rmsnorm_two_kernels},
+      {"rmsnorm_fig3b.json", "rmsnorm_linear.mg", [] { return rmsnorm_fig3b(); }},
+      {"gated_mlp_fig10b.json", "gated_mlp.mg", [] { return gated_mlp_fig10b(); }},
+      {"exp_scale_concat.json", "exp_scale.mg", [] { return exp_scale_concat(); }},
+      {"rmsnorm_two_kernels.json", "rmsnorm.mg", [] { return rmsnorm_two_kernels(); }},
   };
   return examples;
 }

@@ -1,0 +1,106 @@
+/// \file ff_ops.h
+/// The computing ops of the finite-field interpreter (ff_interp.h) on strided views of residues,
+/// shared by the kernel-level driver and the block-graph executor so that each op has one
+/// implementation. Values are pairs of uint32 views (Z_p part, Z_q part) of the same shape and
+/// strides; the tile slicing, strided loops and thread pool are the float interpreter's
+/// (src/interp: view.h, strided_loop.h, thread_pool.h).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "mugraph/ff_interp.h"
+#include "mugraph/ffield.h"
+#include "mugraph/graph.h"
+#include "thread_pool.h"
+#include "view.h"
+
+namespace mugraph::ff_detail {
+
+using UView = interp::BasicView<const uint32_t>;
+using MutUView = interp::BasicView<uint32_t>;
+
+/// A value in Z_p × Z_q: two views with the same shape.
+struct FFView {
+  UView p, q;
+  const Shape& shape() const { return p.shape; }
+  FFView slice(int d, int64_t begin, int64_t extent) const { return {p.slice(d, begin, extent), q.slice(d, begin, extent)}; }
+};
+struct FFMutView {
+  MutUView p, q;
+  const Shape& shape() const { return p.shape; }
+  operator FFView() const { return {p, q}; }  // NOLINT(google-explicit-constructor)
+  FFMutView slice(int d, int64_t begin, int64_t extent) const {
+    return {p.slice(d, begin, extent), q.slice(d, begin, extent)};
+  }
+};
+
+/// A dense view of a whole FFTensor.
+inline FFView view_of(const FFTensor& t) {
+  return {UView::dense(t.p.data(), t.shape), UView::dense(t.q.data(), t.shape)};
+}
+inline FFMutView mut_view_of(FFTensor& t) {
+  return {MutUView::dense(t.p.data(), t.shape), MutUView::dense(t.q.data(), t.shape)};
+}
+
+/// What a run shares across ops and threads: the test's context, tables derived from it, the
+/// zero-divisor flag and the worker pool.
+class FFState {
+ public:
+  FFState(const FFContext& ctx, interp::ThreadPool* pool);
+  /// ω^e mod p for e < 2^32 by four table look-ups (ω^(j·256^k) tables).
+  uint32_t omega_pow(uint64_t e) const;
+  /// The random function standing for op `kind` on an operand with Z_p residue xp: (value mod p,
+  /// value mod q). Depends on the test seed and the op kind only, so both graphs of a test apply
+  /// the same function. Only the Z_p residue is hashed: the Z_q part of an exp-tainted operand is
+  /// meaningless and may differ between equivalent graphs.
+  std::array<uint32_t, 2> random_fn(OpKind kind, uint32_t xp) const;
+
+  const FFContext& ctx;
+  interp::ThreadPool* pool;  ///< null: run serially
+  std::atomic<bool> zero_divisor{false};
+
+ private:
+  std::array<std::array<uint32_t, 256>, 4> omega_table_{};
+};
+
+/// The Z_p and Z_q residues of a binary op's constant (m·10^e exactly). A zero residue of a
+/// divisor constant is reported as a zero divisor by eval_ff_op.
+std::array<uint32_t, 2> scalar_residues(const Scalar& s);
+
+/// out = op(ins) for every computing op (element-wise, matmul, sum, repeat, reshape, concat), in
+/// both fields. `tainted[k]`: whether operand k is exp-tainted (exp and silu of a tainted value
+/// are second exps; a zero divisor residue in Z_q of a tainted divisor is not a zero divisor).
+/// `scalar`: residues of the op's constant if attrs.has_scalar. out is dense with the op's
+/// output shape. Sets state.zero_divisor (and leaves out unspecified) on a zero divisor. With
+/// state.pool, large ops are split over the workers (results are exact, so the split does not
+/// matter); `parallel` false keeps the op on the calling thread (inside blocks).
+void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<bool, 2>& tainted,
+                const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& state, bool parallel);
+
+/// dst = src in both fields (any strides). @pre same shape
+void copy_ff(const FFView& src, const FFMutView& dst);
+/// dst += src in both fields (for-loop sum accumulators). @pre same shape
+void add_into_ff(const FFView& src, const FFMutView& dst);
+
+/// Exp taint of every tensor of a graph of any level, and of what it passes out: kernel graph
+/// (no params): inputs are untainted, `out` is per program output; block and thread graphs:
+/// params by io_index, `out` per io_index of the savers. exp and silu taint their result.
+struct Taint {
+  std::vector<bool> tensor;
+  std::vector<bool> out;
+};
+Taint exp_taint(const Graph& g, const std::vector<bool>& params);
+
+/// The worker count for `threads` (0: all hardware threads); UserError if out of range.
+int resolve_threads(int threads);
+
+/// Evaluates kernel-level op i of g: reads operands from `views`, allocates its results in
+/// `store` and points `views` at them. graph_kernel ops run their block graphs block by block
+/// on the pool. Returns false on a zero divisor. @pre g valid; taint = exp_taint(g, {}).tensor
+bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, std::vector<FFView>& views,
+                   std::vector<FFTensor>& store, FFState& state);
+
+}  // namespace mugraph::ff_detail

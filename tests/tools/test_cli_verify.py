@@ -1,0 +1,58 @@
+"""mugraph verify: verdicts, exit codes (0 equivalent, 1 not equivalent, 2 cannot compare) and output."""
+from conftest import run_cli
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_equivalent_example_and_its_ugraph(mugraph_bin, source_dir):
+    ex = source_dir / "examples"
+    r = run_cli(mugraph_bin, "verify", ex / "exp_scale.mg", ex / "ugraphs" / "exp_scale_concat.json", "--threads", 2)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("EQUIVALENT\n")
+    for field in ("tests run:", "per-test bound:", "bound reached:", "guarantee:       yes", "seed:            0",
+                  "float error:"):
+        assert field in r.stdout, r.stdout
+
+
+def test_not_equivalent_names_the_element(mugraph_bin, tmp_path):
+    a = write(tmp_path, "a.mg", "input X[4, 8]\nO = mul(X, 4096)\noutput O\n")
+    b = write(tmp_path, "b.mg", "input X[4, 8]\nO = mul(X, 4096.4)\noutput O\n")
+    r = run_cli(mugraph_bin, "verify", a, b, "--seed", 9)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("NOT EQUIVALENT\n")
+    assert "output 0 (O) differs at element [" in r.stdout
+    assert "seed:            9" in r.stdout
+    # The same seed replays the same verdict.
+    assert run_cli(mugraph_bin, "verify", a, b, "--seed", 9).stdout == r.stdout
+
+
+def test_cannot_compare(mugraph_bin, tmp_path):
+    a = write(tmp_path, "a.mg", "input X[4]\nO = X\noutput O\n")
+    b = write(tmp_path, "b.mg", "input Y[4]\nO = Y\noutput O\n")
+    r = run_cli(mugraph_bin, "verify", a, b)
+    assert r.returncode == 2
+    assert r.stdout.startswith("CANNOT COMPARE\n")
+    assert "the candidate has an input Y that the reference does not have" in r.stdout
+
+
+def test_load_and_usage_errors_exit_2(mugraph_bin, tmp_path):
+    a = write(tmp_path, "a.mg", "input X[4]\nO = X\noutput O\n")
+    bad = write(tmp_path, "bad.mg", "input X[4]\nO = nope(X)\noutput O\n")
+    r = run_cli(mugraph_bin, "verify", a, bad)
+    assert r.returncode == 2 and "bad.mg:2:" in r.stderr, r.stderr
+    assert run_cli(mugraph_bin, "verify", a, tmp_path / "missing.mg").returncode == 2
+    assert run_cli(mugraph_bin, "verify", a).returncode == 2
+    assert run_cli(mugraph_bin, "verify", a, a, "--delta", 0).returncode == 2
+
+
+def test_relu_has_no_guarantee(mugraph_bin, tmp_path):
+    a = write(tmp_path, "a.mg", "input X[4]\nO = mul(relu(X), 2)\noutput O\n")
+    b = write(tmp_path, "b.mg", "input X[4]\nR = relu(X)\nO = add(R, R)\noutput O\n")
+    r = run_cli(mugraph_bin, "verify", a, b, "--no-float-check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "guarantee:       no" in r.stdout and "is not multilinear" in r.stdout
+    assert "not run (--no-float-check)" in r.stdout

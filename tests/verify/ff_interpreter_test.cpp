@@ -1,0 +1,469 @@
+// The finite-field interpreter (ff_interp.h): every kernel-level op against a brute-force
+// reference written here with plain % arithmetic, and the core property that equivalent μGraphs
+// give identical residues (Figure 3b, GatedMLP, the examples/ugraphs pairs).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "example_graphs.h"
+#include "mugraph/ff_interp.h"
+#include "mugraph/ffield.h"
+#include "mugraph/frontend.h"
+#include "mugraph/loader.h"
+#include "mugraph/validate.h"
+#include "test_graphs.h"
+
+namespace mugraph {
+namespace {
+
+using ff::kP;
+using ff::kQ;
+
+std::string source_dir() {
+  const char* dir = std::getenv("MUGRAPH_SOURCE_DIR");
+  return dir ? dir : MUGRAPH_SOURCE_DIR_DEFAULT;
+}
+
+bool slow_build() {
+#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
+  return true;
+#else
+  return false;
+#endif
+}
+
+FFContext context(uint64_t seed) { return FFContext{random_root_of_unity(seed), seed * 7 + 1}; }
+
+/// Inputs for `g` by name from `named` (so two graphs with the same inputs in any order agree).
+std::vector<FFTensor> inputs_by_name(const Graph& g, const std::map<std::string, FFTensor>& named) {
+  std::vector<FFTensor> in;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) in.push_back(named.at(op.attrs.name));
+  return in;
+}
+
+std::map<std::string, FFTensor> named_inputs(const Graph& g, uint64_t seed) {
+  std::map<std::string, FFTensor> named;
+  std::vector<FFTensor> in = random_ff_inputs(g, seed);
+  size_t k = 0;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) named[op.attrs.name] = in[k++];
+  return named;
+}
+
+/// Runs both graphs on the same inputs; expects identical Z_p parts, and identical Z_q parts of
+/// outputs that are not exp-tainted.
+void expect_same(const Graph& a, const Graph& b, uint64_t seed, int threads = 0) {
+  ASSERT_FALSE(validate(a).has_value()) << validate(a)->str();
+  ASSERT_FALSE(validate(b).has_value()) << validate(b)->str();
+  auto named = named_inputs(a, seed);
+  FFContext ctx = context(seed);
+  FFRun ra = run_ff(a, inputs_by_name(a, named), ctx, threads);
+  FFRun rb = run_ff(b, inputs_by_name(b, named), ctx, threads);
+  ASSERT_FALSE(ra.zero_divisor);
+  ASSERT_FALSE(rb.zero_divisor);
+  ASSERT_EQ(ra.outputs.size(), rb.outputs.size());
+  for (size_t k = 0; k < ra.outputs.size(); ++k) {
+    EXPECT_EQ(ra.outputs[k].shape, rb.outputs[k].shape);
+    EXPECT_EQ(ra.exp_tainted[k], rb.exp_tainted[k]);
+    EXPECT_TRUE(ra.outputs[k].p == rb.outputs[k].p) << "output " << k << ": Z_p parts differ";
+    if (!ra.exp_tainted[k]) {
+      EXPECT_TRUE(ra.outputs[k].q == rb.outputs[k].q) << "output " << k << ": Z_q parts differ";
+    }
+  }
+}
+
+FFRun run_one(const Graph& g, uint64_t seed, std::vector<FFTensor>* inputs = nullptr, int threads = 0) {
+  EXPECT_FALSE(validate(g).has_value()) << validate(g)->str();
+  std::vector<FFTensor> in = random_ff_inputs(g, seed);
+  if (inputs) *inputs = in;
+  return run_ff(g, in, context(seed), threads);
+}
+
+uint64_t field(const FFTensor& t, int f, int64_t i) {
+  return f == 0 ? t.p[static_cast<size_t>(i)] : t.q[static_cast<size_t>(i)];
+}
+uint64_t modulus(int f) { return f == 0 ? kP : kQ; }
+
+// ---- helpers and inputs -----------------------------------------------------------------------
+
+TEST(FFInterp, RandomInputsAreDeterministicResidues) {
+  Graph g;
+  g.mark_output(g.add_input("X", {7, 9}), "X");
+  g.add_input("Y", {3});
+  auto a = random_ff_inputs(g, 5), b = random_ff_inputs(g, 5), c = random_ff_inputs(g, 6);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  for (const FFTensor& t : a)
+    for (size_t i = 0; i < t.p.size(); ++i) {
+      EXPECT_LT(t.p[i], kP);
+      EXPECT_LT(t.q[i], kQ);
+    }
+  EXPECT_NE(a[0].p, a[0].q) << "p and q parts are independent draws";
+}
+
+TEST(FFInterp, RootOfUnity) {
+  for (uint64_t s = 0; s < 50; ++s) {
+    uint64_t w = random_root_of_unity(s);
+    EXPECT_GT(w, 0u);
+    EXPECT_LT(w, kP);
+    EXPECT_EQ(ff::pow(w, kQ, kP), 1u);
+  }
+  EXPECT_NE(random_root_of_unity(1), random_root_of_unity(2));
+}
+
+TEST(FFInterp, HashSeesShapeAndValues) {
+  FFTensor a(Shape{2, 3}), b(Shape{3, 2});
+  EXPECT_NE(hash_ff(a), hash_ff(b));
+  FFTensor c = a;
+  EXPECT_EQ(hash_ff(a), hash_ff(c));
+  c.q[4] = 1;
+  EXPECT_NE(hash_ff(a), hash_ff(c));
+}
+
+// ---- kernel-level ops against brute force ------------------------------------------------------
+
+TEST(FFInterp, BinaryOpsWithBroadcastAndConstants) {
+  for (OpKind kind : {OpKind::add, OpKind::sub, OpKind::mul, OpKind::div}) {
+    Graph g;
+    TensorId x = g.add_input("X", {3, 5});
+    TensorId y = g.add_input("Y", {5});
+    g.mark_output(g.add(kind, {x, y}), "O");
+    g.mark_output(g.add(kind, {x}, attrs::scalar(*parse_scalar("0.125"), 1)), "A");
+    g.mark_output(g.add(kind, {y}, attrs::scalar(*parse_scalar("-3e2"), 0)), "B");
+    std::vector<FFTensor> in;
+    FFRun r = run_one(g, 11, &in);
+    ASSERT_FALSE(r.zero_divisor);
+    for (int f = 0; f < 2; ++f) {
+      uint64_t m = modulus(f);
+      auto apply = [&](uint64_t a, uint64_t b) -> uint64_t {
+        switch (kind) {
+          case OpKind::add: return (a + b) % m;
+          case OpKind::sub: return (a + m - b) % m;
+          case OpKind::mul: return a * b % m;
+          default: return a * ff::pow(b, m - 2, m) % m;
+        }
+      };
+      const uint64_t eighth = ff::pow(8, m - 2, m);        // 0.125 = 1/8
+      const uint64_t c300 = m - 300;                        // -3e2
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+          uint64_t xv = field(in[0], f, i * 5 + j), yv = field(in[1], f, j);
+          EXPECT_EQ(field(r.outputs[0], f, i * 5 + j), apply(xv, yv)) << op_name(kind);
+          EXPECT_EQ(field(r.outputs[1], f, i * 5 + j), apply(xv, eighth)) << op_name(kind);
+        }
+      for (int64_t j = 0; j < 5; ++j) EXPECT_EQ(field(r.outputs[2], f, j), apply(c300, field(in[1], f, j)));
+    }
+  }
+}
+
+TEST(FFInterp, MatmulBatchedAgainstBruteForce) {
+  // Shapes that reach every path: rows fewer than 4, 4 × 16 register tiles with edges, wide B.
+  for (auto [M, K, N] : {std::array<int64_t, 3>{3, 40, 21}, {9, 100, 37}, {8, 33, 32}, {5, 17, 300}}) {
+    Graph g;
+    TensorId a = g.add_input("A", {2, M, K});
+    TensorId b = g.add_input("B", {K, N});
+    g.mark_output(g.add(OpKind::matmul, {a, b}), "O");
+    std::vector<FFTensor> in;
+    FFRun r = run_one(g, 3, &in);
+    for (int f = 0; f < 2; ++f)
+      for (int64_t bt = 0; bt < 2; ++bt)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            uint64_t s = 0;
+            for (int64_t k = 0; k < K; ++k)
+              s = (s + field(in[0], f, (bt * M + i) * K + k) * field(in[1], f, k * N + j)) % modulus(f);
+            ASSERT_EQ(field(r.outputs[0], f, (bt * M + i) * N + j), s) << M << "x" << K << "x" << N;
+          }
+  }
+}
+
+TEST(FFInterp, MatmulLazyReductionAtWorstCase) {
+  // Every residue m − 1: each product is the largest possible; K spans many lazy chunks.
+  for (int64_t K : {1, 15, 16, 17, 100, 1000}) {
+    Graph g;
+    TensorId a = g.add_input("A", {9, K});
+    TensorId b = g.add_input("B", {K, 41});
+    g.mark_output(g.add(OpKind::matmul, {a, b}), "O");
+    std::vector<FFTensor> in = random_ff_inputs(g, 1);
+    for (auto& t : in) {
+      std::fill(t.p.begin(), t.p.end(), static_cast<uint32_t>(kP - 1));
+      std::fill(t.q.begin(), t.q.end(), static_cast<uint32_t>(kQ - 1));
+    }
+    FFRun r = run_ff(g, in, context(1));
+    for (uint32_t v : r.outputs[0].p) EXPECT_EQ(v, static_cast<uint64_t>(K) % kP) << K;  // (−1)(−1)·K
+    for (uint32_t v : r.outputs[0].q) EXPECT_EQ(v, static_cast<uint64_t>(K) % kQ) << K;
+  }
+}
+
+TEST(FFInterp, MatmulWithTransposedOperand) {
+  // B is a strided (non-contiguous) tile inside a block graph: W [16, 8] read as a [8, 4] tile.
+  Graph k;
+  TensorId x = k.add_input("X", {4, 16});
+  TensorId w = k.add_input("W", {16, 8});
+  Graph body = make_block_graph({k.type(x), k.type(w)}, Dim3{2, 1, 1}, 2);
+  TensorId xt = body.add(OpKind::input_iterator, {}, attrs::iterator(0, {kPhi, kPhi, kPhi}, 1));
+  TensorId wt = body.add(OpKind::input_iterator, {}, attrs::iterator(1, {1, kPhi, kPhi}, 0));
+  TensorId acc = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, wt})}, attrs::accum(kPhi));
+  body.add(OpKind::output_saver, {acc}, attrs::saver(0, {1, kPhi, kPhi}));
+  auto op = k.append_with_body(OpKind::graph_kernel, {x, w}, std::move(body));
+  k.mark_output(k.ops[op->index()].outputs[0], "O");
+  Graph ref;
+  ref.mark_output(ref.add(OpKind::matmul, {ref.add_input("X", {4, 16}), ref.add_input("W", {16, 8})}), "O");
+  expect_same(k, ref, 9);
+}
+
+TEST(FFInterp, MatmulOfNarrowStridedTiles) {
+  // W [64, 64] read as [32, 32] tiles (rows 64 apart): packed, then 4 × 16 register tiles.
+  Graph k;
+  TensorId x = k.add_input("X", {8, 64});
+  TensorId w = k.add_input("W", {64, 64});
+  Graph body = make_block_graph({k.type(x), k.type(w)}, Dim3{2, 1, 1}, 2);
+  TensorId xt = body.add(OpKind::input_iterator, {}, attrs::iterator(0, {kPhi, kPhi, kPhi}, 1));
+  TensorId wt = body.add(OpKind::input_iterator, {}, attrs::iterator(1, {1, kPhi, kPhi}, 0));
+  TensorId acc = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, wt})}, attrs::accum(kPhi));
+  body.add(OpKind::output_saver, {acc}, attrs::saver(0, {1, kPhi, kPhi}));
+  auto op = k.append_with_body(OpKind::graph_kernel, {x, w}, std::move(body));
+  k.mark_output(k.ops[op->index()].outputs[0], "O");
+  Graph ref;
+  ref.mark_output(ref.add(OpKind::matmul, {ref.add_input("X", {8, 64}), ref.add_input("W", {64, 64})}), "O");
+  expect_same(k, ref, 10);
+}
+
+TEST(FFInterp, SumAgainstBruteForce) {
+  Graph g;
+  TensorId x = g.add_input("X", {4, 6, 3});
+  g.mark_output(g.add(OpKind::sum, {x}, attrs::sum(1, 2)), "O");
+  g.mark_output(g.add(OpKind::sum, {x}, attrs::sum(2, 1)), "S");
+  std::vector<FFTensor> in;
+  FFRun r = run_one(g, 4, &in);
+  ASSERT_EQ(r.outputs[0].shape, (Shape{4, 2, 3}));
+  for (int f = 0; f < 2; ++f) {
+    uint64_t m = modulus(f);
+    for (int64_t a = 0; a < 4; ++a)
+      for (int64_t j = 0; j < 2; ++j)
+        for (int64_t c = 0; c < 3; ++c) {
+          uint64_t s = 0;
+          for (int64_t k = 0; k < 3; ++k) s = (s + field(in[0], f, (a * 6 + j * 3 + k) * 3 + c)) % m;
+          EXPECT_EQ(field(r.outputs[0], f, (a * 2 + j) * 3 + c), s);
+        }
+    for (int64_t row = 0; row < 24; ++row) {
+      uint64_t s = 0;
+      for (int64_t c = 0; c < 3; ++c) s = (s + field(in[0], f, row * 3 + c)) % m;
+      EXPECT_EQ(field(r.outputs[1], f, row), s);
+    }
+  }
+}
+
+TEST(FFInterp, UnaryOps) {
+  Graph g;
+  TensorId x = g.add_input("X", {64});
+  g.mark_output(g.add(OpKind::sqr, {x}), "sqr");
+  g.mark_output(g.add(OpKind::sqrt, {x}), "sqrt");
+  g.mark_output(g.add(OpKind::exp, {x}), "exp");
+  g.mark_output(g.add(OpKind::silu, {x}), "silu");
+  g.mark_output(g.add(OpKind::relu, {x}), "relu");
+  std::vector<FFTensor> in;
+  FFRun r = run_one(g, 8, &in);
+  const uint64_t w = context(8).omega;
+  EXPECT_EQ(r.exp_tainted, (std::vector<bool>{false, false, true, true, false}));
+  for (int64_t i = 0; i < 64; ++i) {
+    uint64_t xp = field(in[0], 0, i), xq = field(in[0], 1, i);
+    EXPECT_EQ(field(r.outputs[0], 0, i), xp * xp % kP);
+    EXPECT_EQ(field(r.outputs[0], 1, i), xq * xq % kQ);
+    for (int f = 0; f < 2; ++f) {
+      uint64_t m = modulus(f), v = field(in[0], f, i), s = field(r.outputs[1], f, i);
+      EXPECT_TRUE(s * s % m == v || s * s % m == (m - v) % m);
+    }
+    EXPECT_EQ(field(r.outputs[2], 0, i), ff::pow(w, xq, kP));
+    EXPECT_EQ(field(r.outputs[2], 1, i), 0u);
+    uint64_t e = ff::pow(w, (kQ - xq) % kQ, kP);
+    EXPECT_EQ(field(r.outputs[3], 0, i), xp * ff::inv((1 + e) % kP, kP) % kP);
+    EXPECT_EQ(field(r.outputs[3], 1, i), xq);
+  }
+}
+
+TEST(FFInterp, RandomFunctionsAreSharedWithinATestOnly) {
+  // relu and a second exp are random functions of the operand: the same in two graphs of one
+  // test (even computed along different routes), different between tests.
+  Graph a;
+  TensorId x = a.add_input("X", {2, 8});
+  a.mark_output(a.add(OpKind::relu, {x}), "R");
+  a.mark_output(a.add(OpKind::exp, {a.add(OpKind::exp, {x})}), "E");
+  Graph b;
+  TensorId y = b.add_input("X", {2, 8});
+  TensorId y2 = b.add(OpKind::reshape, {b.add(OpKind::mul, {y}, attrs::scalar(*parse_scalar("1")))},
+                      [] { OpAttrs s; s.shape = Shape{16}; return s; }());
+  TensorId back = b.add(OpKind::reshape, {y2}, [] { OpAttrs s; s.shape = Shape{2, 8}; return s; }());
+  b.mark_output(b.add(OpKind::relu, {back}), "R");
+  b.mark_output(b.add(OpKind::exp, {b.add(OpKind::exp, {back})}), "E");
+  expect_same(a, b, 21);
+  std::vector<FFTensor> in = random_ff_inputs(a, 1);
+  FFRun r1 = run_ff(a, in, context(1)), r2 = run_ff(a, in, context(2));
+  EXPECT_NE(r1.outputs[0].p, r2.outputs[0].p);
+  EXPECT_NE(r1.outputs[1].p, r2.outputs[1].p);
+  EXPECT_NE(r1.outputs[0].p, r1.outputs[1].p) << "relu and exp are different functions";
+}
+
+TEST(FFInterp, LayoutOps) {
+  Graph g;
+  TensorId x = g.add_input("X", {2, 3});
+  TensorId y = g.add_input("Y", {2, 2});
+  OpAttrs rep;
+  rep.dim = 1;
+  rep.times = 3;
+  g.mark_output(g.add(OpKind::repeat, {x}, rep), "R");
+  OpAttrs rs;
+  rs.shape = Shape{3, 2};
+  g.mark_output(g.add(OpKind::reshape, {x}, rs), "S");
+  OpAttrs cat;
+  cat.dim = 1;
+  g.mark_output(g.add(OpKind::concat, {x, y}, cat), "C");
+  std::vector<FFTensor> in;
+  FFRun r = run_one(g, 2, &in);
+  for (int f = 0; f < 2; ++f) {
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 9; ++j) EXPECT_EQ(field(r.outputs[0], f, i * 9 + j), field(in[0], f, i * 3 + j % 3));
+    for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(field(r.outputs[1], f, i), field(in[0], f, i));
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < 5; ++j)
+        EXPECT_EQ(field(r.outputs[2], f, i * 5 + j), j < 3 ? field(in[0], f, i * 3 + j) : field(in[1], f, i * 2 + j - 3));
+  }
+}
+
+TEST(FFInterp, ConstantsAreExactRationals) {
+  // x · 0.125 = x / 8 and x · 1e-3 = x / 1000, exactly.
+  Graph a, b;
+  TensorId x = a.add_input("X", {10});
+  a.mark_output(a.add(OpKind::mul, {x}, attrs::scalar(*parse_scalar("0.125"))), "A");
+  a.mark_output(a.add(OpKind::mul, {x}, attrs::scalar(*parse_scalar("1e-3"))), "B");
+  TensorId y = b.add_input("X", {10});
+  b.mark_output(b.add(OpKind::div, {y}, attrs::scalar(*parse_scalar("8"))), "A");
+  b.mark_output(b.add(OpKind::div, {y}, attrs::scalar(*parse_scalar("1000"))), "B");
+  expect_same(a, b, 5);
+}
+
+// ---- zero divisors -----------------------------------------------------------------------------
+
+TEST(FFInterp, ZeroDivisorIsReported) {
+  Graph g;
+  TensorId x = g.add_input("X", {4, 4});
+  TensorId y = g.add_input("Y", {4});
+  g.mark_output(g.add(OpKind::div, {x, y}), "O");
+  std::vector<FFTensor> in = random_ff_inputs(g, 1);
+  in[1].p.assign(4, 0);
+  in[1].q.assign(4, 0);
+  FFRun r = run_ff(g, in, context(1));
+  EXPECT_TRUE(r.zero_divisor);
+  EXPECT_TRUE(r.outputs.empty());
+  in = random_ff_inputs(g, 1);
+  in[1].q[2] = 0;  // a zero in Z_q alone is a zero divisor too (the divisor is not exp-tainted)
+  EXPECT_TRUE(run_ff(g, in, context(1)).zero_divisor);
+  // Inside a block graph (Figure 3b divides by sqrt(S / h)): X all zeros makes S zero.
+  Graph fused = test::rmsnorm_fig3b(4, 32, 16, 2, 2);
+  in = random_ff_inputs(fused, 3);
+  in[0].p.assign(in[0].p.size(), 0);
+  EXPECT_TRUE(run_ff(fused, in, context(3)).zero_divisor);
+}
+
+TEST(FFInterp, TaintedZeroInZqIsNoZeroDivisor) {
+  // exp's Z_q part is 0 by definition: dividing by an exp must not count as a zero divisor.
+  Graph g;
+  TensorId x = g.add_input("X", {8});
+  TensorId y = g.add_input("Y", {8});
+  g.mark_output(g.add(OpKind::div, {x, g.add(OpKind::exp, {y})}), "O");
+  FFRun r = run_one(g, 4);
+  EXPECT_FALSE(r.zero_divisor);
+  EXPECT_TRUE(r.exp_tainted[0]);
+}
+
+// ---- equivalent μGraphs agree exactly ----------------------------------------------------------
+
+TEST(FFInterp, Fig3bMatchesReference) {
+  expect_same(test::rmsnorm_fig3b(4, 64, 32, 4, 4), test::rmsnorm_reference(4, 64, 32), 1);
+  expect_same(test::rmsnorm_fig3b(8, 128, 64, 8, 4), test::rmsnorm_reference(8, 128, 64), 2);
+  expect_same(test::rmsnorm_fig3b(16, 512, 512, 16, 4), test::rmsnorm_reference(16, 512, 512), 5);
+  expect_same(examples::rmsnorm_fig3b(4, 64, 32, 4, 4), test::rmsnorm_reference(4, 64, 32), 3);
+  Graph prog = parse_program(
+      "input X[4, 64] f32\ninput G[64] f32\ninput W[64, 32] f32\n"
+      "S = sum(sqr(X), dim=1)\nY = div(mul(X, G), sqrt(div(S, 64)))\nO = matmul(Y, W)\noutput O\n");
+  expect_same(test::rmsnorm_fig3b(4, 64, 32, 4, 4), prog, 4);
+}
+
+TEST(FFInterp, NonEquivalentVariantDiffers) {
+  Graph prog = parse_program(
+      "input X[4, 64] f32\ninput G[64] f32\ninput W[64, 32] f32\n"
+      "S = sum(sqr(X), dim=1)\nY = div(mul(X, G), sqrt(div(S, 63)))\nO = matmul(Y, W)\noutput O\n");
+  Graph fused = test::rmsnorm_fig3b(4, 64, 32, 4, 4);
+  auto named = named_inputs(fused, 1);
+  FFRun a = run_ff(fused, inputs_by_name(fused, named), context(1));
+  FFRun b = run_ff(prog, inputs_by_name(prog, named), context(1));
+  EXPECT_NE(a.outputs[0].p, b.outputs[0].p);
+  EXPECT_NE(hash_ff(a.outputs[0]), hash_ff(b.outputs[0]));
+}
+
+TEST(FFInterp, GatedMlpMatchesReference) {
+  expect_same(test::gated_mlp_fused(4, 64, 32, 4, 4), test::gated_mlp_reference(4, 64, 32), 1);
+  expect_same(examples::gated_mlp_fig10b(4, 64, 32, 4, 4), test::gated_mlp_reference(4, 64, 32), 2);
+  FFRun r = run_one(test::gated_mlp_reference(4, 64, 32), 1);
+  EXPECT_TRUE(r.exp_tainted[0]);
+}
+
+TEST(FFInterp, OtherExamplesMatchTheirPrograms) {
+  Graph exp_scale = parse_program("input X[4, 64] f32\ninput G[64] f32\nO = mul(exp(X), G)\noutput O\n");
+  expect_same(examples::exp_scale_concat(4, 64, 2, 4), exp_scale, 1);
+  Graph rms = parse_program(
+      "input X[4, 64] f32\ninput G[64] f32\nS = sum(sqr(X), dim=1)\n"
+      "O = div(mul(X, G), sqrt(div(S, 64)))\noutput O\n");
+  expect_same(examples::rmsnorm_two_kernels(4, 64, 4, 2), rms, 2);
+}
+
+TEST(FFInterp, ExampleUGraphFilesMatchTheirPrograms) {
+  // examples/ugraphs/references.txt at the paper's shapes (skipped in slow builds).
+  if (slow_build()) GTEST_SKIP() << "paper shapes are too slow in a sanitizer or debug build";
+  std::ifstream list(source_dir() + "/examples/ugraphs/references.txt");
+  ASSERT_TRUE(list) << "cannot read references.txt";
+  std::string line;
+  int pairs = 0;
+  while (std::getline(list, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string ugraph, program;
+    words >> ugraph >> program;
+    SCOPED_TRACE(ugraph + " vs " + program);
+    Graph a = load_graph_file(source_dir() + "/examples/ugraphs/" + ugraph);
+    Graph b = load_graph_file(source_dir() + "/examples/" + program);
+    expect_same(a, b, 100 + static_cast<uint64_t>(pairs));
+    ++pairs;
+  }
+  EXPECT_GE(pairs, 4);
+}
+
+TEST(FFInterp, ResultsDoNotDependOnThreadCount) {
+  for (const Graph& g : {test::rmsnorm_fig3b(8, 256, 128, 8, 4), test::rmsnorm_reference(16, 256, 300),
+                         test::gated_mlp_fused(4, 64, 32, 4, 4)}) {
+    std::vector<FFTensor> in = random_ff_inputs(g, 6);
+    FFRun one = run_ff(g, in, context(6), 1);
+    for (int t : {2, 3, 7}) {
+      FFRun more = run_ff(g, in, context(6), t);
+      EXPECT_EQ(one.outputs, more.outputs) << t << " threads";
+    }
+  }
+}
+
+TEST(FFInterp, RejectsWrongInputs) {
+  Graph g = test::rmsnorm_reference(4, 64, 32);
+  std::vector<FFTensor> in = random_ff_inputs(g, 1);
+  in.pop_back();
+  EXPECT_THROW(run_ff(g, in, context(1)), UserError);
+  in = random_ff_inputs(g, 1);
+  in[0] = FFTensor(Shape{4, 63});
+  EXPECT_THROW(run_ff(g, in, context(1)), UserError);
+}
+
+}  // namespace
+}  // namespace mugraph

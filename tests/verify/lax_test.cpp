@@ -1,0 +1,201 @@
+// The Lax check (paper Definition 5.1): which programs and μGraphs are Lax, the violation it
+// reports otherwise, and the symbolic bounds on Equation 2 it computes for Theorem 2.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "mugraph/frontend.h"
+#include "mugraph/loader.h"
+#include "mugraph/verify.h"
+
+namespace mugraph {
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("MUGRAPH_SOURCE_DIR");
+  return dir ? dir : MUGRAPH_SOURCE_DIR_DEFAULT;
+}
+
+LaxReport lax_of_file(const std::string& relative) { return check_lax(load_graph_file(source_dir() + "/" + relative)); }
+LaxReport lax_of(const std::string& program) { return check_lax(parse_program(program)); }
+
+TEST(Lax, ExamplePrograms) {
+  for (const char* name : {"rmsnorm_linear", "rmsnorm", "gated_mlp", "lora", "gqa", "exp_scale", "ntrans", "qknorm"}) {
+    LaxReport r = lax_of_file(std::string("examples/") + name + ".mg");
+    EXPECT_TRUE(r.lax) << name << ": " << r.violation;
+    EXPECT_TRUE(r.violation.empty()) << name;
+    EXPECT_LE(r.max_exps_on_path, 1) << name;
+  }
+  EXPECT_TRUE(lax_of_file("examples/rmsnorm_linear.mg").uses_sqrt);
+  EXPECT_FALSE(lax_of_file("examples/lora.mg").uses_sqrt);
+  EXPECT_EQ(lax_of_file("examples/lora.mg").max_exps_on_path, 0);
+  EXPECT_EQ(lax_of_file("examples/gqa.mg").max_exps_on_path, 1);
+  EXPECT_EQ(lax_of_file("examples/gated_mlp.mg").max_exps_on_path, 1);  // silu holds one exp
+}
+
+TEST(Lax, HandWrittenUGraphsWalkIntoBodies) {
+  for (const char* name : {"rmsnorm_fig3b", "gated_mlp_fig10b", "exp_scale_concat", "rmsnorm_two_kernels"}) {
+    LaxReport r = lax_of_file(std::string("examples/ugraphs/") + name + ".json");
+    EXPECT_TRUE(r.lax) << name << ": " << r.violation;
+  }
+  // The silu sits in a thread graph inside a graph-defined kernel: the walk must find it.
+  EXPECT_EQ(lax_of_file("examples/ugraphs/gated_mlp_fig10b.json").max_exps_on_path, 1);
+  EXPECT_EQ(lax_of_file("examples/ugraphs/exp_scale_concat.json").max_exps_on_path, 1);
+  EXPECT_TRUE(lax_of_file("examples/ugraphs/rmsnorm_fig3b.json").uses_sqrt);
+}
+
+TEST(Lax, ViolationInsideAThreadGraphNamesWhere) {
+  Graph g = load_graph_file(source_dir() + "/examples/ugraphs/gated_mlp_fig10b.json");
+  bool replaced = false;
+  for (Graph& block : g.bodies)
+    for (Graph& thread : block.bodies)
+      for (Op& op : thread.ops)
+        if (op.kind == OpKind::silu) {
+          op.kind = OpKind::relu;
+          replaced = true;
+        }
+  ASSERT_TRUE(replaced);
+  LaxReport r = check_lax(g);
+  EXPECT_FALSE(r.lax);
+  EXPECT_NE(r.violation.find("relu (op "), std::string::npos) << r.violation;
+  EXPECT_NE(r.violation.find("of thread graph 0 (body of op "), std::string::npos) << r.violation;
+  EXPECT_NE(r.violation.find("of block graph 0 (body of op "), std::string::npos) << r.violation;
+  EXPECT_NE(r.violation.find("of the kernel graph"), std::string::npos) << r.violation;
+  EXPECT_NE(r.violation.find("is not multilinear"), std::string::npos) << r.violation;
+  EXPECT_NE(r.violation.find("X → matmul"), std::string::npos) << r.violation;
+  EXPECT_EQ(r.max_exps_on_path, 0);
+}
+
+TEST(Lax, ReluIsNotLax) {
+  LaxReport r = lax_of(
+      "input X[4, 8]\ninput W[8, 8]\n"
+      "H = relu(matmul(X, W))\n"
+      "O = matmul(H, W)\n"
+      "output O\n");
+  EXPECT_FALSE(r.lax);
+  EXPECT_EQ(r.violation,
+            "relu (op 3 of the kernel graph, tensor H) is not multilinear; it is modelled as a random function "
+            "(path X → matmul → relu)");
+}
+
+TEST(Lax, GeluIsNotLax) {
+  LaxReport r = lax_of("input X[4, 8]\nO = add(gelu(X), X)\noutput O\n");
+  EXPECT_FALSE(r.lax);
+  EXPECT_NE(r.violation.find("gelu (op 1 of the kernel graph) is not multilinear"), std::string::npos) << r.violation;
+}
+
+TEST(Lax, SecondExpOnAPath) {
+  LaxReport r = lax_of("input X[4, 8]\nO = exp(exp(X))\noutput O\n");
+  EXPECT_FALSE(r.lax);
+  EXPECT_EQ(r.max_exps_on_path, 2);
+  EXPECT_EQ(r.violation,
+            "exp (op 2 of the kernel graph, tensor O) is the second exp-like op on the path X → exp → exp; "
+            "it is modelled as a random function");
+}
+
+TEST(Lax, SecondExpThroughOtherOps) {
+  LaxReport r = lax_of(
+      "input X[4, 8]\n"
+      "E = exp(X)\n"
+      "S = sum(mul(E, X), dim=1)\n"
+      "O = exp(S)\n"
+      "output O\n");
+  EXPECT_FALSE(r.lax);
+  EXPECT_NE(r.violation.find("the path X → exp → mul → sum → exp"), std::string::npos) << r.violation;
+}
+
+TEST(Lax, SiluCountsAsAnExp) {
+  LaxReport r = lax_of("input X[4, 8]\nO = silu(exp(X))\noutput O\n");
+  EXPECT_FALSE(r.lax);
+  EXPECT_NE(r.violation.find(
+                "silu (op 2 of the kernel graph, tensor O) is the second exp-like op on the path X → exp → silu"),
+            std::string::npos)
+      << r.violation;
+}
+
+TEST(Lax, ExpsOnSeparatePathsAreFine) {
+  // Two exps, but no path passes both: exp(X) · exp(Y), and softmax-like exp / sum(exp).
+  LaxReport r = lax_of(
+      "input X[4, 8]\ninput Y[4, 8]\n"
+      "E = exp(X)\n"
+      "O = add(mul(E, exp(Y)), div(E, sum(E, dim=1)))\n"
+      "output O\n");
+  EXPECT_TRUE(r.lax) << r.violation;
+  EXPECT_EQ(r.max_exps_on_path, 1);
+}
+
+TEST(Lax, OpsThatReachNoOutputDoNotCount) {
+  LaxReport r = lax_of("input X[4, 8]\nR = relu(X)\nO = exp(X)\noutput O\n");
+  EXPECT_TRUE(r.lax) << r.violation;
+}
+
+TEST(Lax, PathGoesThroughTensorsNotConstants) {
+  LaxReport r = lax_of("input X[4, 8]\nO = relu(add(1, mul(2, X)))\noutput O\n");
+  EXPECT_NE(r.violation.find("(path X → mul → add → relu)"), std::string::npos) << r.violation;
+}
+
+TEST(Lax, FirstViolationIsReported) {
+  LaxReport r = lax_of("input X[4, 8]\nA = relu(X)\nB = exp(exp(X))\nO = add(A, B)\noutput O\n");
+  EXPECT_FALSE(r.lax);
+  EXPECT_EQ(r.violation.rfind("relu (op 1", 0), 0u) << r.violation;
+}
+
+TEST(LaxBounds, Polynomials) {
+  // An input is a degree-1 polynomial with one plain term.
+  LaxReport x = lax_of("input X[4, 8]\nO = add(X, 1)\noutput O\n");
+  EXPECT_EQ(x.degree, 1);
+  EXPECT_EQ(x.exp_terms, 1);
+  EXPECT_EQ(lax_of("input X[4, 8]\nO = mul(X, X)\noutput O\n").degree, 2);
+  EXPECT_EQ(lax_of("input X[4, 8]\nO = sqr(sqr(X))\noutput O\n").degree, 4);
+  // A sum with a constant denominator does not raise the degree; a matmul multiplies two inputs.
+  EXPECT_EQ(lax_of("input X[4, 8]\nO = sum(X, dim=1)\noutput O\n").degree, 1);
+  EXPECT_EQ(lax_of("input X[4, 8]\ninput W[8, 4]\nO = matmul(X, W)\noutput O\n").degree, 2);
+  // lora: X·W + (X·A)·B has degree 3.
+  EXPECT_EQ(lax_of_file("examples/lora.mg").degree, 3);
+  EXPECT_EQ(lax_of_file("examples/lora.mg").exp_terms, 1);
+}
+
+TEST(LaxBounds, SumsOverFractionsUseACommonDenominator) {
+  // Σ_8 X/Y: numerator degree 1 + 7·1, denominator 8·1.
+  EXPECT_EQ(lax_of("input X[4, 8]\ninput Y[4, 8]\nO = sum(div(X, Y), dim=1)\noutput O\n").degree, 8);
+  EXPECT_EQ(lax_of("input X[4, 16]\ninput Y[4, 16]\nO = sum(div(X, Y), dim=1)\noutput O\n").degree, 16);
+  // sum(dim, to) sums groups of n/to elements.
+  EXPECT_EQ(lax_of("input X[4, 16]\ninput Y[4, 16]\nO = sum(div(X, Y), dim=1, to=4)\noutput O\n").degree, 4);
+  // A sqrt is a fresh variable: X·G / s has degree 2 over 1, and the projection sums 4096 of them.
+  EXPECT_EQ(lax_of_file("examples/rmsnorm.mg").degree, 2);
+  EXPECT_EQ(lax_of_file("examples/rmsnorm_linear.mg").degree, 3 + 4095);
+}
+
+TEST(LaxBounds, ExponentialTerms) {
+  LaxReport e = lax_of("input X[4, 8]\nO = exp(X)\noutput O\n");
+  EXPECT_EQ(e.exp_terms, 1);  // exp(X) is a single term
+  EXPECT_EQ(e.degree, 1);     // its exponent X
+  // exp(X) + 1: an exp term and a plain term.
+  EXPECT_EQ(lax_of("input X[4, 8]\nO = add(exp(X), 1)\noutput O\n").exp_terms, 2);
+  // exp(X)·exp(Y) stays one term.
+  EXPECT_EQ(lax_of("input X[4, 8]\ninput Y[4, 8]\nO = mul(exp(X), exp(Y))\noutput O\n").exp_terms, 1);
+  // A sum of n exps has n terms; the exponent degree follows the operand.
+  EXPECT_EQ(lax_of("input X[4, 8]\nO = sum(exp(X), dim=1)\noutput O\n").exp_terms, 8);
+  EXPECT_EQ(lax_of("input X[4, 32]\nO = sum(exp(X), dim=1)\noutput O\n").exp_terms, 32);
+  EXPECT_EQ(lax_of("input X[4, 8]\ninput W[8, 8]\nO = exp(matmul(X, W))\noutput O\n").degree, 2);
+  // silu(x) = x / (1 + exp(−x)): two terms in the denominator.
+  EXPECT_EQ(lax_of("input X[4, 8]\nO = silu(X)\noutput O\n").exp_terms, 2);
+  // Softmax over 4096 columns: the bound is huge, so Theorem 2 is vacuous there.
+  EXPECT_GE(lax_of_file("examples/gqa.mg").exp_terms, 4096);
+}
+
+TEST(LaxBounds, Saturate) {
+  LaxReport r = lax_of(
+      "input X[4, 4096]\ninput Y[4, 4096]\n"
+      "A = sum(div(exp(X), add(exp(Y), 1)), dim=1)\n"
+      "O = sum(div(repeat(A, dim=1, times=4096), Y), dim=1)\n"
+      "output O\n");
+  EXPECT_TRUE(r.lax) << r.violation;
+  EXPECT_GT(r.exp_terms, 1e20);
+  EXPECT_LE(r.exp_terms, 1e30);
+  EXPECT_LE(r.degree, 1e30);
+}
+
+}  // namespace
+}  // namespace mugraph

@@ -1,0 +1,265 @@
+// verify(): equivalent pairs pass with a bound, non-equivalent ones are rejected with the output,
+// element and test that differ, incomparable pairs say why, verdicts replay from their seed.
+#include "mugraph/verify.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "mugraph/frontend.h"
+
+namespace mugraph {
+namespace {
+
+VerifyOptions quick(uint64_t seed = 0) {
+  VerifyOptions o;
+  o.seed = seed;
+  o.threads = 1;
+  return o;
+}
+
+VerifyResult check(const std::string& a, const std::string& b, const VerifyOptions& o = quick()) {
+  return verify(parse_program(a, "a.mg"), parse_program(b, "b.mg"), o);
+}
+
+std::string describe(const VerifyResult& r) {
+  return "verdict " + std::to_string(static_cast<int>(r.verdict)) + ", tests " + std::to_string(r.tests_run) +
+         ", per-test bound " + std::to_string(r.per_test_bound) + ", bound " + std::to_string(r.bound) +
+         ", reason: " + r.reason + ", note: " + r.guarantee_note;
+}
+
+void expect_equivalent_with_guarantee(const std::string& a, const std::string& b) {
+  VerifyResult r = check(a, b);
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_TRUE(r.guarantee) << describe(r);
+  EXPECT_LE(r.bound, 1e-9) << describe(r);
+  EXPECT_GE(r.tests_run, 1);
+  EXPECT_LT(r.per_test_bound, 1);
+  EXPECT_TRUE(r.reason.empty()) << r.reason;
+  EXPECT_TRUE(r.guarantee_note.empty()) << r.guarantee_note;
+  EXPECT_LE(r.float_max_rel_error, 1e-3);
+}
+
+TEST(Verify, Distributivity) {
+  expect_equivalent_with_guarantee(
+      "input A[4, 8]\ninput B[4, 8]\ninput C[4, 8]\nO = mul(add(A, B), C)\noutput O\n",
+      "input A[4, 8]\ninput B[4, 8]\ninput C[4, 8]\nO = add(mul(A, C), mul(B, C))\noutput O\n");
+}
+
+TEST(Verify, DivisionMovedPastMatmul) {
+  expect_equivalent_with_guarantee(
+      "input X[4, 8]\ninput S[4, 1]\ninput W[8, 16]\nO = matmul(div(X, S), W)\noutput O\n",
+      "input X[4, 8]\ninput S[4, 1]\ninput W[8, 16]\nO = div(matmul(X, W), S)\noutput O\n");
+}
+
+TEST(Verify, ExpOfASum) {
+  expect_equivalent_with_guarantee("input A[4, 8]\ninput B[4, 8]\nO = exp(add(A, B))\noutput O\n",
+                                   "input A[4, 8]\ninput B[4, 8]\nO = mul(exp(A), exp(B))\noutput O\n");
+}
+
+TEST(Verify, SiluAgainstItsExpansion) {
+  expect_equivalent_with_guarantee("input X[4, 8]\nO = silu(X)\noutput O\n",
+                                   "input X[4, 8]\nO = div(X, add(1, exp(mul(X, -1))))\noutput O\n");
+}
+
+TEST(Verify, InputsMatchedByNameNotPosition) {
+  expect_equivalent_with_guarantee("input A[4, 8]\ninput B[8, 2]\nO = matmul(A, B)\noutput O\n",
+                                   "input B[8, 2]\ninput A[4, 8]\nO = matmul(A, B)\noutput O\n");
+}
+
+TEST(Verify, DTypesMayDiffer) {
+  VerifyResult r =
+      check("input A[4, 8] f16\nO = mul(A, 2)\noutput O\n", "input A[4, 8] f32\nO = add(A, A)\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+}
+
+TEST(Verify, MultipleOutputs) {
+  const char* a = "input A[4, 8]\ninput B[4, 8]\nP = add(A, B)\nQ = mul(A, B)\noutput P, Q\n";
+  EXPECT_EQ(check(a, "input A[4, 8]\ninput B[4, 8]\nP = add(B, A)\nQ = mul(B, A)\noutput P, Q\n").verdict,
+            Verdict::equivalent);
+  VerifyResult r = check(a, "input A[4, 8]\ninput B[4, 8]\nP = add(B, A)\nQ = mul(B, B)\noutput P, Q\n");
+  EXPECT_EQ(r.verdict, Verdict::not_equivalent);
+  EXPECT_EQ(r.reason.rfind("output 1 (Q) differs at element [", 0), 0u) << r.reason;
+}
+
+TEST(Verify, WrongOpIsRejectedWithTheElement) {
+  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = add(A, B)\noutput O\n",
+                         "input A[4, 8]\ninput B[4, 8]\nO = sub(A, B)\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::not_equivalent);
+  EXPECT_EQ(r.reason.rfind("output 0 (O) differs at element [0, 0] in finite-field test 0 (test seed 0x", 0), 0u)
+      << r.reason;
+  EXPECT_EQ(r.tests_run, 0);
+}
+
+TEST(Verify, ConstantOffByATenThousandthIsRejectedByTheFiniteFields) {
+  // rmsnorm_linear with 4096 vs 4096.4: the f32 filter alone accepts it.
+  auto program = [](const std::string& divisor) {
+    return "input X[4, 64] f32\ninput G[64] f32\ninput W[64, 16] f32\nS = sum(sqr(X), dim=1)\n"
+           "Y = div(mul(X, G), sqrt(div(S, " +
+           divisor + ")))\nO = matmul(Y, W)\noutput O\n";
+  };
+  Graph a = parse_program(program("4096"));
+  Graph b = parse_program(program("4096.4"));
+  double float_error = float_max_relative_error(a, b, 0, 1);
+  EXPECT_GT(float_error, 0);
+  EXPECT_LT(float_error, 1e-3);
+  VerifyResult r = verify(a, b, quick());
+  EXPECT_EQ(r.verdict, Verdict::not_equivalent) << describe(r);
+  EXPECT_NE(r.reason.find("differs at element"), std::string::npos) << r.reason;
+
+  // Without sqrt too.
+  VerifyResult s =
+      check("input X[4, 8]\nO = mul(X, 4096)\noutput O\n", "input X[4, 8]\nO = mul(X, 4096.4)\noutput O\n");
+  EXPECT_EQ(s.verdict, Verdict::not_equivalent) << describe(s);
+  EXPECT_NE(s.reason.find("differs at element"), std::string::npos) << s.reason;
+}
+
+TEST(Verify, FloatFilterRejectsWhatTheFieldsCannotSee) {
+  // sqrt(x²) = |x| ≠ x over the reals, but in the fields the deterministic root agrees with x
+  // about half the time. The float filter catches it.
+  VerifyResult r = check("input X[4, 8]\nO = sqrt(sqr(X))\noutput O\n", "input X[4, 8]\nO = X\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::not_equivalent) << describe(r);
+}
+
+TEST(Verify, FloatFilterCanBeTurnedOff) {
+  VerifyOptions o = quick();
+  o.float_check = false;
+  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(add(A, B), A)\noutput O\n",
+                         "input A[4, 8]\ninput B[4, 8]\nO = add(mul(A, A), mul(B, A))\noutput O\n", o);
+  EXPECT_EQ(r.verdict, Verdict::equivalent);
+  EXPECT_EQ(r.float_max_rel_error, 0);
+}
+
+TEST(Verify, NumericallyUnstableCandidateIsRejected) {
+  // (X + 1e8) − 1e8 is X exactly, but not in f32.
+  VerifyResult r = check("input X[4, 8]\nO = mul(X, 1)\noutput O\n",
+                         "input X[4, 8]\nO = sub(add(X, 100000000), 100000000)\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::not_equivalent) << describe(r);
+  EXPECT_EQ(r.reason.rfind("numerically unstable: float relative error ", 0), 0u) << r.reason;
+  EXPECT_GT(r.float_max_rel_error, 1e-3);
+  EXPECT_GE(r.tests_run, 1);  // the finite fields accepted it first
+}
+
+TEST(Verify, Incomparable) {
+  struct Case {
+    const char* a;
+    const char* b;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"input A[4]\nO = A\noutput O\n", "input B[4]\nO = B\noutput O\n",
+       "the candidate has an input B that the reference does not have"},
+      {"input A[4]\ninput B[4]\nO = add(A, B)\noutput O\n", "input A[4]\nO = A\noutput O\n",
+       "the reference has an input B that the candidate does not have"},
+      {"input A[4]\nO = A\noutput O\n", "input A[8]\nO = sum(A, dim=0, to=4)\noutput O\n",
+       "input A has shape [4] in the reference but [8] in the candidate"},
+      {"input A[4]\nO = A\noutput O\n", "input A[4]\nO = A\nP = mul(A, 2)\noutput O, P\n",
+       "the reference has 1 output(s) but the candidate has 2"},
+      {"input A[4, 2]\nO = A\noutput O\n", "input A[4, 2]\nO = sum(A, dim=1)\noutput O\n",
+       "output 0 has shape [4, 2] in the reference but [4, 1] in the candidate"},
+  };
+  for (const Case& c : cases) {
+    VerifyResult r = check(c.a, c.b);
+    EXPECT_EQ(r.verdict, Verdict::incomparable) << c.reason;
+    EXPECT_EQ(r.reason, c.reason);
+    EXPECT_EQ(r.tests_run, 0);
+  }
+}
+
+TEST(Verify, ReferenceDividingByZeroCannotBeCompared) {
+  VerifyResult r = check("input A[4]\nO = div(A, sub(A, A))\noutput O\n", "input A[4]\nO = A\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::incomparable);
+  EXPECT_NE(r.reason.find("the reference divides by zero"), std::string::npos) << r.reason;
+  VerifyResult s = check("input A[4]\nO = A\noutput O\n", "input A[4]\nO = div(A, sub(A, A))\noutput O\n");
+  EXPECT_EQ(s.verdict, Verdict::not_equivalent);
+  EXPECT_NE(s.reason.find("the candidate divides by zero"), std::string::npos) << s.reason;
+}
+
+TEST(Verify, SeedReplaysTheVerdict) {
+  const char* a = "input X[4, 8]\ninput W[8, 8]\nO = matmul(X, W)\noutput O\n";
+  const char* b = "input X[4, 8]\ninput W[8, 8]\nO = matmul(X, add(W, 0.001))\noutput O\n";
+  VerifyResult r1 = check(a, b, quick(42));
+  VerifyResult r2 = check(a, b, quick(42));
+  VerifyResult r3 = check(a, b, quick(43));
+  EXPECT_EQ(r1.verdict, Verdict::not_equivalent);
+  EXPECT_EQ(r1.reason, r2.reason);
+  EXPECT_EQ(r1.seed, 42u);
+  EXPECT_NE(r1.reason, r3.reason);  // other inputs, other values (and another test seed)
+
+  const char* c = "input X[4, 8]\ninput W[8, 8]\nO = matmul(mul(X, 2), W)\noutput O\n";
+  const char* d = "input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n";
+  VerifyResult e1 = check(c, d, quick(7));
+  VerifyResult e2 = check(c, d, quick(7));
+  EXPECT_EQ(e1.verdict, Verdict::equivalent);
+  EXPECT_EQ(e1.tests_run, e2.tests_run);
+  EXPECT_EQ(e1.bound, e2.bound);
+  EXPECT_EQ(e1.float_max_rel_error, e2.float_max_rel_error);
+}
+
+TEST(Verify, ThreadCountDoesNotChangeTheVerdict) {
+  const char* a = "input X[8, 64]\ninput W[64, 32]\nO = matmul(X, W)\noutput O\n";
+  const char* b = "input X[8, 64]\ninput W[64, 32]\nO = matmul(X, add(W, 0.5))\noutput O\n";
+  VerifyOptions o1 = quick(3), o4 = quick(3);
+  o4.threads = 4;
+  EXPECT_EQ(check(a, b, o1).reason, check(a, b, o4).reason);
+}
+
+TEST(Verify, ReluVerifiesWithoutGuarantee) {
+  VerifyResult r =
+      check("input X[4, 8]\nO = mul(relu(X), 2)\noutput O\n", "input X[4, 8]\nR = relu(X)\nO = add(R, R)\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_FALSE(r.guarantee);
+  EXPECT_FALSE(r.reference_lax.lax);
+  EXPECT_NE(r.guarantee_note.find("the reference is not Lax: relu"), std::string::npos) << r.guarantee_note;
+  EXPECT_NE(r.guarantee_note.find("modelled as random functions"), std::string::npos) << r.guarantee_note;
+  // Random functions still tell different arguments apart.
+  VerifyResult s = check("input X[4, 8]\nO = relu(X)\noutput O\n", "input X[4, 8]\nO = relu(mul(X, 2))\noutput O\n");
+  EXPECT_EQ(s.verdict, Verdict::not_equivalent) << describe(s);
+}
+
+TEST(Verify, SqrtWeakensTheGuarantee) {
+  const char* a = "input X[4, 8]\nO = div(X, sqrt(sum(sqr(X), dim=1)))\noutput O\n";
+  const char* b = "input X[4, 8]\nS = sqrt(sum(sqr(X), dim=1))\nO = mul(X, div(1, S))\noutput O\n";
+  VerifyResult r = check(a, b);
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_TRUE(r.reference_lax.uses_sqrt);
+  EXPECT_FALSE(r.guarantee);
+  EXPECT_LE(r.bound, 1e-9);
+  EXPECT_NE(r.guarantee_note.find("sqrt is evaluated as a deterministic function"), std::string::npos)
+      << r.guarantee_note;
+}
+
+TEST(Verify, VacuousBoundRunsMaxTests) {
+  // A softmax over 64 columns: 64 exponential terms make Theorem 2 vacuous.
+  VerifyOptions o = quick();
+  o.max_tests = 5;
+  VerifyResult r = check("input X[4, 64]\nE = exp(X)\nO = div(E, sum(E, dim=1))\noutput O\n",
+                         "input X[4, 64]\nE = exp(X)\nO = mul(E, div(1, sum(E, dim=1)))\noutput O\n", o);
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_EQ(r.tests_run, 5);
+  EXPECT_EQ(r.per_test_bound, 1);
+  EXPECT_EQ(r.bound, 1);
+  EXPECT_FALSE(r.guarantee);
+  EXPECT_NE(r.guarantee_note.find("vacuous"), std::string::npos) << r.guarantee_note;
+}
+
+TEST(Verify, TestsNeededFollowTheBound) {
+  // Exp-free: one plain term, d = 2 → ε = 8·2/q + 1/q ≈ 3e-8: two tests reach 1e-9.
+  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(A, B)\noutput O\n",
+                         "input A[4, 8]\ninput B[4, 8]\nO = mul(B, A)\noutput O\n");
+  EXPECT_EQ(r.tests_run, 2) << describe(r);
+  EXPECT_NEAR(r.per_test_bound, 17.0 / 536870219.0, 1e-12);
+  // A looser delta needs fewer tests; a tight one is capped by max_tests.
+  VerifyOptions o = quick();
+  o.delta = 1e-3;
+  EXPECT_EQ(check("input A[4]\nO = A\noutput O\n", "input A[4]\nO = A\noutput O\n", o).tests_run, 1);
+  o.delta = 1e-300;
+  o.max_tests = 3;
+  VerifyResult t = check("input A[4]\nO = A\noutput O\n", "input A[4]\nO = A\noutput O\n", o);
+  EXPECT_EQ(t.tests_run, 3);
+  EXPECT_FALSE(t.guarantee);
+  EXPECT_NE(t.guarantee_note.find("max_tests (3)"), std::string::npos) << t.guarantee_note;
+}
+
+}  // namespace
+}  // namespace mugraph
