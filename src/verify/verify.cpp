@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,65 @@ std::string fmt(double v) {
 }
 
 /// A bound for messages: check_lax saturates its bounds at 1e30.
+/// Every scalar constant of a graph and its bodies.
+void collect_constants(const Graph& g, std::vector<Scalar>& out) {
+  for (const Op& op : g.ops)
+    if (op.attrs.has_scalar) out.push_back(op.attrs.scalar.normalized());
+  for (const Graph& body : g.bodies) collect_constants(body, out);
+}
+
+/// The residue of a constant m·10^e in the field of modulus m_field.
+uint64_t constant_residue(const Scalar& c, uint64_t m_field) {
+  uint64_t v = ff::from_int(c.mantissa, m_field);
+  uint64_t ten = c.exp10 >= 0 ? ff::pow(10, static_cast<uint64_t>(c.exp10), m_field)
+                              : ff::inv(ff::pow(10, static_cast<uint64_t>(-static_cast<int64_t>(c.exp10)), m_field), m_field);
+  return ff::mul(v, ten, m_field);
+}
+
+/// Whether a constant, as a reduced fraction a/b, has |a| and b below `limit`.
+bool constant_is_small(const Scalar& c, int64_t limit) {
+  int64_t a = c.mantissa < 0 ? -c.mantissa : c.mantissa, b = 1;
+  for (int32_t e = c.exp10; e > 0; --e) {
+    if (a > limit / 10) return false;
+    a *= 10;
+  }
+  for (int32_t e = c.exp10; e < 0; ++e) {
+    if (b > limit) return false;  // 10^-e keeps growing; a reduces it by at most a's size
+    b *= 10;
+    int64_t g = std::gcd(a, b);
+    a /= g;
+    b /= g;
+  }
+  return a < limit && b < limit;
+}
+
+/// Why the constants of the two graphs weaken Theorem 2, if they do. The theorem needs integer
+/// coefficients below q/2 in magnitude, and constants are the coefficients a program writer
+/// controls: two different constants congruent modulo p (or q, inside an exponent) cannot be
+/// told apart by any test.
+std::vector<std::string> constant_notes(const Graph& reference, const Graph& candidate) {
+  std::vector<Scalar> all;
+  collect_constants(reference, all);
+  collect_constants(candidate, all);
+  std::sort(all.begin(), all.end(), [](const Scalar& x, const Scalar& y) {
+    return std::pair(x.mantissa, x.exp10) < std::pair(y.mantissa, y.exp10);
+  });
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  std::vector<std::string> notes;
+  const int64_t limit = static_cast<int64_t>(ff::kQ / 2);
+  for (const Scalar& c : all)
+    if (!constant_is_small(c, limit))
+      notes.push_back("the constant " + c.str() + " has a numerator or denominator of q/2 = " + std::to_string(limit) +
+                      " or more, outside Theorem 2's coefficient bound");
+  for (size_t i = 0; i < all.size(); ++i)
+    for (size_t j = i + 1; j < all.size(); ++j)
+      if (constant_residue(all[i], ff::kP) == constant_residue(all[j], ff::kP) ||
+          constant_residue(all[i], ff::kQ) == constant_residue(all[j], ff::kQ))
+        notes.push_back("the constants " + all[i].str() + " and " + all[j].str() +
+                        " are congruent modulo p or q, so the tests cannot tell them apart");
+  return notes;
+}
+
 std::string fmt_bound(double v) { return v >= 1e30 ? "1e30 or more (saturated)" : fmt(v); }
 
 struct InputRef {
@@ -273,10 +333,10 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
     ++r.tests_run;
   }
   r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
-  r.guarantee = lax && !r.reference_lax.uses_sqrt && !r.candidate_lax.uses_sqrt && r.bound <= options.delta;
-
   // What weakens the guarantee.
-  std::vector<std::string> notes;
+  std::vector<std::string> notes = constant_notes(reference, candidate);
+  r.guarantee = lax && !r.reference_lax.uses_sqrt && !r.candidate_lax.uses_sqrt && r.bound <= options.delta &&
+                notes.empty();
   if (!r.reference_lax.lax) notes.push_back("the reference is not Lax: " + r.reference_lax.violation);
   if (!r.candidate_lax.lax) notes.push_back("the candidate is not Lax: " + r.candidate_lax.violation);
   if (!lax)
@@ -302,6 +362,7 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
     r.float_max_rel_error = float_error(reference, candidate, perm, options.seed, options.threads);
     if (!(r.float_max_rel_error <= options.float_tolerance)) {
       r.verdict = Verdict::not_equivalent;
+      r.guarantee = false;  // a guarantee is about equivalence; this verdict rests on the float run
       r.reason = "numerically unstable: float relative error " + fmt(r.float_max_rel_error) + " > tolerance " +
                  fmt(options.float_tolerance) + " (f32 run, input seed " + std::to_string(options.seed) + ")";
     }
