@@ -18,22 +18,12 @@
 
 #include "mugraph/ff_interp.h"
 #include "mugraph/validate.h"
+#include "bench_util.h"
 #include "test_graphs.h"
 
 namespace {
 
 using namespace mugraph;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  return "unknown";
-}
 
 double median_seconds(const Graph& g, const std::vector<FFTensor>& in, const FFContext& ctx, int threads, int runs) {
   run_ff(g, in, ctx, threads);  // warm-up
@@ -58,7 +48,7 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = std::max(0, std::atoi(argv[i + 1]));
   }
   const int64_t b = 16, h = 4096, n = 4096;
-  std::printf("machine: %u hardware threads, %s\n", std::thread::hardware_concurrency(), cpu_model().c_str());
+  std::printf("%s\n", benchutil::machine_line().c_str());
   std::printf("threads: %d (0 = all)   runs: %d (median reported)\n", threads, runs);
   const double macs = static_cast<double>(b) * h * n;  // one matmul [16, 4096] x [4096, 4096]
   struct Case {

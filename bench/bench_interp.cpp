@@ -16,22 +16,12 @@
 
 #include "mugraph/interp.h"
 #include "mugraph/validate.h"
+#include "bench_util.h"
 #include "test_graphs.h"
 
 namespace {
 
 using namespace mugraph;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) {
-      auto colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(colon + 2);
-    }
-  return "unknown";
-}
 
 struct Result {
   double median_s;
@@ -87,10 +77,9 @@ int main(int argc, char** argv) {
   }
   InterpOptions o;
   o.threads = threads;
-  unsigned hw = std::thread::hardware_concurrency();
   std::printf("bench_interp: CPU float interpreter, f32, median of %d runs after a warm-up run\n", runs);
-  std::printf("machine: %u hardware threads (nproc), CPU: %s\n", hw, cpu_model().c_str());
-  std::printf("interpreter threads: %d\n\n", threads == 0 ? static_cast<int>(hw) : threads);
+  std::printf("%s\n", benchutil::machine_line().c_str());
+  std::printf("interpreter threads: %d\n\n", threads == 0 ? static_cast<int>(std::thread::hardware_concurrency()) : threads);
   try {
     const int64_t b1 = 16, h = 4096, n = 4096;
     bench("RMSNorm+matmul 16x4096x4096", test::rmsnorm_fig3b(b1, h, n, 128, 16), test::rmsnorm_reference(b1, h, n),

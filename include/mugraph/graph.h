@@ -192,6 +192,10 @@ Shape saved_shape(const Graph& g, const Shape& tile, const std::array<int8_t, 3>
 /// Structural hash of a whole graph (bodies included); equal graphs hash equal.
 size_t hash_value(const Graph& g);
 
+/// Per op: whether its results reach an output of the graph (a program output at kernel level, an
+/// output saver in a body). Ops that reach none are dead and need not run.
+std::vector<bool> live_ops(const Graph& g);
+
 /// Total number of ops in a graph and all its bodies.
 int64_t count_ops(const Graph& g);
 

@@ -7,19 +7,6 @@ std::string body_op_where(const Graph& g, size_t i) {
          std::string(op_name(g.ops[i].kind)) + ")";
 }
 
-std::vector<bool> live_ops(const Graph& g) {
-  std::vector<bool> live(g.ops.size(), false), needed(g.tensors.size(), false);
-  for (size_t i = g.ops.size(); i-- > 0;) {
-    const Op& op = g.ops[i];
-    bool l = op.kind == OpKind::output_saver;
-    for (TensorId t : op.outputs) l = l || needed[t.index()];
-    if (!l) continue;
-    live[i] = true;
-    for (TensorId t : op.inputs) needed[t.index()] = true;
-  }
-  return live;
-}
-
 std::vector<BlockPhase> block_phases(const Graph& g) {
   std::vector<bool> live = live_ops(g);
   std::vector<BlockPhase> phase(g.ops.size(), BlockPhase::dead);

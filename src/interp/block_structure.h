@@ -23,9 +23,6 @@ enum class BlockPhase : uint8_t { dead, loop, post };
 /// "block graph op 3 (matmul)", for messages.
 std::string body_op_where(const Graph& g, size_t i);
 
-/// Marks the ops whose results reach an output saver (savers included).
-std::vector<bool> live_ops(const Graph& g);
-
 /// The phase of every op of a block or thread graph: dead if not live, else loop, except in a
 /// block graph with forloop > 1, where an op is post-loop if its operands are made from
 /// accumulator outputs only. Throws UserError if the dataflow breaks the path rule of

@@ -217,6 +217,20 @@ size_t hash_value(const Graph& g) {
   return h;
 }
 
+std::vector<bool> live_ops(const Graph& g) {
+  std::vector<bool> live(g.ops.size(), false), needed(g.tensors.size(), false);
+  for (TensorId t : g.outputs) needed[t.index()] = true;
+  for (size_t i = g.ops.size(); i-- > 0;) {
+    const Op& op = g.ops[i];
+    bool reaches = op.kind == OpKind::output_saver;
+    for (TensorId t : op.outputs) reaches = reaches || needed[t.index()];
+    if (!reaches) continue;
+    live[i] = true;
+    for (TensorId t : op.inputs) needed[t.index()] = true;
+  }
+  return live;
+}
+
 int64_t count_ops(const Graph& g) {
   int64_t n = static_cast<int64_t>(g.ops.size());
   for (const Graph& b : g.bodies) n += count_ops(b);

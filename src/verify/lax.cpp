@@ -87,21 +87,6 @@ struct TraceNode {
   std::string_view label;
 };
 
-/// Ops whose results reach an output: the program outputs (kernel graph) or the savers (bodies).
-std::vector<bool> live_ops(const Graph& g) {
-  std::vector<bool> live(g.ops.size(), false), needed(g.tensors.size(), false);
-  for (TensorId t : g.outputs) needed[t.index()] = true;
-  for (size_t i = g.ops.size(); i-- > 0;) {
-    const Op& op = g.ops[i];
-    bool l = op.kind == OpKind::output_saver;
-    for (TensorId t : op.outputs) l = l || needed[t.index()];
-    if (!l) continue;
-    live[i] = true;
-    for (TensorId t : op.inputs) needed[t.index()] = true;
-  }
-  return live;
-}
-
 class Walker {
  public:
   explicit Walker(LaxReport& report) : report_(report) {}
