@@ -1,0 +1,615 @@
+// The normal form that decides A_eq (docs/absexpr.md): one positive test per axiom of the paper's
+// Table 2 with non-trivial subterms, negative tests for what the axioms do not give, the
+// hand-written μGraphs against their programs, limits, threads, and a randomized property test
+// (random axiom applications keep the NF; certain changes change it).
+#include "mugraph/normal_form.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mugraph/absexpr.h"
+#include "mugraph/frontend.h"
+#include "mugraph/loader.h"
+#include "test_graphs.h"
+
+namespace mugraph {
+namespace {
+
+std::string source_dir() {
+  const char* dir = std::getenv("MUGRAPH_SOURCE_DIR");
+  return dir ? dir : MUGRAPH_SOURCE_DIR_DEFAULT;
+}
+
+/// A pool of terms and one of normal forms, with the test's shorthand.
+struct Fixture {
+  ExprPool p;
+  NormalFormPool nf;
+
+  ExprId v(const char* name) { return p.var(name); }
+  ExprId c(const char* text) { return p.constant(*parse_scalar(text)); }
+  NfId id(ExprId e) {
+    NfResult r = normal_form(e, p, nf);
+    EXPECT_TRUE(r.ok()) << nf_stop_name(r.stop) << " for " << p.str(e);
+    return r.id;
+  }
+  std::string str(ExprId e) { return nf.str(id(e)); }
+  ::testing::AssertionResult equal(ExprId a, ExprId b) {
+    std::optional<bool> eq = aeq_equal(a, b, p, nf);
+    if (!eq) return ::testing::AssertionFailure() << "a limit was hit";
+    if (*eq) return ::testing::AssertionSuccess() << str(a);
+    return ::testing::AssertionFailure() << p.str(a) << " -> " << str(a) << "\n vs " << p.str(b) << " -> " << str(b);
+  }
+  // Non-trivial subterms: a sum with an exp in it, a quotient of a sqrt by an atom, a sum of an add.
+  ExprId x() { return p.add(v("X"), p.sum(4, p.mul(v("Y"), p.exp(v("Z"))))); }
+  ExprId y() { return p.div(p.sqrt(p.add(v("X"), v("W"))), p.relu(v("Y"))); }
+  ExprId z() { return p.sum(8, p.add(p.mul(v("X"), v("W")), c("2"))); }
+};
+
+// --- one test per axiom ---------------------------------------------------------------------
+
+TEST(NormalForm, AddCommutativeAndAssociative) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.add(x, y), f.p.add(y, x)));
+  EXPECT_TRUE(f.equal(f.p.add(f.p.add(x, y), z), f.p.add(x, f.p.add(y, z))));
+  EXPECT_TRUE(f.equal(f.p.add(f.p.add(x, y), z), f.p.add(f.p.add(z, x), y)));
+}
+
+TEST(NormalForm, MulCommutativeAndAssociative) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.mul(x, y), f.p.mul(y, x)));
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.mul(x, y), z), f.p.mul(x, f.p.mul(y, z))));
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.mul(x, y), z), f.p.mul(f.p.mul(z, x), y)));
+}
+
+TEST(NormalForm, MulDistributesOverAdd) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.mul(x, f.p.add(y, z)), f.p.add(f.p.mul(x, y), f.p.mul(x, z))));
+  // Inside a denominator too.
+  ExprId w = f.v("W");
+  EXPECT_TRUE(f.equal(f.p.div(w, f.p.mul(x, f.p.add(y, z))), f.p.div(w, f.p.add(f.p.mul(x, y), f.p.mul(x, z)))));
+}
+
+TEST(NormalForm, DivDistributesOverAdd) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.div(f.p.add(x, y), z), f.p.add(f.p.div(x, z), f.p.div(y, z))));
+}
+
+TEST(NormalForm, MulDivReassociate) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.mul(x, f.p.div(y, z)), f.p.div(f.p.mul(x, y), z)));
+}
+
+TEST(NormalForm, DivDivIsDivByProduct) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.div(f.p.div(x, y), z), f.p.div(x, f.p.mul(y, z))));
+  // The denominators are collected into one expanded product whichever way they came in.
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.div(x, y), f.p.div(y, z)), f.p.div(f.p.mul(x, y), f.p.mul(z, y))));
+}
+
+TEST(NormalForm, SumOfOneIsIdentity) {
+  // The ExprPool folds sum(1, x) already; the NF agrees with it on every kind of term.
+  Fixture f;
+  ExprId x = f.x(), y = f.y();
+  EXPECT_TRUE(f.equal(x, f.p.sum(1, x)));
+  EXPECT_TRUE(f.equal(f.p.div(x, y), f.p.div(f.p.sum(1, x), f.p.sum(1, y))));
+}
+
+TEST(NormalForm, NestedSumsMultiply) {
+  Fixture f;
+  ExprId x = f.x();
+  EXPECT_TRUE(f.equal(f.p.sum(3, f.p.sum(5, x)), f.p.sum(15, x)));
+  EXPECT_TRUE(f.equal(f.p.sum(16, f.p.sum(256, x)), f.p.sum(4096, x)));
+  EXPECT_TRUE(f.equal(f.p.sum(16, f.p.sum(256, x)), f.p.sum(64, f.p.sum(64, x))));
+}
+
+TEST(NormalForm, SumOverAdd) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y();
+  EXPECT_TRUE(f.equal(f.p.sum(6, f.p.add(x, y)), f.p.add(f.p.sum(6, x), f.p.sum(6, y))));
+}
+
+TEST(NormalForm, SumPastMul) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y();
+  EXPECT_TRUE(f.equal(f.p.sum(6, f.p.mul(x, y)), f.p.mul(f.p.sum(6, x), y)));
+  EXPECT_TRUE(f.equal(f.p.sum(6, f.p.mul(x, y)), f.p.mul(x, f.p.sum(6, y))));
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.sum(2, x), f.p.sum(3, y)), f.p.sum(6, f.p.mul(x, y))));
+}
+
+TEST(NormalForm, SumPastDivNumerator) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y();
+  EXPECT_TRUE(f.equal(f.p.sum(6, f.p.div(x, y)), f.p.div(f.p.sum(6, x), y)));
+}
+
+TEST(NormalForm, ExpOfAddIsProductOfExps) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.exp(x), f.p.exp(y)), f.p.exp(f.p.add(x, y))));
+  // Merging inside a monomial that has other factors and a denominator.
+  EXPECT_TRUE(
+      f.equal(f.p.mul(f.p.div(f.p.mul(z, f.p.exp(x)), y), f.p.exp(y)), f.p.div(f.p.mul(z, f.p.exp(f.p.add(y, x))), y)));
+}
+
+TEST(NormalForm, SqrtOfProductIsProductOfSqrts) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y(), z = f.z();
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.sqrt(x), f.p.sqrt(y)), f.p.sqrt(f.p.mul(x, y))));
+  EXPECT_TRUE(f.equal(f.p.mul(f.p.mul(f.p.sqrt(x), z), f.p.sqrt(y)), f.p.mul(z, f.p.sqrt(f.p.mul(y, x)))));
+}
+
+// --- what the axioms do not give -------------------------------------------------------------
+
+TEST(NormalForm, NoCounting) {
+  Fixture f;
+  ExprId x = f.x();
+  EXPECT_FALSE(f.equal(f.p.add(x, x), f.p.sum(2, x)));
+  EXPECT_FALSE(f.equal(f.p.sum(4, x), f.p.sum(2, x)));
+  EXPECT_FALSE(f.equal(f.p.sum(4, x), f.p.mul(f.c("4"), x)));
+  EXPECT_FALSE(f.equal(f.p.exp(f.p.sum(2, x)), f.p.mul(f.p.exp(x), f.p.exp(x))));
+  EXPECT_TRUE(f.equal(f.p.exp(f.p.add(x, x)), f.p.mul(f.p.exp(x), f.p.exp(x))));
+}
+
+TEST(NormalForm, NoCancellation) {
+  Fixture f;
+  ExprId a = f.x(), b = f.y(), x = f.v("X"), y = f.v("Y"), z = f.v("Z");
+  EXPECT_FALSE(f.equal(f.p.div(f.p.exp(a), f.p.exp(b)), f.p.exp(f.p.add(a, b))));
+  EXPECT_FALSE(f.equal(f.p.div(x, f.p.div(y, z)), f.p.div(f.p.mul(x, z), y)));
+  EXPECT_FALSE(f.equal(f.p.div(a, a), f.c("1")));
+  EXPECT_FALSE(f.equal(f.p.div(f.p.mul(a, b), b), a));
+  EXPECT_FALSE(f.equal(f.p.mul(f.p.sqrt(a), f.p.sqrt(a)), a));
+  EXPECT_FALSE(f.equal(f.p.div(a, f.p.sum(4, b)), f.p.sum(4, f.p.div(a, b))));
+  EXPECT_FALSE(f.equal(f.p.mul(a, f.c("1")), a));
+}
+
+TEST(NormalForm, OpaqueAtoms) {
+  Fixture f;
+  ExprId x = f.x(), y = f.y();
+  // Atoms see their argument's NF (a congruence) but nothing passes through them.
+  EXPECT_TRUE(f.equal(f.p.relu(f.p.sum(4, f.p.sum(2, x))), f.p.relu(f.p.sum(8, x))));
+  EXPECT_FALSE(f.equal(f.p.relu(f.p.add(x, y)), f.p.add(f.p.relu(x), f.p.relu(y))));
+  EXPECT_FALSE(f.equal(f.p.sum(4, f.p.silu(x)), f.p.silu(f.p.sum(4, x))));
+  EXPECT_FALSE(f.equal(f.p.gelu(x), f.p.relu(x)));
+  EXPECT_FALSE(f.equal(f.p.concat(x, y), f.p.concat(y, x)));
+  EXPECT_TRUE(f.equal(f.p.concat(f.p.add(x, y), y), f.p.concat(f.p.add(y, x), y)));
+  EXPECT_FALSE(f.equal(f.p.sqrt(x), f.p.exp(x)));
+}
+
+TEST(NormalForm, PrintsSortedText) {
+  Fixture f;
+  ExprId x = f.v("X"), y = f.v("Y"), z = f.v("Z");
+  EXPECT_EQ(f.str(f.p.sum(4, f.p.mul(x, f.p.div(y, z)))), "4*X*Y/(Z)");
+  EXPECT_EQ(f.str(f.p.mul(f.p.add(x, y), f.p.exp(z))), "X*exp(Z) + Y*exp(Z)");
+  EXPECT_EQ(f.str(f.p.mul(f.p.sqrt(x), f.p.sqrt(f.c("4096")))), "sqrt(X*c4096)");
+  EXPECT_EQ(f.str(f.p.concat(x, f.p.relu(y))), "concat(X, relu(Y))");
+}
+
+// --- the hand-written μGraphs against their programs -----------------------------------------
+
+TEST(NormalForm, Figure3bEqualsItsProgram) {
+  Fixture f;
+  ExprId fused = output_expressions(test::rmsnorm_fig3b(16, 4096, 4096, 128, 16), f.p)[0];
+  ExprId program = output_expressions(load_program_file(source_dir() + "/examples/rmsnorm_linear.mg"), f.p)[0];
+  // The program divides before the matmul, the μGraph after: sum past div and mul/div
+  // re-association relate them, and sum(16, sum(256, ·)) is sum(4096, ·).
+  ASSERT_NE(fused, program);
+  EXPECT_TRUE(f.equal(fused, program));
+  EXPECT_EQ(f.str(program), "4096*G*W*X/(sqrt(4096*X*X/(c4096)))");
+}
+
+TEST(NormalForm, EveryExampleUGraphEqualsItsProgram) {
+  std::ifstream in(source_dir() + "/examples/ugraphs/references.txt");
+  ASSERT_TRUE(in) << "references.txt not found (set MUGRAPH_SOURCE_DIR)";
+  std::string line;
+  int pairs = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream words(line);
+    std::string ugraph, program;
+    ASSERT_TRUE(words >> ugraph >> program) << line;
+    Fixture f;
+    std::vector<ExprId> got = output_expressions(load_graph_file(source_dir() + "/examples/ugraphs/" + ugraph), f.p);
+    std::vector<ExprId> want = output_expressions(load_program_file(source_dir() + "/examples/" + program), f.p);
+    ASSERT_EQ(got.size(), want.size()) << line;
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(f.equal(got[i], want[i])) << line << " output " << i;
+    ++pairs;
+  }
+  EXPECT_GE(pairs, 4);
+}
+
+// --- limits, caching, threads ------------------------------------------------------------------
+
+TEST(NormalForm, TooManyMonomialsStopsWithAReason) {
+  Fixture f;
+  ExprId e = f.p.add(f.v("A0"), f.v("B0"));
+  for (int i = 1; i < 13; ++i) {
+    std::string a = "A" + std::to_string(i), b = "B" + std::to_string(i);
+    e = f.p.mul(e, f.p.add(f.p.var(a), f.p.var(b)));  // 2^13 = 8192 monomials
+  }
+  NfResult r = normal_form(e, f.p, f.nf);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.stop, NfStop::too_many_monomials);
+  EXPECT_FALSE(aeq_equal(e, e, f.p, f.nf).has_value());
+  // The stop is cached and propagates to every term above.
+  EXPECT_EQ(normal_form(f.p.exp(e), f.p, f.nf).stop, NfStop::too_many_monomials);
+
+  NormalFormPool big(NormalFormLimits{1 << 14});
+  NfResult rb = normal_form(e, f.p, big);
+  ASSERT_TRUE(rb.ok());
+  EXPECT_EQ(big.monomials(rb.id).size(), 8192u);
+}
+
+TEST(NormalForm, CoefficientOverflowStopsWithAReason) {
+  Fixture f;
+  ExprId e = f.p.sum(int64_t{1} << 40, f.p.sum(int64_t{1} << 40, f.v("X")));
+  EXPECT_EQ(normal_form(e, f.p, f.nf).stop, NfStop::coefficient_overflow);
+  ExprId ok = f.p.sum(int64_t{1} << 31, f.p.sum(int64_t{1} << 31, f.v("X")));
+  EXPECT_TRUE(normal_form(ok, f.p, f.nf).ok());
+  EXPECT_EQ(nf_stop_name(NfStop::coefficient_overflow), "coefficient_overflow");
+}
+
+TEST(NormalForm, DeepTermsNeedNoRecursion) {
+  Fixture f;
+  ExprId e = f.v("X");
+  for (int i = 0; i < 50000; ++i) e = (i % 2) ? f.p.relu(e) : f.p.exp(e);
+  EXPECT_TRUE(normal_form(e, f.p, f.nf).ok());
+  EXPECT_EQ(f.nf.stats().cached, f.p.size());
+}
+
+TEST(NormalForm, RejectsASecondExprPool) {
+  Fixture f;
+  f.id(f.v("X"));
+  ExprPool other;
+  EXPECT_THROW(normal_form(other.var("X"), other, f.nf), InternalError);
+  EXPECT_THROW(f.nf.str(NfId{12345}), InternalError);
+}
+
+TEST(NormalForm, ConcurrentCallsAgree) {
+  Fixture f;
+  std::vector<ExprId> terms;
+  for (int i = 0; i < 64; ++i) {
+    ExprId t = f.p.sum(i + 2, f.p.mul(f.x(), f.p.add(f.y(), f.p.var("V" + std::to_string(i)))));
+    terms.push_back(t);
+  }
+  std::vector<std::vector<NfId>> got(4);
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < got.size(); ++k) {
+    threads.emplace_back([&, k] {
+      got[k].resize(terms.size());
+      for (size_t i = 0; i < terms.size(); ++i) {
+        size_t j = (i + 16 * k) % terms.size();  // different orders per thread
+        got[k][j] = normal_form(terms[j], f.p, f.nf).id;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t k = 1; k < got.size(); ++k) EXPECT_EQ(got[k], got[0]);
+}
+
+// --- randomized: axioms keep the NF, certain changes change it -------------------------------
+
+class Random {
+ public:
+  explicit Random(ExprPool& p) : p_(p) {}
+
+  std::mt19937_64 rng{20240611};
+  int pick(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
+
+  ExprId term(int depth) {
+    static const char* kLeaves[] = {"X", "Y", "Z", "W"};
+    if (depth == 0 || pick(6) == 0) {
+      if (pick(8) == 0) return p_.constant(*parse_scalar(pick(2) ? "2" : "0.5"));
+      return p_.var(kLeaves[pick(4)]);
+    }
+    static const int64_t kSums[] = {2, 3, 4, 6, 8};
+    switch (pick(18)) {
+      case 0:
+      case 1:
+      case 2:
+        return p_.add(term(depth - 1), term(depth - 1));
+      case 3:
+      case 4:
+      case 5:
+        return p_.mul(term(depth - 1), term(depth - 1));
+      case 6:
+      case 7:
+        return p_.div(term(depth - 1), term(depth - 1));
+      case 8:
+      case 9:
+      case 10:
+        return p_.sum(kSums[pick(5)], term(depth - 1));
+      case 11:
+        return p_.exp(term(depth - 1));
+      case 12:
+        return p_.sqrt(term(depth - 1));
+      case 13:
+        return p_.relu(term(depth - 1));
+      case 14:
+        return p_.silu(term(depth - 1));
+      case 15:  // products of exps and of sqrts give the merging axioms something to match
+        return p_.mul(p_.exp(term(depth - 1)), p_.exp(term(depth - 1)));
+      case 16:
+        return p_.mul(p_.sqrt(term(depth - 1)), p_.sqrt(term(depth - 1)));
+      default:
+        return pick(2) ? p_.concat(term(depth - 1), term(depth - 1)) : p_.gelu(term(depth - 1));
+    }
+  }
+
+ private:
+  ExprPool& p_;
+};
+
+/// Rebuilds a node with new children.
+ExprId with_kids(ExprPool& p, ExprId t, ExprId a, ExprId b) {
+  const ExprNode& n = p.node(t);
+  switch (expr_arity(n.kind)) {
+    case 0:
+      return t;
+    case 1:
+      return n.kind == ExprKind::sum ? p.sum(n.value, a) : p.unary(n.kind, a);
+    default:
+      return p.binary(n.kind, a, b);
+  }
+}
+
+/// The term with its occurrence number `target` (preorder over the tree, not the DAG) replaced
+/// by f(occurrence).
+ExprId replace_at(ExprPool& p, ExprId t, int64_t target, int64_t& counter, const std::function<ExprId(ExprId)>& f) {
+  if (counter > target) return t;
+  if (counter++ == target) return f(t);
+  const ExprNode n = p.node(t);
+  int arity = expr_arity(n.kind);
+  if (arity == 0) return t;
+  ExprId a = replace_at(p, n.a, target, counter, f);
+  ExprId b = arity == 2 ? replace_at(p, n.b, target, counter, f) : ExprId{};
+  return with_kids(p, t, a, b);
+}
+
+/// Preorder occurrences: (index, term, on a numerator path from the root: through add, mul, sum
+/// and the numerator of div only).
+void occurrences(const ExprPool& p, ExprId t, bool numerator, std::vector<std::pair<ExprId, bool>>& out) {
+  out.emplace_back(t, numerator);
+  const ExprNode n = p.node(t);
+  bool through = n.kind == ExprKind::add || n.kind == ExprKind::mul || n.kind == ExprKind::sum;
+  if (expr_arity(n.kind) >= 1) {
+    occurrences(p, n.a, numerator && (through || n.kind == ExprKind::div), out);
+  }
+  if (expr_arity(n.kind) == 2) occurrences(p, n.b, numerator && through, out);
+}
+
+constexpr int kAxioms = 22;
+constexpr const char* kAxiomNames[kAxioms] = {
+    "add assoc", "mul assoc",   "mul/add", "mul/add rev", "div/add",  "div/add rev", "mul·div", "mul·div rev",
+    "div/div",   "div/div rev", "sum sum", "sum sum rev", "sum/add",  "sum/add rev", "sum/mul", "sum/mul rev",
+    "sum/div",   "sum/div rev", "exp add", "exp add rev", "sqrt mul", "sqrt mul rev"};
+
+/// One axiom (a direction of one Table 2 equation) applied at the root of t, if it matches.
+std::optional<ExprId> apply_axiom(ExprPool& p, ExprId t, int axiom, Random& r) {
+  const ExprNode n = p.node(t);
+  auto is = [&](ExprId e, ExprKind k) { return p.node(e).kind == k; };
+  // For commutative roots, try both operand orders: (first, second).
+  std::array<std::pair<ExprId, ExprId>, 2> orders = {std::pair{n.a, n.b}, std::pair{n.b, n.a}};
+  if (r.pick(2)) std::swap(orders[0], orders[1]);
+  switch (axiom) {
+    case 0:  // add(add(x, y), z) -> add(x, add(y, z))
+    case 1:  // the same for mul
+    {
+      ExprKind k = axiom == 0 ? ExprKind::add : ExprKind::mul;
+      if (n.kind != k) return std::nullopt;
+      for (auto [l, z] : orders) {
+        if (!is(l, k)) continue;
+        const ExprNode ln = p.node(l);
+        return p.binary(k, ln.a, p.binary(k, ln.b, z));
+      }
+      return std::nullopt;
+    }
+    case 2:  // mul(x, add(y, z)) -> add(mul(x, y), mul(x, z))
+      if (n.kind != ExprKind::mul) return std::nullopt;
+      for (auto [x, s] : orders) {
+        if (!is(s, ExprKind::add)) continue;
+        const ExprNode sn = p.node(s);
+        return p.add(p.mul(x, sn.a), p.mul(x, sn.b));
+      }
+      return std::nullopt;
+    case 3:   // add(mul(x, y), mul(x, z)) -> mul(x, add(y, z))
+    case 5:   // add(div(x, z), div(y, z)) -> div(add(x, y), z)
+    case 13:  // add(sum(i, x), sum(i, y)) -> sum(i, add(x, y))
+    {
+      if (n.kind != ExprKind::add) return std::nullopt;
+      const ExprNode l = p.node(n.a), m = p.node(n.b);
+      if (axiom == 3 && l.kind == ExprKind::mul && m.kind == ExprKind::mul) {
+        for (auto [x1, y] : std::array{std::pair{l.a, l.b}, std::pair{l.b, l.a}})
+          for (auto [x2, z] : std::array{std::pair{m.a, m.b}, std::pair{m.b, m.a}})
+            if (x1 == x2) return p.mul(x1, p.add(y, z));
+      }
+      if (axiom == 5 && l.kind == ExprKind::div && m.kind == ExprKind::div && l.b == m.b) {
+        return p.div(p.add(l.a, m.a), l.b);
+      }
+      if (axiom == 13 && l.kind == ExprKind::sum && m.kind == ExprKind::sum && l.value == m.value) {
+        return p.sum(l.value, p.add(l.a, m.a));
+      }
+      return std::nullopt;
+    }
+    case 4:  // div(add(x, y), z) -> add(div(x, z), div(y, z))
+      if (n.kind != ExprKind::div || !is(n.a, ExprKind::add)) return std::nullopt;
+      return p.add(p.div(p.node(n.a).a, n.b), p.div(p.node(n.a).b, n.b));
+    case 6:  // mul(x, div(y, z)) -> div(mul(x, y), z)
+      if (n.kind != ExprKind::mul) return std::nullopt;
+      for (auto [x, d] : orders) {
+        if (!is(d, ExprKind::div)) continue;
+        const ExprNode dn = p.node(d);
+        return p.div(p.mul(x, dn.a), dn.b);
+      }
+      return std::nullopt;
+    case 7:  // div(mul(x, y), z) -> mul(x, div(y, z))
+    {
+      if (n.kind != ExprKind::div || !is(n.a, ExprKind::mul)) return std::nullopt;
+      const ExprNode m = p.node(n.a);
+      return r.pick(2) ? p.mul(m.a, p.div(m.b, n.b)) : p.mul(m.b, p.div(m.a, n.b));
+    }
+    case 8:  // div(div(x, y), z) -> div(x, mul(y, z))
+      if (n.kind != ExprKind::div || !is(n.a, ExprKind::div)) return std::nullopt;
+      return p.div(p.node(n.a).a, p.mul(p.node(n.a).b, n.b));
+    case 9:  // div(x, mul(y, z)) -> div(div(x, y), z)
+    {
+      if (n.kind != ExprKind::div || !is(n.b, ExprKind::mul)) return std::nullopt;
+      const ExprNode m = p.node(n.b);
+      return r.pick(2) ? p.div(p.div(n.a, m.a), m.b) : p.div(p.div(n.a, m.b), m.a);
+    }
+    case 10:  // sum(i, sum(j, x)) -> sum(i·j, x)
+      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::sum)) return std::nullopt;
+      return p.sum(n.value * p.node(n.a).value, p.node(n.a).a);
+    case 11:  // sum(k, x) -> sum(i, sum(k / i, x)) for a divisor 1 < i < k
+    {
+      if (n.kind != ExprKind::sum) return std::nullopt;
+      std::vector<int64_t> divisors;
+      for (int64_t i = 2; i < n.value; ++i)
+        if (n.value % i == 0) divisors.push_back(i);
+      if (divisors.empty()) return std::nullopt;
+      int64_t i = divisors[static_cast<size_t>(r.pick(static_cast<int>(divisors.size())))];
+      return p.sum(i, p.sum(n.value / i, n.a));
+    }
+    case 12:  // sum(i, add(x, y)) -> add(sum(i, x), sum(i, y))
+      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::add)) return std::nullopt;
+      return p.add(p.sum(n.value, p.node(n.a).a), p.sum(n.value, p.node(n.a).b));
+    case 14:  // sum(i, mul(x, y)) -> mul(sum(i, x), y)
+    {
+      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::mul)) return std::nullopt;
+      const ExprNode m = p.node(n.a);
+      return r.pick(2) ? p.mul(p.sum(n.value, m.a), m.b) : p.mul(m.a, p.sum(n.value, m.b));
+    }
+    case 15:  // mul(sum(i, x), y) -> sum(i, mul(x, y))
+      if (n.kind != ExprKind::mul) return std::nullopt;
+      for (auto [s, y] : orders) {
+        if (!is(s, ExprKind::sum)) continue;
+        return p.sum(p.node(s).value, p.mul(p.node(s).a, y));
+      }
+      return std::nullopt;
+    case 16:  // sum(i, div(x, y)) -> div(sum(i, x), y)
+      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::div)) return std::nullopt;
+      return p.div(p.sum(n.value, p.node(n.a).a), p.node(n.a).b);
+    case 17:  // div(sum(i, x), y) -> sum(i, div(x, y))
+      if (n.kind != ExprKind::div || !is(n.a, ExprKind::sum)) return std::nullopt;
+      return p.sum(p.node(n.a).value, p.div(p.node(n.a).a, n.b));
+    case 18:  // exp(add(x, y)) -> mul(exp(x), exp(y))
+      if (n.kind != ExprKind::exp || !is(n.a, ExprKind::add)) return std::nullopt;
+      return p.mul(p.exp(p.node(n.a).a), p.exp(p.node(n.a).b));
+    case 19:  // mul(exp(x), exp(y)) -> exp(add(x, y))
+      if (n.kind != ExprKind::mul || !is(n.a, ExprKind::exp) || !is(n.b, ExprKind::exp)) return std::nullopt;
+      return p.exp(p.add(p.node(n.a).a, p.node(n.b).a));
+    case 20:  // mul(sqrt(x), sqrt(y)) -> sqrt(mul(x, y))
+      if (n.kind != ExprKind::mul || !is(n.a, ExprKind::sqrt) || !is(n.b, ExprKind::sqrt)) return std::nullopt;
+      return p.sqrt(p.mul(p.node(n.a).a, p.node(n.b).a));
+    case 21:  // sqrt(mul(x, y)) -> mul(sqrt(x), sqrt(y))
+      if (n.kind != ExprKind::sqrt || !is(n.a, ExprKind::mul)) return std::nullopt;
+      return p.mul(p.sqrt(p.node(n.a).a), p.sqrt(p.node(n.a).b));
+  }
+  return std::nullopt;
+}
+
+TEST(NormalFormProperty, RandomAxiomApplicationsKeepTheNormalForm) {
+  ExprPool p;
+  NormalFormPool nf;
+  Random r(p);
+  std::array<int, kAxioms> applied{};
+  int total = 0, skipped = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    ExprId t = r.term(4);
+    NfResult want = normal_form(t, p, nf);
+    if (!want.ok()) {
+      ++skipped;
+      continue;
+    }
+    for (int step = 0; step < 12; ++step) {
+      std::vector<std::pair<ExprId, bool>> occ;
+      occurrences(p, t, true, occ);
+      int64_t pos = r.pick(static_cast<int>(occ.size()));
+      // Try the axioms in a random order at that position; the first that matches is applied.
+      std::array<int, kAxioms> order;
+      for (int k = 0; k < kAxioms; ++k) order[static_cast<size_t>(k)] = k;
+      std::shuffle(order.begin(), order.end(), r.rng);
+      for (int axiom : order) {
+        std::optional<ExprId> rewritten = apply_axiom(p, occ[static_cast<size_t>(pos)].first, axiom, r);
+        if (!rewritten) continue;
+        int64_t counter = 0;
+        ExprId next = replace_at(p, t, pos, counter, [&](ExprId) { return *rewritten; });
+        NfResult got = normal_form(next, p, nf);
+        ASSERT_TRUE(got.ok()) << nf_stop_name(got.stop);
+        ASSERT_EQ(got.id, want.id) << kAxiomNames[axiom] << " at occurrence " << pos << "\n"
+                                   << p.str(t) << "\n -> " << p.str(next) << "\n"
+                                   << nf.str(want.id) << "\n vs " << nf.str(got.id);
+        ++applied[static_cast<size_t>(axiom)];
+        ++total;
+        t = next;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(total, 2000);
+  EXPECT_LT(skipped, 100);
+  for (int k = 0; k < kAxioms; ++k) EXPECT_GE(applied[static_cast<size_t>(k)], 10) << kAxiomNames[k];
+}
+
+TEST(NormalFormProperty, CertainChangesChangeTheNormalForm) {
+  ExprPool p;
+  NormalFormPool nf;
+  Random r(p);
+  ExprId fresh = p.var("Q");  // never generated by Random::term
+  int var_changes = 0, sum_changes = 0;
+  for (int trial = 0; trial < 2000; ++trial) {
+    ExprId t = r.term(4);
+    NfResult want = normal_form(t, p, nf);
+    if (!want.ok()) continue;
+    std::vector<std::pair<ExprId, bool>> occ;
+    occurrences(p, t, true, occ);
+    std::vector<int64_t> vars, sums;
+    for (size_t i = 0; i < occ.size(); ++i) {
+      const ExprNode& n = p.node(occ[i].first);
+      if (n.kind == ExprKind::var) vars.push_back(static_cast<int64_t>(i));
+      if (n.kind == ExprKind::sum && occ[i].second) sums.push_back(static_cast<int64_t>(i));
+    }
+    // A fresh variable: every variable occurrence survives into the NF (nothing cancels), and Q
+    // occurs in no term before the change.
+    if (!vars.empty()) {
+      int64_t counter = 0;
+      int64_t pos = vars[static_cast<size_t>(r.pick(static_cast<int>(vars.size())))];
+      ExprId changed = replace_at(p, t, pos, counter, [&](ExprId) { return fresh; });
+      NfResult got = normal_form(changed, p, nf);
+      ASSERT_TRUE(got.ok());
+      EXPECT_NE(got.id, want.id) << p.str(t) << "\n -> " << p.str(changed);
+      ++var_changes;
+    }
+    // A sum size on a numerator path: the total of the NF's coefficients is additive over add,
+    // multiplicative over mul, scaled by sum and unchanged by a denominator, so it grows strictly.
+    if (!sums.empty()) {
+      int64_t counter = 0;
+      int64_t pos = sums[static_cast<size_t>(r.pick(static_cast<int>(sums.size())))];
+      ExprId changed =
+          replace_at(p, t, pos, counter, [&](ExprId s) { return p.sum(p.node(s).value + 1, p.node(s).a); });
+      NfResult got = normal_form(changed, p, nf);
+      ASSERT_TRUE(got.ok());
+      EXPECT_NE(got.id, want.id) << p.str(t) << "\n -> " << p.str(changed);
+      ++sum_changes;
+    }
+  }
+  EXPECT_GE(var_changes, 1000);
+  EXPECT_GE(sum_changes, 500);
+}
+
+}  // namespace
+}  // namespace mugraph
