@@ -120,6 +120,17 @@ class NormalFormPool {
   NfAtom atom(NfAtomId id) const;
   NormalFormStats stats() const;
 
+  // Algebra for the subexpression oracle; each call takes the pool's lock. nullopt: a limit of
+  // the pool was reached (the caller must not conclude anything from it).
+
+  /// The id of a monomial (interned). A monomial without factors is allowed here: the oracle
+  /// uses such "ratios" (a coefficient and/or a denominator) between monomials.
+  NfMonoId intern(const NfMonomial& m);
+  /// The product of two monomials.
+  std::optional<NfMonoId> product(NfMonoId a, NfMonoId b);
+  /// The NF whose monomials are `monos` (a multiset; sorted here).
+  std::optional<NfId> form_of(std::vector<NfMonoId> monos);
+
   /// The NF as text, e.g. "4096*G*W*X/(sqrt(4096*X*X/(c4096)))": monomials joined by " + ",
   /// factors by "*", each list sorted by its text so that the output does not depend on ids.
   std::string str(NfId id) const;

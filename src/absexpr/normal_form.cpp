@@ -352,6 +352,30 @@ std::string NormalFormPool::str(NfId id) const {
   return impl_->str_form(id);
 }
 
+NfMonoId NormalFormPool::intern(const NfMonomial& m) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return impl_->intern(m);
+}
+
+std::optional<NfMonoId> NormalFormPool::product(NfMonoId a, NfMonoId b) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    return impl_->mul(a, b);
+  } catch (const Stop&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<NfId> NormalFormPool::form_of(std::vector<NfMonoId> monos) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::sort(monos.begin(), monos.end());
+  try {
+    return impl_->intern(std::move(monos));
+  } catch (const Stop&) {
+    return std::nullopt;
+  }
+}
+
 NfResult normal_form(ExprId e, const ExprPool& exprs, NormalFormPool& pool) {
   MUGRAPH_CHECK(e.valid() && e.value < exprs.size()) << "expression id " << e.value << " is not a term of the pool";
   std::lock_guard<std::mutex> lock(pool.mutex_);
