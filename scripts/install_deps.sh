@@ -9,6 +9,7 @@ DEB_PACKAGES=(
   libcli11-dev                          # command-line parsing
   libopenblas-dev                       # sgemm for the CPU interpreter
   libgtest-dev libbenchmark-dev         # tests and benchmarks
+  libz3-dev                             # tests only: Z3 cross-checks the subexpression oracle
   clang libclang-rt-14-dev              # libFuzzer for the parser fuzz target
   python3 python3-pip python3-venv      # the NumPy cross-check tests
 )

@@ -17,6 +17,9 @@
 // 3. Otherwise E may lie inside an inner normal form of a monomial of T: an atom's argument
 //    (relu, gelu, silu, concat), the exp argument, the sqrt argument or the denominator.
 //
+// concat is outside the axioms: a lone concat whose parts are all subexpressions of T is
+// `undecided` (kept), because a matmul of concatenations can have T's expression (paper §8.1).
+//
 // The one place that is not decided exactly is the quotient of two normal forms with several
 // monomials each where the quotient would have several monomials too (P = F·Q inside a sqrt
 // argument or a denominator): that needs multivariate factorisation, and the answer is
@@ -230,7 +233,21 @@ struct SubexprOracle::Search {
         if (a == SubexprAnswer::undecided) unsure = true;
       }
     }
+    if (!unsure && e.size() == 1 && concat_parts_inside(e[0], t_id)) return SubexprAnswer::undecided;
     return unsure ? SubexprAnswer::undecided : SubexprAnswer::no;
+  }
+
+  /// concat is outside the axioms, but a matmul of concatenations has the paper's §8.1 expression
+  /// (absexpr.h), so a concat whose parts are all subexpressions of T may feed a matmul that is
+  /// one: it must not be pruned. Such a lone concat is `undecided` rather than `no`.
+  bool concat_parts_inside(NfMonoId e, NfId t) {
+    NfMonomial m = nfs.monomial(e);
+    if (m.coeff != 1 || m.factors.size() != 1 || m.exp_arg.valid() || m.sqrt_arg.valid() || m.den.valid()) return false;
+    NfAtom atom = nfs.atom(m.factors[0]);
+    if (atom.kind != NfAtomKind::concat) return false;
+    for (NfId part : atom.args)
+      if (sub(part, t) == SubexprAnswer::no) return false;
+    return true;
   }
 };
 
