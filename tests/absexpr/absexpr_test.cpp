@@ -296,18 +296,6 @@ TEST(GraphExprs, EveryExampleUGraphAtEveryLevel) {
 
 // --- concat ----------------------------------------------------------------------------------
 
-/// LoRA's fused form (paper §8.1, Figure 9b): (X ‖ X·A) · (W ‖ B).
-Graph lora_concat() {
-  Graph k;
-  TensorId x = k.add_input("X", {16, 256});
-  TensorId w = k.add_input("W", {256, 4096});
-  TensorId a = k.add_input("A", {256, 16});
-  TensorId b = k.add_input("B", {16, 4096});
-  TensorId left = k.add(OpKind::concat, {x, k.add(OpKind::matmul, {x, a})}, attrs::sum(1));  // [16, 272]
-  TensorId right = k.add(OpKind::concat, {w, b}, attrs::sum(0));                             // [272, 4096]
-  k.mark_output(k.add(OpKind::matmul, {left, right}), "O");
-  return k;
-}
 
 TEST(GraphExprs, ConcatIsOpaque) {
   ExprPool pool;
@@ -323,7 +311,7 @@ TEST(GraphExprs, ConcatIsOpaque) {
 
 TEST(GraphExprs, MatmulOfAlignedConcatsIsThePapersLoraExpression) {
   ExprPool pool;
-  ExprId fused = output_expressions(lora_concat(), pool)[0];
+  ExprId fused = output_expressions(test::lora_concat(), pool)[0];
   ExprId program = output_expressions(load_program_file(source_dir() + "/examples/lora.mg"), pool)[0];
   EXPECT_EQ(fused, program) << pool.str(fused) << " vs " << pool.str(program);
   EXPECT_EQ(pool.str(program), "add(sum(256, mul(X, W)), sum(16, mul(B, sum(256, mul(X, A)))))");

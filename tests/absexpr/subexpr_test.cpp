@@ -26,10 +26,15 @@
 #include "mugraph/frontend.h"
 #include "mugraph/loader.h"
 #include "mugraph/normal_form.h"
+#include "axiom_rewrites.h"
 #include "test_graphs.h"
 
 namespace mugraph {
 namespace {
+
+using testing_axioms::apply_axiom;
+using testing_axioms::kAxioms;
+using testing_axioms::RandomTerms;
 
 std::string source_dir() {
   const char* dir = std::getenv("MUGRAPH_SOURCE_DIR");
@@ -650,18 +655,6 @@ TEST(Theorem1, UGraphsAtOtherGridsAndLoops) {
               static_cast<long long>(th.undecided));
 }
 
-/// LoRA's fused form (paper §8.1, Figure 9b): (X ‖ X·A) · (W ‖ B).
-Graph lora_concat() {
-  Graph k;
-  TensorId x = k.add_input("X", {16, 256});
-  TensorId w = k.add_input("W", {256, 4096});
-  TensorId a = k.add_input("A", {256, 16});
-  TensorId b = k.add_input("B", {16, 4096});
-  TensorId left = k.add(OpKind::concat, {x, k.add(OpKind::matmul, {x, a})}, attrs::sum(1));  // [16, 272]
-  TensorId right = k.add(OpKind::concat, {w, b}, attrs::sum(0));                             // [272, 4096]
-  k.mark_output(k.add(OpKind::matmul, {left, right}), "O");
-  return k;
-}
 
 TEST(Theorem1, ProgramRewritesAgainstTheOriginalProgram) {
   Theorem1Check th;
@@ -716,7 +709,7 @@ TEST(Theorem1, ProgramRewritesAgainstTheOriginalProgram) {
   // LoRA fused with concat (§8.1): its matmul has the program's expression; the two concat
   // tensors are outside the axioms and are kept as undecided (next test).
   std::vector<ExprId> lora = output_expressions(load_program_file(source_dir() + "/examples/lora.mg"), th.pool);
-  th.check_against(lora_concat(), lora, "lora: (X‖X·A)·(W‖B)", /*exact=*/true, /*skip_concat=*/true);
+  th.check_against(test::lora_concat(), lora, "lora: (X‖X·A)·(W‖B)", /*exact=*/true, /*skip_concat=*/true);
   EXPECT_EQ(th.concat_skipped, 2);
   EXPECT_EQ(th.undecided, 0);
   std::printf("[ theorem1 ] %lld tensors checked, %lld undecided, %lld concat tensors skipped\n",
@@ -730,7 +723,7 @@ TEST(Theorem1, ConcatTensorsFeedingTheFusedMatmulAreKept) {
   // search can reach the §8.1 matmul.
   Theorem1Check th;
   std::vector<ExprId> lora = output_expressions(load_program_file(source_dir() + "/examples/lora.mg"), th.pool);
-  Graph g = lora_concat();
+  Graph g = test::lora_concat();
   GraphExprs e = expressions(g, th.pool);
   int concats = 0;
   for (ExprId x : e.tensors) {
@@ -844,140 +837,6 @@ TEST(Theorem1, MutatedUGraphsAreRejected) {
 
 // --- randomized Theorem 1: every subterm of every A_eq rewrite of T is kept -----------------------
 
-/// Random terms over the operators the axioms speak about (as in normal_form_test.cpp).
-class RandomTerms {
- public:
-  explicit RandomTerms(ExprPool& p) : p_(p) {}
-  std::mt19937_64 rng{20240612};
-  int pick(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
-
-  ExprId term(int depth) {
-    static const char* kLeaves[] = {"X", "Y", "Z", "W"};
-    if (depth == 0 || pick(6) == 0) {
-      if (pick(8) == 0) return p_.constant(*parse_scalar(pick(2) ? "2" : "0.5"));
-      return p_.var(kLeaves[pick(4)]);
-    }
-    static const int64_t kSums[] = {2, 3, 4, 6, 8, 16};
-    switch (pick(17)) {
-      case 0: case 1: case 2: return p_.add(term(depth - 1), term(depth - 1));
-      case 3: case 4: case 5: return p_.mul(term(depth - 1), term(depth - 1));
-      case 6: case 7: return p_.div(term(depth - 1), term(depth - 1));
-      case 8: case 9: case 10: return p_.sum(kSums[pick(6)], term(depth - 1));
-      case 11: return p_.exp(term(depth - 1));
-      case 12: return p_.sqrt(term(depth - 1));
-      case 13: return p_.silu(term(depth - 1));
-      case 14: return p_.mul(p_.exp(term(depth - 1)), p_.exp(term(depth - 1)));
-      case 15: return p_.mul(p_.sqrt(term(depth - 1)), p_.sqrt(term(depth - 1)));
-      default: return p_.concat(term(depth - 1), term(depth - 1));
-    }
-  }
-
- private:
-  ExprPool& p_;
-};
-
-/// One direction of one Table 2 equation applied at the root of t, if it matches.
-std::optional<ExprId> rewrite_root(ExprPool& p, ExprId t, int axiom, RandomTerms& r) {
-  const ExprNode n = p.node(t);
-  auto is = [&](ExprId e, ExprKind k) { return p.node(e).kind == k; };
-  std::array<std::pair<ExprId, ExprId>, 2> orders = {std::pair{n.a, n.b}, std::pair{n.b, n.a}};
-  if (r.pick(2)) std::swap(orders[0], orders[1]);
-  switch (axiom) {
-    case 0:  // add(add(x, y), z) -> add(x, add(y, z)), and the same for mul
-    case 1: {
-      ExprKind k = axiom == 0 ? ExprKind::add : ExprKind::mul;
-      if (n.kind != k) return std::nullopt;
-      for (auto [l, z] : orders)
-        if (is(l, k)) return p.binary(k, p.node(l).a, p.binary(k, p.node(l).b, z));
-      return std::nullopt;
-    }
-    case 2:  // mul(x, add(y, z)) -> add(mul(x, y), mul(x, z))
-      if (n.kind != ExprKind::mul) return std::nullopt;
-      for (auto [x, s] : orders)
-        if (is(s, ExprKind::add)) return p.add(p.mul(x, p.node(s).a), p.mul(x, p.node(s).b));
-      return std::nullopt;
-    case 3: {  // add(mul(x, y), mul(x, z)) -> mul(x, add(y, z)); the same for div and sum
-      if (n.kind != ExprKind::add) return std::nullopt;
-      const ExprNode l = p.node(n.a), m = p.node(n.b);
-      if (l.kind == ExprKind::mul && m.kind == ExprKind::mul) {
-        for (auto [x1, y] : std::array{std::pair{l.a, l.b}, std::pair{l.b, l.a}})
-          for (auto [x2, z] : std::array{std::pair{m.a, m.b}, std::pair{m.b, m.a}})
-            if (x1 == x2) return p.mul(x1, p.add(y, z));
-      }
-      if (l.kind == ExprKind::div && m.kind == ExprKind::div && l.b == m.b) return p.div(p.add(l.a, m.a), l.b);
-      if (l.kind == ExprKind::sum && m.kind == ExprKind::sum && l.value == m.value)
-        return p.sum(l.value, p.add(l.a, m.a));
-      return std::nullopt;
-    }
-    case 4:  // div(add(x, y), z) -> add(div(x, z), div(y, z))
-      if (n.kind != ExprKind::div || !is(n.a, ExprKind::add)) return std::nullopt;
-      return p.add(p.div(p.node(n.a).a, n.b), p.div(p.node(n.a).b, n.b));
-    case 5:  // mul(x, div(y, z)) -> div(mul(x, y), z)
-      if (n.kind != ExprKind::mul) return std::nullopt;
-      for (auto [x, d] : orders)
-        if (is(d, ExprKind::div)) return p.div(p.mul(x, p.node(d).a), p.node(d).b);
-      return std::nullopt;
-    case 6: {  // div(mul(x, y), z) -> mul(x, div(y, z))
-      if (n.kind != ExprKind::div || !is(n.a, ExprKind::mul)) return std::nullopt;
-      const ExprNode m = p.node(n.a);
-      return r.pick(2) ? p.mul(m.a, p.div(m.b, n.b)) : p.mul(m.b, p.div(m.a, n.b));
-    }
-    case 7:  // div(div(x, y), z) -> div(x, mul(y, z))
-      if (n.kind != ExprKind::div || !is(n.a, ExprKind::div)) return std::nullopt;
-      return p.div(p.node(n.a).a, p.mul(p.node(n.a).b, n.b));
-    case 8: {  // div(x, mul(y, z)) -> div(div(x, y), z)
-      if (n.kind != ExprKind::div || !is(n.b, ExprKind::mul)) return std::nullopt;
-      const ExprNode m = p.node(n.b);
-      return r.pick(2) ? p.div(p.div(n.a, m.a), m.b) : p.div(p.div(n.a, m.b), m.a);
-    }
-    case 9:  // sum(i, sum(j, x)) -> sum(i·j, x)
-      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::sum)) return std::nullopt;
-      return p.sum(n.value * p.node(n.a).value, p.node(n.a).a);
-    case 10: {  // sum(k, x) -> sum(i, sum(k / i, x))
-      if (n.kind != ExprKind::sum) return std::nullopt;
-      std::vector<int64_t> divisors;
-      for (int64_t i = 2; i < n.value; ++i)
-        if (n.value % i == 0) divisors.push_back(i);
-      if (divisors.empty()) return std::nullopt;
-      int64_t i = divisors[static_cast<size_t>(r.pick(static_cast<int>(divisors.size())))];
-      return p.sum(i, p.sum(n.value / i, n.a));
-    }
-    case 11:  // sum(i, add(x, y)) -> add(sum(i, x), sum(i, y))
-      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::add)) return std::nullopt;
-      return p.add(p.sum(n.value, p.node(n.a).a), p.sum(n.value, p.node(n.a).b));
-    case 12: {  // sum(i, mul(x, y)) -> mul(sum(i, x), y)
-      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::mul)) return std::nullopt;
-      const ExprNode m = p.node(n.a);
-      return r.pick(2) ? p.mul(p.sum(n.value, m.a), m.b) : p.mul(m.a, p.sum(n.value, m.b));
-    }
-    case 13:  // mul(sum(i, x), y) -> sum(i, mul(x, y))
-      if (n.kind != ExprKind::mul) return std::nullopt;
-      for (auto [s, y] : orders)
-        if (is(s, ExprKind::sum)) return p.sum(p.node(s).value, p.mul(p.node(s).a, y));
-      return std::nullopt;
-    case 14:  // sum(i, div(x, y)) -> div(sum(i, x), y)
-      if (n.kind != ExprKind::sum || !is(n.a, ExprKind::div)) return std::nullopt;
-      return p.div(p.sum(n.value, p.node(n.a).a), p.node(n.a).b);
-    case 15:  // div(sum(i, x), y) -> sum(i, div(x, y))
-      if (n.kind != ExprKind::div || !is(n.a, ExprKind::sum)) return std::nullopt;
-      return p.sum(p.node(n.a).value, p.div(p.node(n.a).a, n.b));
-    case 16:  // exp(add(x, y)) -> mul(exp(x), exp(y))
-      if (n.kind != ExprKind::exp || !is(n.a, ExprKind::add)) return std::nullopt;
-      return p.mul(p.exp(p.node(n.a).a), p.exp(p.node(n.a).b));
-    case 17:  // mul(exp(x), exp(y)) -> exp(add(x, y))
-      if (n.kind != ExprKind::mul || !is(n.a, ExprKind::exp) || !is(n.b, ExprKind::exp)) return std::nullopt;
-      return p.exp(p.add(p.node(n.a).a, p.node(n.b).a));
-    case 18:  // mul(sqrt(x), sqrt(y)) -> sqrt(mul(x, y))
-      if (n.kind != ExprKind::mul || !is(n.a, ExprKind::sqrt) || !is(n.b, ExprKind::sqrt)) return std::nullopt;
-      return p.sqrt(p.mul(p.node(n.a).a, p.node(n.b).a));
-    case 19:  // sqrt(mul(x, y)) -> mul(sqrt(x), sqrt(y))
-      if (n.kind != ExprKind::sqrt || !is(n.a, ExprKind::mul)) return std::nullopt;
-      return p.mul(p.sqrt(p.node(n.a).a), p.sqrt(p.node(n.a).b));
-  }
-  return std::nullopt;
-}
-constexpr int kRewriteAxioms = 20;
-
 /// The distinct nodes of t's DAG, parents before children.
 std::vector<ExprId> subterms(const ExprPool& p, ExprId t) {
   std::vector<ExprId> out, stack{t};
@@ -1015,7 +874,7 @@ TEST(Theorem1Property, EverySubtermOfEveryRewriteIsKept) {
   ExprPool p;
   NormalFormPool nfs;
   SubexprOracle oracle(p, nfs);
-  RandomTerms r(p);
+  RandomTerms r(p, 20240612);
   ExprId fresh = p.var("Q");  // in no generated term
   int64_t checked = 0, undecided = 0, rewrites = 0, strangers = 0;
   for (int trial = 0; trial < 1500; ++trial) {
@@ -1025,9 +884,9 @@ TEST(Theorem1Property, EverySubtermOfEveryRewriteIsKept) {
     for (int step = 0; step < 10; ++step) {
       std::vector<ExprId> subs = subterms(p, form);
       ExprId at = subs[static_cast<size_t>(r.pick(static_cast<int>(subs.size())))];
-      int first = r.pick(kRewriteAxioms);
-      for (int k = 0; k < kRewriteAxioms; ++k) {
-        std::optional<ExprId> rw = rewrite_root(p, at, (first + k) % kRewriteAxioms, r);
+      int first = r.pick(kAxioms);
+      for (int k = 0; k < kAxioms; ++k) {
+        std::optional<ExprId> rw = apply_axiom(p, at, (first + k) % kAxioms, r);
         if (!rw) continue;
         form = replace(p, form, at, *rw);
         ++rewrites;

@@ -98,4 +98,17 @@ inline Graph gated_mlp_reference(int64_t b, int64_t h, int64_t n, DType dt = DTy
   return k;
 }
 
+/// LoRA's fused form (paper §8.1, Figure 9b): (X ‖ X·A) · (W ‖ B) at the paper's shapes.
+inline Graph lora_concat() {
+  Graph k;
+  TensorId x = k.add_input("X", {16, 256});
+  TensorId w = k.add_input("W", {256, 4096});
+  TensorId a = k.add_input("A", {256, 16});
+  TensorId b = k.add_input("B", {16, 4096});
+  TensorId left = k.add(OpKind::concat, {x, k.add(OpKind::matmul, {x, a})}, attrs::sum(1));  // [16, 272]
+  TensorId right = k.add(OpKind::concat, {w, b}, attrs::sum(0));                             // [272, 4096]
+  k.mark_output(k.add(OpKind::matmul, {left, right}), "O");
+  return k;
+}
+
 }  // namespace mugraph::test
