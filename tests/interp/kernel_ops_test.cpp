@@ -13,18 +13,8 @@ namespace {
 using test::run;
 using test::tensor;
 
-OpAttrs dim_attrs(int dim) {
-  OpAttrs a;
-  a.dim = dim;
-  return a;
-}
-
-OpAttrs sum_attrs(int dim, int64_t to) {
-  OpAttrs a;
-  a.dim = dim;
-  a.to = to;
-  return a;
-}
+OpAttrs dim_attrs(int dim) { return attrs::sum(dim); }
+OpAttrs sum_attrs(int dim, int64_t to) { return attrs::sum(dim, to); }
 
 /// Runs a one-op kernel graph: op(inputs...) with the given attributes.
 HostTensor run_op(OpKind kind, const std::vector<HostTensor>& inputs, OpAttrs attrs = {}) {
