@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "half.h"
+#include "matmul_pieces.h"
 #include "tensor_ops.h"
 
 namespace mugraph::interp {
@@ -28,7 +29,6 @@ struct Operand {
   const float* data = nullptr;
   CBLAS_TRANSPOSE trans = CblasNoTrans;
   int64_t ld = 0;
-  std::array<int64_t, kMaxRank> batch_stride{};  // per output batch dim (0 broadcasts)
 };
 
 /// Finds a BLAS description of v (rows × cols per batch), or returns false if v's last two dims
@@ -78,39 +78,15 @@ void eval_matmul(const View& a_in, const View& b_in, const MutView& out, DType d
   b.data = bv.data;
   const int R = out.rank();
   const int64_t M = out.shape[R - 2], N = out.shape[R - 1], K = av.shape[av.rank() - 1];
-  // Batch dims of the result, with each operand's stride (broadcast dims get 0).
-  Shape batch;
-  for (int d = 0; d < R - 2; ++d) batch.push_back(out.shape[d]);
-  auto batch_strides = [&](const View& v, Operand& op) {
-    int vb = v.rank() - 2;
-    for (int i = 0; i < R - 2; ++i) {
-      int j = i - (R - 2 - vb);
-      op.batch_stride[static_cast<size_t>(i)] = (j < 0 || v.shape[j] == 1) ? 0 : v.stride[static_cast<size_t>(j)];
-    }
-  };
-  batch_strides(av, a);
-  batch_strides(bv, b);
   constexpr int64_t kBlasMax = std::numeric_limits<blasint>::max();
   MUGRAPH_CHECK(K <= kBlasMax && a.ld <= kBlasMax && b.ld <= kBlasMax && N <= kBlasMax && M <= kBlasMax)
       << "matmul extents exceed what OpenBLAS indexes: " << av.shape.str() << " times " << bv.shape.str();
-  const int64_t batches = batch.numel();
-  const int64_t row_pieces = pool ? (M + kRowPiece - 1) / kRowPiece : 1;
-  const int64_t col_pieces = pool ? (N + kColPiece - 1) / kColPiece : 1;
-  const int64_t rows_per = pool ? kRowPiece : M, cols_per = pool ? kColPiece : N;
+  const MatmulPieces plan(out.shape, pool != nullptr, kRowPiece, kColPiece);
 
   auto piece = [&](int64_t index) {
-    int64_t cp = index % col_pieces, rp = (index / col_pieces) % row_pieces, bi = index / (col_pieces * row_pieces);
-    int64_t r0 = rp * rows_per, c0 = cp * cols_per;
-    int64_t m = std::min(M - r0, rows_per), n = std::min(N - c0, cols_per);
-    const float* pa = a.data;
-    const float* pb = b.data;
-    int64_t rest = bi;
-    for (int d = R - 3; d >= 0; --d) {
-      int64_t i = rest % batch[d];
-      rest /= batch[d];
-      pa += i * a.batch_stride[static_cast<size_t>(d)];
-      pb += i * b.batch_stride[static_cast<size_t>(d)];
-    }
+    const auto [bi, r0, c0, m, n] = plan.piece(index);
+    const float* pa = a.data + plan.batch_offset(bi, av);
+    const float* pb = b.data + plan.batch_offset(bi, bv);
     pa += a.trans == CblasNoTrans ? r0 * a.ld : r0;
     pb += b.trans == CblasNoTrans ? c0 : c0 * b.ld;
     float* pc = out.data + bi * M * N + r0 * N + c0;
@@ -124,7 +100,7 @@ void eval_matmul(const View& a_in, const View& b_in, const MutView& out, DType d
     if (dt != DType::f32)
       for (int64_t r = 0; r < m; ++r) round_span(pc + r * N, n, dt);
   };
-  const int64_t pieces = batches * row_pieces * col_pieces;
+  const int64_t pieces = plan.count();
   if (pool && pieces > 1) {
     pool->parallel_for(pieces, [&](int, int64_t i) { piece(i); });
   } else {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "ff_ops.h"
+#include "matmul_pieces.h"
 #include "strided_loop.h"
 
 namespace mugraph::ff_detail {
@@ -270,35 +271,17 @@ void matmul_field(const UView& a_in, const UView& b_in, const MutUView& out, int
   UView b = b_in;
   if (N > 1 && b.stride[static_cast<size_t>(rb - 1)] != 1) b = dense(b_in, b_buf);
   const int64_t ldb = b.stride[static_cast<size_t>(rb - 2)];
-  Shape batch;
-  for (int d = 0; d < R - 2; ++d) batch.push_back(out.shape[d]);
-  auto batch_stride = [&](const UView& v, int i) -> int64_t {
-    int j = i - (R - 2 - (v.rank() - 2));
-    return (j < 0 || v.shape[j] == 1) ? 0 : v.stride[static_cast<size_t>(j)];
-  };
-  const int64_t batches = batch.numel();
-  const int64_t row_pieces = pool ? (Mr + kRowPiece - 1) / kRowPiece : 1;
-  const int64_t rows_per = pool ? kRowPiece : Mr;
-  const int64_t col_pieces = pool ? (N + kColPiece - 1) / kColPiece : 1;
-  const int64_t cols_per = pool ? kColPiece : N;
+  const interp::MatmulPieces plan(out.shape, pool != nullptr, kRowPiece, kColPiece);
+  const int64_t cols_per = plan.cols_per();
   const int64_t sar = a_in.stride[static_cast<size_t>(ra - 2)], sak = a_in.stride[static_cast<size_t>(ra - 1)];
   auto piece = [&](int64_t index) {
     thread_local std::vector<uint64_t> acc;
     thread_local std::vector<uint32_t> packed;
     acc.resize(static_cast<size_t>(kRows * std::max<int64_t>(N, 1)));
     packed.resize(static_cast<size_t>(K * std::min({N, cols_per, kWide})));
-    int64_t cp = index % col_pieces, rp = (index / col_pieces) % row_pieces, bi = index / (col_pieces * row_pieces);
-    int64_t r0 = rp * rows_per, m = std::min(Mr - r0, rows_per);
-    int64_t c0 = cp * cols_per, n = std::min(N - c0, cols_per);
-    const uint32_t* pa = a_in.data;
-    const uint32_t* pb = b.data;
-    int64_t rest = bi;
-    for (int d = R - 3; d >= 0; --d) {
-      int64_t i = rest % batch[d];
-      rest /= batch[d];
-      pa += i * batch_stride(a_in, d);
-      pb += i * batch_stride(b, d);
-    }
+    const auto [bi, r0, c0, m, n] = plan.piece(index);
+    const uint32_t* pa = a_in.data + plan.batch_offset(bi, a_in);
+    const uint32_t* pb = b.data + plan.batch_offset(bi, b);
     uint32_t* pc = out.data + bi * Mr * N + r0 * N + c0;
     pb += c0;
     if (M == kP) {
@@ -307,7 +290,7 @@ void matmul_field(const UView& a_in, const UView& b_in, const MutUView& out, int
       matmul_rows_q(pa + r0 * sar, sar, sak, pb, ldb, pc, N, m, n, K, acc.data(), packed.data());
     }
   };
-  const int64_t pieces = batches * row_pieces * col_pieces;
+  const int64_t pieces = plan.count();
   if (pool && pool->size() > 1 && pieces > 1) {
     pool->parallel_for(pieces, [&](int, int64_t i) { piece(i); });
   } else {

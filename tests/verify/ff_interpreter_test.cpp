@@ -200,38 +200,32 @@ TEST(FFInterp, MatmulLazyReductionAtWorstCase) {
   }
 }
 
-TEST(FFInterp, MatmulWithTransposedOperand) {
-  // B is a strided (non-contiguous) tile inside a block graph: W [16, 8] read as a [8, 4] tile.
-  Graph k;
-  TensorId x = k.add_input("X", {4, 16});
-  TensorId w = k.add_input("W", {16, 8});
-  Graph body = make_block_graph({k.type(x), k.type(w)}, Dim3{2, 1, 1}, 2);
+/// X [m, k] · W [k, n] as one graph-defined kernel over 2 blocks and 2 iterations (W read as
+/// [k/2, n/2] tiles), against the plain kernel-level matmul.
+void expect_tiled_matmul_matches(int64_t m, int64_t k, int64_t n, uint64_t seed) {
+  Graph g;
+  TensorId x = g.add_input("X", {m, k});
+  TensorId w = g.add_input("W", {k, n});
+  Graph body = make_block_graph({g.type(x), g.type(w)}, Dim3{2, 1, 1}, 2);
   TensorId xt = body.add(OpKind::input_iterator, {}, attrs::iterator(0, {kPhi, kPhi, kPhi}, 1));
   TensorId wt = body.add(OpKind::input_iterator, {}, attrs::iterator(1, {1, kPhi, kPhi}, 0));
   TensorId acc = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, wt})}, attrs::accum(kPhi));
   body.add(OpKind::output_saver, {acc}, attrs::saver(0, {1, kPhi, kPhi}));
-  auto op = k.append_with_body(OpKind::graph_kernel, {x, w}, std::move(body));
-  k.mark_output(k.ops[op->index()].outputs[0], "O");
+  auto op = g.append_with_body(OpKind::graph_kernel, {x, w}, std::move(body));
+  g.mark_output(g.ops[op->index()].outputs[0], "O");
   Graph ref;
-  ref.mark_output(ref.add(OpKind::matmul, {ref.add_input("X", {4, 16}), ref.add_input("W", {16, 8})}), "O");
-  expect_same(k, ref, 9);
+  ref.mark_output(ref.add(OpKind::matmul, {ref.add_input("X", {m, k}), ref.add_input("W", {k, n})}), "O");
+  expect_same(g, ref, seed);
+}
+
+TEST(FFInterp, MatmulWithTransposedOperand) {
+  // B is a strided (non-contiguous) tile inside a block graph: W [16, 8] read as a [8, 4] tile.
+  expect_tiled_matmul_matches(4, 16, 8, 9);
 }
 
 TEST(FFInterp, MatmulOfNarrowStridedTiles) {
   // W [64, 64] read as [32, 32] tiles (rows 64 apart): packed, then 4 × 16 register tiles.
-  Graph k;
-  TensorId x = k.add_input("X", {8, 64});
-  TensorId w = k.add_input("W", {64, 64});
-  Graph body = make_block_graph({k.type(x), k.type(w)}, Dim3{2, 1, 1}, 2);
-  TensorId xt = body.add(OpKind::input_iterator, {}, attrs::iterator(0, {kPhi, kPhi, kPhi}, 1));
-  TensorId wt = body.add(OpKind::input_iterator, {}, attrs::iterator(1, {1, kPhi, kPhi}, 0));
-  TensorId acc = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, wt})}, attrs::accum(kPhi));
-  body.add(OpKind::output_saver, {acc}, attrs::saver(0, {1, kPhi, kPhi}));
-  auto op = k.append_with_body(OpKind::graph_kernel, {x, w}, std::move(body));
-  k.mark_output(k.ops[op->index()].outputs[0], "O");
-  Graph ref;
-  ref.mark_output(ref.add(OpKind::matmul, {ref.add_input("X", {8, 64}), ref.add_input("W", {64, 64})}), "O");
-  expect_same(k, ref, 10);
+  expect_tiled_matmul_matches(8, 64, 64, 10);
 }
 
 TEST(FFInterp, SumAgainstBruteForce) {
