@@ -4,7 +4,9 @@
 // equivalent, 1 not equivalent, 2 cannot compare (including files that do not load), 3 internal.
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -12,12 +14,14 @@
 #include <map>
 #include <new>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "mugraph/error.h"
 #include "mugraph/interp.h"
 #include "mugraph/json.h"
 #include "mugraph/loader.h"
 #include "mugraph/printer.h"
+#include "mugraph/search.h"
 #include "mugraph/validate.h"
 #include "mugraph/verify.h"
 
@@ -179,6 +183,100 @@ int cmd_verify(const std::string& path_a, const std::string& path_b, const Verif
   return r.verdict == Verdict::equivalent ? 0 : kExitNotEquivalent;
 }
 
+
+// --- search ----------------------------------------------------------------------------------
+
+SearchControl* g_search_control = nullptr;
+
+extern "C" void on_stop_signal(int) {
+  if (g_search_control) g_search_control->stop.store(true);
+}
+
+std::string human_bytes(int64_t b) {
+  char buf[32];
+  if (b >= (int64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw UserError(path.string() + ": cannot write: " + std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok &= std::fclose(f) == 0;
+  if (!ok) throw UserError(path.string() + ": cannot write");
+}
+
+int cmd_search(const std::string& path, const std::string& out_dir, SearchOptions options, bool quiet) {
+  Graph program = load_graph_file(path);
+  if (auto r = validate(program, options.target)) throw UserError("not a valid program: " + r->str(), SourceLoc{path});
+  std::filesystem::create_directories(out_dir);
+  options.checkpoint_path = (std::filesystem::path(out_dir) / "checkpoint.json").string();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (!quiet)
+    options.on_progress = [tty](const SearchProgress& p) {
+      char line[256];
+      std::snprintf(line, sizeof line, "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s",
+                    p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
+                    static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
+                    static_cast<long long>(p.tasks_pending),
+                    p.best_device_bytes < 0 ? "-" : (human_bytes(p.best_device_bytes) + ", " + std::to_string(p.best_kernels) + " kernel(s)").c_str());
+      std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+    };
+  SearchControl control;
+  g_search_control = &control;
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  SearchResult r = search(program, options, &control);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  g_search_control = nullptr;
+  if (!quiet && tty) std::cerr << "\n";
+
+  std::filesystem::path dir(out_dir);
+  std::filesystem::remove_all(dir / "top");
+  if (!r.top.empty()) {
+    std::filesystem::create_directories(dir / "top");
+    write_text(dir / "best.json", to_json(r.top.front().graph));
+    for (size_t i = 0; i < r.top.size(); ++i) {
+      char name[32];
+      std::snprintf(name, sizeof name, "%02zu.json", i);
+      write_text(dir / "top" / name, to_json(r.top[i].graph));
+    }
+  } else {
+    std::filesystem::remove(dir / "best.json");
+  }
+  write_text(dir / "report.json", search_report_json(r, options));
+
+  std::cout << "search " << path << ": " << stop_reason_name(r.stop_reason)
+            << (r.stop_detail.empty() ? "" : " (" + r.stop_detail + ")") << " after " << sci(r.search_seconds)
+            << " s; verification " << sci(r.verify_seconds) << " s\n";
+  std::cout << "  states " << r.stats.states << ", pruned " << r.stats.total_pruned() << " (";
+  bool first = true;
+  for (const auto& [reason, n] : r.stats.pruned) {
+    std::cout << (first ? "" : ", ") << reason << " " << n;
+    first = false;
+  }
+  std::cout << "), candidates " << r.stats.candidates << ", verified " << r.stats.verified << ", rejected "
+            << r.stats.rejected << "\n";
+  if (r.top.empty()) {
+    std::cout << "  no equivalent μGraph found within the limits\n";
+    return r.stop_reason == StopReason::interrupted ? 130 : kExitUser;
+  }
+  std::cout << "  rank  kernels  graph-defined  device bytes   block ops  shared mem\n";
+  for (size_t i = 0; i < r.top.size(); ++i) {
+    const CandidateMetrics& m = r.top[i].metrics;
+    char line[160];
+    std::snprintf(line, sizeof line, "  %4zu  %7d  %13d  %12s  %10lld  %10s\n", i, m.kernels, m.graph_defined_kernels,
+                  human_bytes(m.device_bytes).c_str(), static_cast<long long>(m.block_ops),
+                  human_bytes(m.shared_memory_bytes).c_str());
+    std::cout << line;
+  }
+  std::cout << "  best μGraph: " << (dir / "best.json").string() << "; report: " << (dir / "report.json").string() << "\n";
+  return r.stop_reason == StopReason::interrupted ? 130 : 0;
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"mugraph: a multi-level superoptimizer for tensor programs"};
   app.require_subcommand(1);
@@ -225,6 +323,26 @@ int run_main(int argc, char** argv) {
   ver->add_option("--float-tolerance", vopts.float_tolerance, "max relative error of the f32 filter (default 1e-3)")->check(CLI::NonNegativeNumber);
   ver->add_option("--threads", vopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
 
+
+  SearchOptions sopts;
+  std::string search_target = "h100";
+  bool no_abstract_pruning = false, quiet = false;
+  auto* srch = app.add_subcommand("search", "Search for the best μGraph equivalent to a program; writes DIR/best.json, DIR/top/NN.json, DIR/report.json");
+  srch->add_option("FILE", file, "program (.mg)")->required();
+  srch->add_option("-o,--output", out_dir, "output directory")->required();
+  srch->add_option("--max-kernel-ops", sopts.max_kernel_ops, "most non-input ops in the kernel graph (default 5)")->check(CLI::Range(1, 16));
+  srch->add_option("--max-block-ops", sopts.max_block_ops, "most ops per block graph, input iterators counted (default 12)")->check(CLI::Range(1, 32));
+  srch->add_option("--max-graph-kernels", sopts.max_graph_kernels, "most graph-defined kernels (default 2)")->check(CLI::Range(0, 8));
+  srch->add_option("--max-kernel-inputs", sopts.max_kernel_inputs, "most DTensors one graph-defined kernel reads (default 4)")->check(CLI::Range(1, 8));
+  srch->add_option("--threads", sopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")->check(CLI::NonNegativeNumber);
+  srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8)")->check(CLI::Range(1, 100));
+  srch->add_option("--target", search_target, "target GPU whose shared memory bounds block graphs (default h100)");
+  srch->add_flag("--deterministic", sopts.deterministic, "same result for any thread count, also when stopped early");
+  srch->add_flag("--resume", sopts.resume, "continue from DIR/checkpoint.json");
+  srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");
+  srch->add_flag("-q,--quiet", quiet, "no progress line");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -235,6 +353,11 @@ int run_main(int argc, char** argv) {
   if (*check) return cmd_check(file, target);
   if (*run) return cmd_run(file, input_args, seed, out_dir, threads);
   if (*exp) return cmd_export(file, out_json);
+  if (*srch) {
+    sopts.target = target_or_throw(search_target);
+    sopts.abstract_pruning = !no_abstract_pruning;
+    return cmd_search(file, out_dir, sopts, quiet);
+  }
   if (*ver) {
     vopts.float_check = !no_float_check;
     return cmd_verify(file, file_b, vopts);

@@ -21,6 +21,7 @@ struct Target {
   int64_t registers_per_thread;   ///< architectural maximum (255 on sm_80 and sm_90)
   int64_t max_threads_per_block;
   int64_t max_grid_y_z;           ///< largest grid extent along y and z (x allows 2^31 − 1)
+  int64_t sms;                    ///< streaming multiprocessors (A100 108, H100 SXM and H200 132)
 };
 
 /// All known targets.

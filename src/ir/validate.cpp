@@ -10,9 +10,9 @@ namespace mugraph {
 const std::vector<Target>& all_targets() {
   static const std::vector<Target> targets = {
       // Shared memory: the usable dynamic shared memory per block (A100: 164 KB, H100/H200: 227 KB).
-      {"a100", "sm_80", 164 * 1024, int64_t{80} << 30, 255, 1024, 65535},
-      {"h100", "sm_90a", 227 * 1024, int64_t{80} << 30, 255, 1024, 65535},
-      {"h200", "sm_90a", 227 * 1024, int64_t{141} << 30, 255, 1024, 65535},
+      {"a100", "sm_80", 164 * 1024, int64_t{80} << 30, 255, 1024, 65535, 108},
+      {"h100", "sm_90a", 227 * 1024, int64_t{80} << 30, 255, 1024, 65535, 132},
+      {"h200", "sm_90a", 227 * 1024, int64_t{141} << 30, 255, 1024, 65535, 132},
   };
   return targets;
 }

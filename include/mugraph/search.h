@@ -1,0 +1,169 @@
+/// \file search.h
+/// The μGraph search (paper §4, Algorithm 1; DESIGN.md §4): grows kernel graphs and the block
+/// graphs of their graph-defined kernels op by op from the program's inputs, prunes prefixes
+/// whose abstract expressions are not subexpressions of the program's, verifies complete
+/// candidates, builds their thread graphs and ranks them.
+///
+/// How the work is organised (docs/search.md has the whole story):
+/// - The search is a tree of *tasks*. A kernel task holds a kernel-graph prefix and enumerates
+///   its one-op extensions: every pre-defined kernel op becomes a child kernel task, every
+///   configuration of a graph-defined kernel (operands, grid, for-loop, imaps, fmaps) a child
+///   block task. A block task grows that kernel's block graph depth-first; every way of closing
+///   it (output savers with their omaps) appends the graph_kernel op and becomes a child kernel
+///   task. Tasks are values (a prefix and a configuration), so the queue of pending tasks is
+///   exactly what a checkpoint saves.
+/// - A task commits its children, candidates and counters when it finishes, all at once; a task
+///   cut short by a stop is re-run from its start on resume. The set of candidates of an
+///   exhausted search therefore does not depend on thread count, timing or interruptions.
+/// - Every task has a path (its parent's path plus its index among the parent's children);
+///   paths in lexicographic order are the order of a sequential depth-first search.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mugraph/graph.h"
+#include "mugraph/validate.h"
+#include "mugraph/verify.h"
+
+namespace mugraph {
+
+/// Why a search stopped.
+enum class StopReason : uint8_t {
+  exhausted,    ///< every state within the limits was explored
+  time_limit,   ///< the time limit was reached
+  interrupted,  ///< SIGINT/SIGTERM or SearchControl::stop
+};
+
+/// "exhausted", "time_limit", "interrupted".
+std::string_view stop_reason_name(StopReason r);
+
+/// Options of a search; the defaults are the paper's limits where it has them.
+struct SearchOptions {
+  /// Most non-input ops in the kernel graph (pre-defined and graph-defined kernels alike).
+  int max_kernel_ops = 5;
+  /// Most ops in one block graph, input iterators counted and output savers not (the convention
+  /// of the paper's implementation; thread graphs do not exist yet during the search).
+  int max_block_ops = 12;
+  /// Most graph-defined kernels in the kernel graph.
+  int max_graph_kernels = 2;
+  /// Most DTensors one graph-defined kernel reads.
+  int max_kernel_inputs = 4;
+  /// Wall-clock limit in seconds; 0: none.
+  double time_limit_seconds = 0;
+  /// Worker threads; 0: every core.
+  int threads = 0;
+  /// Run tasks in path order and, if the search stops early, keep only the candidates of the
+  /// longest path-ordered prefix of tasks that all completed: the result is then the result a
+  /// one-thread search stopped at that task would give.
+  bool deterministic = false;
+  /// Prune with the abstract-expression oracle (off: only shapes, memory and the other exact
+  /// rules prune; for the ablation of the paper's Table 5).
+  bool abstract_pruning = true;
+  /// How many verified candidates to report.
+  int top_k = 8;
+  /// How many complete candidates (by rank) to keep for verification.
+  int candidate_pool = 512;
+  /// Target whose shared-memory limit block graphs must fit.
+  Target target = default_target();
+  /// Verification of candidates (delta, seed, float filter).
+  VerifyOptions verify;
+  /// Checkpoint file ("": none), written every `checkpoint_seconds` and when the search stops
+  /// early; `resume` starts from it.
+  std::string checkpoint_path;
+  double checkpoint_seconds = 5;
+  bool resume = false;
+  /// Called about once a second from one thread with the current figures (may be empty).
+  std::function<void(const struct SearchProgress&)> on_progress;
+};
+
+/// Figures of a running search, for the progress line.
+struct SearchProgress {
+  double elapsed_seconds = 0;
+  int64_t states = 0;
+  int64_t pruned = 0;
+  int64_t candidates = 0;   ///< complete candidates found so far
+  int64_t tasks_done = 0, tasks_pending = 0;
+  /// Best complete candidate so far (by rank, not yet verified); negative if none.
+  int64_t best_device_bytes = -1;
+  int best_kernels = 0;
+};
+
+/// How a μGraph ranks until the cost model exists: fewest device-memory bytes, then fewest
+/// kernels, then least load traffic per SM, then fewest block ops, then least shared memory;
+/// ties by the canonical JSON text.
+struct CandidateMetrics {
+  /// Compulsory device-memory traffic: per kernel, the bytes of every distinct DTensor it reads
+  /// plus every DTensor it writes (re-reads of one tensor by many blocks are taken to hit L2).
+  int64_t device_bytes = 0;
+  /// Bytes the input iterators load per SM: per graph-defined kernel, every block loads each
+  /// iterator's tile once per iteration, spread over min(blocks, SMs) SMs (pre-defined kernels
+  /// count their operands over all SMs). Separates tilings that move the same DRAM bytes: small
+  /// grids leave SMs idle, tiles reloaded in every iteration or by every block cost traffic.
+  int64_t load_bytes_per_sm = 0;
+  int kernels = 0;
+  int graph_defined_kernels = 0;
+  int64_t block_ops = 0;              ///< ops in all block graphs before fusion
+  int64_t shared_memory_bytes = 0;    ///< largest block graph (all STensors live)
+};
+
+/// Metrics of a complete μGraph on a target.
+CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& target = default_target());
+
+/// A verified candidate.
+struct SearchCandidate {
+  Graph graph;  ///< thread graphs fused
+  CandidateMetrics metrics;
+  VerifyResult verification;
+};
+
+/// Counters of a search. `pruned` maps a reason to how many candidate ops it removed:
+/// shape (an op's shape rule or a map's divisibility), shared_memory, abstract_expression,
+/// unclosable (more open ends than the op budget can close), duplicate (a kernel-graph state
+/// seen before), dead_ops (a complete graph with ops that reach no output).
+struct SearchStats {
+  int64_t states = 0;            ///< prefixes kept (kernel and block level)
+  int64_t kernel_states = 0;
+  int64_t block_configs = 0;     ///< graph-defined kernel configurations tried
+  std::map<std::string, int64_t> pruned;
+  int64_t candidates = 0;        ///< complete μGraphs found (before verification)
+  int64_t verified = 0;          ///< candidates that passed verification
+  int64_t rejected = 0;          ///< candidates verification rejected
+  int64_t tasks = 0;             ///< tasks completed
+  int64_t oracle_queries = 0;
+
+  int64_t total_pruned() const;
+  void add(const SearchStats& other);
+};
+
+/// The outcome of a search.
+struct SearchResult {
+  StopReason stop_reason = StopReason::exhausted;
+  std::string stop_detail;       ///< e.g. "1234 tasks pending"
+  double search_seconds = 0;     ///< generation (until the stop)
+  double verify_seconds = 0;     ///< verification, fusion and ranking after it
+  SearchStats stats;
+  std::vector<SearchCandidate> top;  ///< best first; top[0] is the best μGraph
+  bool resumed = false;
+};
+
+/// External control of a running search (signal handlers set `stop`).
+struct SearchControl {
+  std::atomic<bool> stop{false};
+};
+
+/// Searches for μGraphs equivalent to `program` (a kernel graph of pre-defined ops, as
+/// parse_program returns). Throws UserError for a program the search cannot take (no outputs,
+/// unknown checkpoint) and InternalError on bugs.
+SearchResult search(const Graph& program, const SearchOptions& options = {}, SearchControl* control = nullptr);
+
+/// The report the CLI writes as report.json.
+std::string search_report_json(const SearchResult& result, const SearchOptions& options);
+
+}  // namespace mugraph

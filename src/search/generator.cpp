@@ -1,0 +1,853 @@
+// The generator: kernel tasks and block tasks (see generator.h and search.h).
+#include "generator.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "mugraph/error.h"
+#include "mugraph/validate.h"
+
+namespace mugraph::search_detail {
+
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 12) + (h >> 4);
+  return h;
+}
+
+bool is_commutative(OpKind k) { return k == OpKind::add || k == OpKind::mul; }
+
+/// Tile extents a grid axis may give a block (the paper's x ∈ {8..256}).
+constexpr int64_t kTileExtents[] = {8, 16, 32, 64, 128, 256};
+/// For-loop ranges (the paper's list).
+constexpr int64_t kForloops[] = {1, 4, 16, 64};
+/// Most blocks in a grid (the paper's upper end).
+constexpr int64_t kMaxBlocks = 4096;
+
+int count_graph_kernels(const Graph& g) {
+  int n = 0;
+  for (const Op& op : g.ops) n += op.kind == OpKind::graph_kernel;
+  return n;
+}
+
+int count_kernel_ops(const Graph& g) {
+  int n = 0;
+  for (const Op& op : g.ops) n += op.kind != OpKind::input;
+  return n;
+}
+
+/// Right-aligned broadcast compatibility (NumPy rules) of two shapes.
+bool broadcastable(const Shape& a, const Shape& b, int skip_tail = 0) {
+  for (int i = 1 + skip_tail; i <= a.rank() && i <= b.rank(); ++i) {
+    int64_t x = a[a.rank() - i], y = b[b.rank() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
+/// A fast necessary condition of the shape rules, so that most invalid candidate ops are turned
+/// away before infer_output_types builds a rejection message.
+bool shapes_may_fit(OpKind kind, const Shape& a, const Shape* b, const OpAttrs& attrs) {
+  switch (kind) {
+    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div:
+      return b == nullptr || broadcastable(a, *b);
+    case OpKind::matmul:
+      return b != nullptr && a.rank() >= 2 && b->rank() >= 2 && a[a.rank() - 1] == (*b)[b->rank() - 2] &&
+             broadcastable(a, *b, 2);
+    case OpKind::concat:
+      if (b == nullptr || a.rank() != b->rank()) return false;
+      for (int d = 0; d < a.rank(); ++d)
+        if (d != attrs.dim && a[d] != (*b)[d]) return false;
+      return true;
+    default: return true;
+  }
+}
+
+/// The non-linear-op rule of ProgramIndices::nonlinear_ok for an op about to be appended.
+bool nonlinear_ok(const ProgramIndices& p, OpKind kind, size_t operands, const std::vector<DimLabels>& labels) {
+  if (kind == OpKind::div) return operands < 2 || p.nonlinear_ok(kind, labels[1]);
+  const OpInfo& info = op_info(kind);
+  if (info.category != OpCategory::unary || kind == OpKind::sqr) return true;
+  return p.nonlinear_ok(kind, labels[0]);
+}
+
+}  // namespace
+
+OpRank op_rank(const Graph& g, const Op& op) {
+  OpRank r;
+  r.kind = static_cast<int32_t>(op.kind);
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    r.max_input = std::max(r.max_input, op.inputs[i].value);
+    if (i < 3) r.inputs[i] = op.inputs[i].value;
+  }
+  OpAttrs a = used_attrs(op.kind, op.attrs);
+  uint64_t h = 0;
+  for (size_t i = 3; i < op.inputs.size(); ++i) h = mix(h, static_cast<uint64_t>(op.inputs[i].value));
+  h = mix(h, static_cast<uint64_t>(a.dim + 7));
+  h = mix(h, static_cast<uint64_t>(a.to));
+  h = mix(h, static_cast<uint64_t>(a.times));
+  if (a.has_scalar) {
+    h = mix(h, hash_value(a.scalar));
+    h = mix(h, static_cast<uint64_t>(a.scalar_pos) + 1);
+  }
+  h = mix(h, static_cast<uint64_t>(a.io_index));
+  for (int ax = 0; ax < 3; ++ax) {
+    h = mix(h, static_cast<uint64_t>(a.imap[ax] + 2));
+    h = mix(h, static_cast<uint64_t>(a.omap[ax] + 2));
+  }
+  h = mix(h, static_cast<uint64_t>(a.fmap + 2));
+  if (a.body >= 0) h = mix(h, hash_value(g.bodies[static_cast<size_t>(a.body)]));
+  r.attr = h;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SearchContext
+
+SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
+    : program_(program), options_(options), oracle_(exprs_, nfs_) {
+  if (program.level != Level::kernel) throw UserError("search: the program must be a kernel graph");
+  if (program.outputs.empty()) throw UserError("search: the program has no outputs");
+  std::set<OpKind> kinds;
+  int matmuls = 0;
+  for (const Op& op : program.ops) {
+    if (op.kind == OpKind::graph_kernel || op.kind == OpKind::thread_graph)
+      throw UserError("search: the program must consist of pre-defined ops (it has a " +
+                      std::string(op_name(op.kind)) + " op); give the tensor program, not a μGraph");
+    if (op.kind == OpKind::input) continue;
+    if (op.kind == OpKind::repeat || op.kind == OpKind::reshape || op.kind == OpKind::concat)
+      throw UserError("search: programs with " + std::string(op_name(op.kind)) +
+                      " are not searched yet (the generator enumerates no layout ops besides the "
+                      "concat of the LoRA rewrite)");
+    kinds.insert(op.kind);
+    matmuls += op.kind == OpKind::matmul;
+    if (op.attrs.has_scalar) {
+      Constant c{op.kind, op.attrs.scalar.normalized(), op.attrs.scalar_pos};
+      bool seen = false;
+      for (const Constant& k : constants_) seen |= k.kind == c.kind && k.value == c.value && k.pos == c.pos;
+      if (!seen) constants_.push_back(c);
+    }
+  }
+  kinds_.assign(kinds.begin(), kinds.end());
+  // Two matmuls whose results are added is where the paper's concat rewrite applies (§8.1).
+  concat_ = matmuls >= 2 && kinds.count(OpKind::add) > 0;
+  targets_ = output_expressions(program_, exprs_);
+  indices_ = std::make_unique<ProgramIndices>(program_);
+}
+
+Task SearchContext::root() const {
+  Task t;
+  t.prefix.level = Level::kernel;
+  for (const Op& op : program_.ops) {
+    if (op.kind != OpKind::input) continue;
+    t.prefix.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
+  }
+  return t;
+}
+
+std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
+                                                   const std::vector<TensorId>& extra_reads, bool another_kernel) {
+  CandidateMetrics m = candidate_metrics(prefix, options_.target);
+  int64_t bytes = m.device_bytes;
+  int kernels = m.kernels;
+  auto size = [&](TensorId t) {
+    const TensorType& type = prefix.type(t);
+    return type.shape.numel() * dtype_bytes(type.dtype);
+  };
+  std::vector<bool> read(prefix.tensors.size(), false);
+  for (const Op& op : prefix.ops)
+    for (TensorId t : op.inputs) read[t.index()] = true;
+  // The new kernel reads its operands, whoever read them before.
+  for (TensorId t : extra_reads) {
+    bytes += size(t);
+    read[t.index()] = true;
+  }
+  if (!extra_reads.empty()) ++kernels;
+  for (const Op& op : prefix.ops)
+    if (op.kind == OpKind::input && !read[op.outputs[0].index()]) bytes += size(op.outputs[0]);
+  bool missing = false;
+  for (size_t j = 0; j < program_.outputs.size(); ++j) {
+    bool have = false;
+    for (size_t t = 0; t < prefix.tensors.size() && !have; ++t)
+      have = prefix.tensors[t].type.shape == program_.type(program_.outputs[j]).shape &&
+             aeq_equal(exprs[t], targets_[j], exprs_, nfs_).value_or(true);
+    if (!have) {
+      missing = true;
+      const TensorType& type = program_.type(program_.outputs[j]);
+      bytes += type.shape.numel() * dtype_bytes(type.dtype);
+    }
+  }
+  if (missing && (extra_reads.empty() || another_kernel)) ++kernels;
+  // Intermediate DTensors nobody reads yet must be read by a later kernel (no op is dead).
+  std::vector<bool> used(prefix.tensors.size(), false);
+  for (const Op& op : prefix.ops)
+    for (TensorId t : op.inputs) used[t.index()] = true;
+  for (TensorId t : extra_reads) used[t.index()] = true;
+  for (size_t t = 0; t < prefix.tensors.size(); ++t) {
+    const Tensor& tensor = prefix.tensors[t];
+    if (used[t] || !tensor.producer.valid() || prefix.op(tensor.producer).kind == OpKind::input) continue;
+    bool is_output = false;
+    for (size_t j = 0; j < program_.outputs.size() && !is_output; ++j)
+      is_output = tensor.type.shape == program_.type(program_.outputs[j]).shape &&
+                  aeq_equal(exprs[t], targets_[j], exprs_, nfs_).value_or(true);
+    if (!is_output) bytes += size(TensorId(static_cast<int32_t>(t)));
+  }
+  return {bytes, kernels};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel configurations
+
+std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs) {
+  std::vector<Shape> shapes;
+  for (TensorId t : inputs) shapes.push_back(g.type(t).shape);
+  // Grid candidates: 1-D grids d/x for every input dim d and tile extent x, plus (gx, batch)
+  // 2-D grids when the inputs have a common leading batch dim (attention).
+  std::set<int64_t> xs{1};
+  for (const Shape& s : shapes)
+    for (int d = 0; d < s.rank(); ++d)
+      for (int64_t x : kTileExtents)
+        if (s[d] % x == 0 && s[d] / x >= 1 && s[d] / x <= kMaxBlocks) xs.insert(s[d] / x);
+  std::vector<Dim3> grids;
+  for (int64_t x : xs) grids.push_back(Dim3{x, 1, 1});
+  std::set<int64_t> batches;
+  for (const Shape& s : shapes)
+    if (s.rank() >= 3 && s[0] > 1) batches.insert(s[0]);
+  for (int64_t b : batches)
+    for (int64_t x : xs)
+      if (x * b <= kMaxBlocks) grids.push_back(Dim3{x, b, 1});
+
+  std::vector<KernelConfig> out;
+  const size_t n = inputs.size();
+  for (const Dim3& grid : grids) {
+    for (int64_t f : kForloops) {
+      // Options per input: (imap, fmap) pairs.
+      std::vector<std::vector<std::pair<std::array<int8_t, 3>, int8_t>>> options(n);
+      bool possible = true;
+      for (size_t i = 0; i < n && possible; ++i) {
+        const Shape& s = shapes[i];
+        std::vector<int8_t> xdims{static_cast<int8_t>(kPhi)}, ydims{static_cast<int8_t>(kPhi)};
+        for (int d = 0; d < s.rank(); ++d) {
+          if (grid.x > 1 && s[d] % grid.x == 0) xdims.push_back(static_cast<int8_t>(d));
+          if (grid.y > 1 && s[d] % grid.y == 0) ydims.push_back(static_cast<int8_t>(d));
+        }
+        if (grid.x == 1) xdims = {static_cast<int8_t>(kPhi)};
+        if (grid.y == 1) ydims = {static_cast<int8_t>(kPhi)};
+        for (int8_t mx : xdims)
+          for (int8_t my : ydims) {
+            if (mx != kPhi && mx == my) continue;
+            Shape tile = s;
+            if (mx != kPhi) tile[mx] /= grid.x;
+            if (my != kPhi) tile[my] /= grid.y;
+            std::array<int8_t, 3> imap{mx, my, static_cast<int8_t>(kPhi)};
+            options[i].push_back({imap, static_cast<int8_t>(kPhi)});
+            if (f > 1)
+              for (int d = 0; d < s.rank(); ++d)
+                if (tile[d] % f == 0) options[i].push_back({imap, static_cast<int8_t>(d)});
+          }
+        possible = !options[i].empty();
+      }
+      if (!possible) continue;
+      std::vector<size_t> idx(n, 0);
+      while (true) {
+        KernelConfig c;
+        c.inputs = inputs;
+        c.grid = grid;
+        c.forloop = f;
+        bool x_used = grid.x == 1, y_used = grid.y == 1, f_used = f == 1;
+        for (size_t i = 0; i < n; ++i) {
+          const auto& [imap, fmap] = options[i][idx[i]];
+          c.imaps.push_back(imap);
+          c.fmaps.push_back(fmap);
+          x_used |= imap[0] != kPhi;
+          y_used |= imap[1] != kPhi;
+          f_used |= fmap != kPhi;
+        }
+        // Blocks that all see the same data, or iterations that all load the same tiles, only
+        // repeat work: every grid axis and the loop must split some input.
+        if (x_used && y_used && f_used) out.push_back(std::move(c));
+        size_t i = 0;
+        while (i < n && ++idx[i] == options[i].size()) idx[i++] = 0;
+        if (i == n) break;
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generator
+
+bool Generator::useful(ExprId e, SearchStats& stats) {
+  if (!ctx_.options().abstract_pruning) return true;
+  auto it = useful_cache_.find(e.value);
+  if (it != useful_cache_.end()) return it->second;
+  bool ok = false;
+  for (ExprId t : ctx_.targets()) {
+    ++stats.oracle_queries;
+    if (ctx_.oracle().is_subexpression(e, t)) {
+      ok = true;
+      break;
+    }
+  }
+  useful_cache_.emplace(e.value, ok);
+  return ok;
+}
+
+uint64_t Generator::vars_of(ExprId e) {
+  auto it = vars_cache_.find(e.value);
+  if (it != vars_cache_.end()) return it->second;
+  const ExprNode& n = ctx_.exprs().node(e);
+  uint64_t v = 0;
+  if (n.kind == ExprKind::var) v = uint64_t{1} << (n.value & 63);
+  else {
+    int arity = n.kind == ExprKind::sum ? 1 : expr_arity(n.kind);
+    if (arity >= 1) v |= vars_of(n.a);
+    if (arity >= 2) v |= vars_of(n.b);
+  }
+  vars_cache_.emplace(e.value, v);
+  return v;
+}
+
+bool Generator::run(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
+  if (stop.load(std::memory_order_relaxed)) return false;
+  return task.is_block() ? run_block_task(task, out, stop) : run_kernel_task(task, out);
+}
+
+namespace {
+
+/// Shared by kernel and block tasks: a new kernel-graph prefix becomes a candidate (all outputs
+/// produced), a child kernel task (room for more ops), or nothing.
+void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>& exprs,
+                     const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out) {
+  const Graph& program = ctx.program();
+  const size_t nout = program.outputs.size();
+  std::vector<TensorId> matched(nout);
+  bool complete = true;
+  auto labels = kernel_graph_labels(ctx.indices(), next);
+  MUGRAPH_CHECK(labels.has_value()) << "a generated kernel graph breaks the index rules";
+  for (size_t j = 0; j < nout; ++j) {
+    const TensorType& want = program.type(program.outputs[j]);
+    // The latest tensor that matches: later tensors are the ones new ops made.
+    for (size_t t = next.tensors.size(); t-- > 0;) {
+      if (next.tensors[t].type.shape != want.shape) continue;
+      if (!labels->tensors[t].same_dims(ctx.indices().output(j))) continue;
+      auto eq = aeq_equal(exprs[t], ctx.targets()[j], ctx.exprs(), ctx.normal_forms());
+      if (eq.value_or(true)) {
+        matched[j] = TensorId(static_cast<int32_t>(t));
+        break;
+      }
+    }
+    complete &= matched[j].valid();
+  }
+  if (complete) {
+    for (size_t j = 0; j < nout; ++j) next.mark_output(matched[j], program.output_names[j]);
+    std::vector<bool> live = live_ops(next);
+    for (size_t i = 0; i < next.ops.size(); ++i)
+      if (!live[i] && next.ops[i].kind != OpKind::input) {
+        ++out.stats.pruned["dead_ops"];
+        return;
+      }
+    ++out.stats.candidates;
+    FoundCandidate c;
+    c.metrics = candidate_metrics(next, ctx.options().target);
+    c.graph = std::move(next);
+    c.path = path;
+    out.candidates.push_back(std::move(c));
+    return;
+  }
+  if (count_kernel_ops(next) >= ctx.options().max_kernel_ops) return;
+  auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
+  if (ctx.beyond_bound(bytes, kernels)) {
+    ++out.stats.pruned["cost_bound"];
+    return;
+  }
+  Task child;
+  child.path = path;
+  child.path.push_back(child_index++);
+  child.prefix = std::move(next);
+  out.children.push_back(std::move(child));
+}
+
+}  // namespace
+
+bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
+  const Graph& prefix = task.prefix;
+  const SearchOptions& opt = ctx_.options();
+  ++out.stats.kernel_states;
+  ++out.stats.states;
+  std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
+  auto labels = kernel_graph_labels(ctx_.indices(), prefix);
+  MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+  OpRank last;
+  if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input) last = op_rank(prefix, prefix.ops.back());
+  int32_t child_index = 0;
+  const int32_t ntensors = static_cast<int32_t>(prefix.tensors.size());
+
+  // Graph-defined kernels first: one of them may compute the whole program, and the cost bound
+  // it sets then cuts the chains of pre-defined kernels below.
+  if (count_graph_kernels(prefix) < opt.max_graph_kernels) {
+  // If this kernel is the last op there is room for, it must compute the outputs from its
+  // operands alone: they must hold every program input the outputs depend on.
+  const bool last_op = count_kernel_ops(prefix) + 1 >= opt.max_kernel_ops;
+  uint64_t needed_vars = 0;
+  for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
+  // Operand sets, larger first: kernels that read everything they need can finish the program
+  // and set the cost bound early.
+  std::vector<std::vector<TensorId>> subsets;
+  std::vector<TensorId> current;
+  auto collect = [&](auto&& self, int32_t from) -> void {
+    if (!current.empty()) subsets.push_back(current);
+    if (static_cast<int>(current.size()) >= opt.max_kernel_inputs) return;
+    for (int32_t t = from; t < ntensors; ++t) {
+      current.push_back(TensorId(t));
+      self(self, t + 1);
+      current.pop_back();
+    }
+  };
+  collect(collect, 0);
+  std::stable_sort(subsets.begin(), subsets.end(),
+                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const std::vector<TensorId>& subset : subsets) {
+      OpRank head;
+      head.kind = static_cast<int32_t>(OpKind::graph_kernel);
+      head.max_input = subset.back().value;
+      for (size_t i = 0; i < subset.size() && i < 3; ++i) head.inputs[i] = subset[i].value;
+      // The full rank also has the body's hash; only a strictly smaller head can be ruled out.
+      OpRank last_head = last;
+      last_head.attr = 0;
+      uint64_t have = 0;
+      for (TensorId t : subset) have |= vars_of(exprs[t.index()]);
+      if (last_op && (needed_vars & ~have) != 0) {
+        ++out.stats.pruned["missing_inputs"];
+      } else if (!(head < last_head)) {
+        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, (needed_vars & ~have) != 0);
+        if (ctx_.beyond_bound(bytes, kernels)) {
+          ++out.stats.pruned["cost_bound"];
+        } else {
+          const size_t n = kernel_configs(prefix, subset).size();
+          out.stats.block_configs += static_cast<int64_t>(n);
+          for (size_t c = 0; c < n; c += kConfigsPerTask) {
+            Task child;
+            child.path = task.path;
+            child.path.push_back(child_index++);
+            child.prefix = prefix;
+            child.operands = subset;
+            child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
+            out.children.push_back(std::move(child));
+          }
+        }
+      }
+  }
+  }
+
+  // Pre-defined kernel ops.
+  auto try_op = [&](OpKind kind, std::vector<TensorId> ins, const OpAttrs& attrs) {
+    Op op;
+    op.kind = kind;
+    op.inputs = std::move(ins);
+    op.attrs = attrs;
+    if (!(op_rank(prefix, op) > last)) return;
+    if (!shapes_may_fit(kind, prefix.type(op.inputs[0]).shape,
+                        op.inputs.size() > 1 ? &prefix.type(op.inputs[1]).shape : nullptr, attrs)) {
+      ++out.stats.pruned["shape"];
+      return;
+    }
+    std::vector<TensorType> types;
+    for (TensorId t : op.inputs) types.push_back(prefix.type(t));
+    auto outs = infer_output_types(prefix, kind, types, attrs);
+    if (!outs.ok()) {
+      ++out.stats.pruned["shape"];
+      return;
+    }
+    std::vector<DimLabels> in_labels;
+    std::vector<Shape> in_shapes;
+    for (TensorId t : op.inputs) {
+      in_labels.push_back(labels->tensors[t.index()]);
+      in_shapes.push_back(prefix.type(t).shape);
+    }
+    if (!op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, (*outs)[0].shape) ||
+        !nonlinear_ok(ctx_.indices(), kind, op.inputs.size(), in_labels)) {
+      ++out.stats.pruned["index"];
+      return;
+    }
+    std::vector<ExprId> operand_exprs;
+    for (TensorId t : op.inputs) operand_exprs.push_back(exprs[t.index()]);
+    std::vector<ExprId> e = op_expressions(prefix, op, operand_exprs, ctx_.exprs());
+    if (!useful(e[0], out.stats)) {
+      ++out.stats.pruned["abstract_expression"];
+      return;
+    }
+    Graph next = prefix;
+    auto r = next.append(kind, op.inputs, attrs);
+    if (!r.ok()) {
+      ++out.stats.pruned["shape"];
+      return;
+    }
+    std::vector<ExprId> next_exprs = exprs;
+    next_exprs.push_back(e[0]);
+    ++out.stats.states;
+    consider_prefix(ctx_, std::move(next), next_exprs, task.path, child_index, out);
+  };
+
+  for (OpKind kind : ctx_.kinds()) {
+    const OpInfo& info = op_info(kind);
+    for (int32_t a = 0; a < ntensors; ++a) {
+      TensorId ta(a);
+      switch (info.category) {
+        case OpCategory::unary: try_op(kind, {ta}, {}); break;
+        case OpCategory::reduction:
+          for (int d = 0; d < prefix.type(ta).shape.rank(); ++d)
+            if (prefix.type(ta).shape[d] > 1) try_op(kind, {ta}, attrs::sum(d));
+          break;
+        case OpCategory::binary:
+          for (int32_t b = is_commutative(kind) ? a : 0; b < ntensors; ++b)
+            if (b != a || (kind == OpKind::mul && !ctx_.has_sqr())) try_op(kind, {ta, TensorId(b)}, {});
+          for (const SearchContext::Constant& c : ctx_.constants())
+            if (c.kind == kind) try_op(kind, {ta}, attrs::scalar(c.value, c.pos));
+          break;
+        case OpCategory::matmul:
+          for (int32_t b = 0; b < ntensors; ++b) try_op(kind, {ta, TensorId(b)}, {});
+          break;
+        default: break;
+      }
+    }
+  }
+
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block tasks
+
+namespace {
+
+enum Phase : uint8_t { kLoop = 0, kPost = 1 };
+
+/// Depth-first growth of one block graph.
+class BlockSearch {
+ public:
+  BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const KernelConfig& cfg, int32_t& child_index,
+              TaskOutput& out, const std::atomic<bool>& stop, bool must_finish)
+      : gen_(gen), ctx_(ctx), task_(task), cfg_(cfg), out_(out), stop_(stop), must_finish_(must_finish),
+        child_index_(child_index) {}
+
+  bool run() {
+    const Graph& prefix = task_.prefix;
+    kernel_exprs_ = expressions(prefix, ctx_.exprs()).tensors;
+    if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input)
+      last_kernel_rank_ = op_rank(prefix, prefix.ops.back());
+    std::vector<TensorType> params;
+    for (TensorId t : cfg_.inputs) {
+      params.push_back(prefix.type(t));
+      param_exprs_.push_back(kernel_exprs_[t.index()]);
+    }
+    bg_ = make_block_graph(params, cfg_.grid, cfg_.forloop);
+    auto kernel_labels = kernel_graph_labels(ctx_.indices(), prefix);
+    MUGRAPH_CHECK(kernel_labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+    for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
+      auto r = bg_.append(OpKind::input_iterator, {},
+                          attrs::iterator(static_cast<int32_t>(i), cfg_.imaps[i], cfg_.fmaps[i]));
+      if (!r.ok()) {
+        ++out_.stats.pruned["shape"];
+        return true;
+      }
+      const DimLabels& param = kernel_labels->tensors[cfg_.inputs[i].index()];
+      splits_.push_back(iterator_split(param, cfg_.imaps[i], cfg_.fmaps[i]));
+      push_tensor(param_exprs_[i], kLoop, true, false, tile_labels(param, cfg_.imaps[i], cfg_.fmaps[i]),
+                  uint64_t{1} << i);
+    }
+    if (smem_ > ctx_.options().target.shared_memory_bytes) {
+      ++out_.stats.pruned["shared_memory"];
+      return true;
+    }
+    num_iterators_ = static_cast<int>(cfg_.inputs.size());
+    // How many outputs this kernel may have without some being dead: what the kernel ops after
+    // it can read, plus the program outputs.
+    const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
+    max_sinks_ = static_cast<int>(ctx_.program().outputs.size()) +
+                 (must_finish_ ? 0 : kernel_ops_after * std::max(2, ctx_.options().max_kernel_inputs));
+    dfs(OpRank{});
+    return !stopped_;
+  }
+
+ private:
+  struct TensorState {
+    ExprId expr;
+    Phase phase;
+    bool iterator;
+    bool concat;
+    int uses = 0;
+    DimLabels labels;
+    uint64_t deps = 0;  ///< iterators it depends on (bit set)
+  };
+
+  void push_tensor(ExprId e, Phase p, bool iterator, bool concat, const DimLabels& labels, uint64_t deps) {
+    const Tensor& t = bg_.tensors.back();
+    smem_ += t.type.shape.numel() * dtype_bytes(t.type.dtype);
+    state_.push_back(TensorState{e, p, iterator, concat, 0, labels, deps});
+  }
+
+  /// Ops still needed to close the graph: unused iterators and open concats must be consumed,
+  /// and with a loop every loop-body sink must reach an accumulator; one op lowers these counts
+  /// by at most one (two unused iterators at once when there is no loop).
+  /// Also, every sink becomes an output of the kernel, and outputs beyond what later kernels
+  /// (or the program's outputs) can read would be dead: each op merges at most two open ends.
+  int ops_needed() const {
+    int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
+    for (const TensorState& s : state_) {
+      if (s.uses > 0) continue;
+      if (s.iterator) ++unused_iters;
+      else {
+        ++sinks;
+        if (s.concat) ++concats;
+        else if (s.phase == kLoop && cfg_.forloop > 1) ++loop_sinks;
+      }
+    }
+    int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + 1) / 2 + concats;
+    return std::max(needed, sinks + unused_iters - max_sinks_);
+  }
+
+  void dfs(const OpRank& last) {
+    if (stopped_) return;
+    if ((++out_.stats.states & 1023) == 0 && stop_.load(std::memory_order_relaxed)) {
+      stopped_ = true;
+      return;
+    }
+    try_close();
+    if (static_cast<int>(bg_.ops.size()) >= ctx_.options().max_block_ops) return;
+    const int32_t n = static_cast<int32_t>(state_.size());
+    const bool loop = cfg_.forloop > 1;
+    for (OpKind kind : ctx_.kinds()) {
+      const OpInfo& info = op_info(kind);
+      if (!info.at(Level::block)) continue;
+      for (int32_t a = 0; a < n; ++a) {
+        if (stopped_) return;
+        switch (info.category) {
+          case OpCategory::unary: try_op(last, kind, {a}, {}); break;
+          case OpCategory::reduction:
+            for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d)
+              if (bg_.tensors[a].type.shape[d] > 1) try_op(last, kind, {a}, attrs::sum(d));
+            break;
+          case OpCategory::binary:
+            for (int32_t b = is_commutative(kind) ? a : 0; b < n; ++b)
+              if (b != a || (kind == OpKind::mul && !ctx_.has_sqr())) try_op(last, kind, {a, b}, {});
+            for (const SearchContext::Constant& c : ctx_.constants())
+              if (c.kind == kind) try_op(last, kind, {a}, attrs::scalar(c.value, c.pos));
+            break;
+          case OpCategory::matmul:
+            for (int32_t b = 0; b < n; ++b) try_op(last, kind, {a, b}, {});
+            break;
+          default: break;
+        }
+      }
+    }
+    for (int32_t a = 0; a < n; ++a) {
+      if (loop && state_[a].phase == kLoop && !state_[a].iterator && !state_[a].concat) {
+        try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
+        for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d) try_op(last, OpKind::accum, {a}, attrs::accum(d));
+      }
+      if (ctx_.uses_concat())
+        for (int32_t b = 0; b < n; ++b) {
+          if (b == a) continue;
+          int r = bg_.tensors[a].type.shape.rank();
+          for (int d = std::max(0, r - 2); d < r; ++d) try_op(last, OpKind::concat, {a, b}, attrs::sum(d));
+        }
+    }
+  }
+
+  void try_op(const OpRank& last, OpKind kind, std::initializer_list<int32_t> operand_ids, const OpAttrs& attrs) {
+    // Cheap part of the canonical order first: the rank starts with the largest operand id.
+    int32_t max_input = -1;
+    for (int32_t i : operand_ids) max_input = std::max(max_input, i);
+    if (max_input < last.max_input) return;
+    for (int32_t i : operand_ids)
+      if (state_[static_cast<size_t>(i)].phase != state_[static_cast<size_t>(*operand_ids.begin())].phase) return;
+    Op op;
+    op.kind = kind;
+    for (int32_t i : operand_ids) op.inputs.push_back(TensorId(i));
+    op.attrs = attrs;
+    OpRank rank = op_rank(bg_, op);
+    if (!(rank > last)) return;
+    // Phases: with a loop, a path must cross exactly one accumulator, so loop-body and
+    // post-processing values never meet, and only loop-body values are accumulated.
+    Phase phase = state_[op.inputs[0].index()].phase;
+    for (TensorId t : op.inputs)
+      if (state_[t.index()].phase != phase) return;
+    if (kind == OpKind::accum) phase = kPost;
+    // A concat is only there to feed a matmul (the LoRA rewrite): nothing else may read one.
+    for (TensorId t : op.inputs)
+      if (state_[t.index()].concat && kind != OpKind::matmul) return;
+    if (!shapes_may_fit(kind, bg_.type(op.inputs[0]).shape,
+                        op.inputs.size() > 1 ? &bg_.type(op.inputs[1]).shape : nullptr, attrs)) {
+      ++out_.stats.pruned["shape"];
+      return;
+    }
+    std::vector<TensorType> types;
+    for (TensorId t : op.inputs) types.push_back(bg_.type(t));
+    auto outs = infer_output_types(bg_, kind, types, attrs);
+    if (!outs.ok()) {
+      ++out_.stats.pruned["shape"];
+      return;
+    }
+    const TensorType& type = (*outs)[0];
+    uint64_t deps = 0;
+    std::vector<DimLabels> in_labels;
+    std::vector<Shape> in_shapes;
+    for (TensorId t : op.inputs) {
+      deps |= state_[t.index()].deps;
+      in_labels.push_back(state_[t.index()].labels);
+      in_shapes.push_back(bg_.type(t).shape);
+    }
+    std::optional<DimLabels> labels =
+        kind == OpKind::accum ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
+                              : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
+    if (!labels || !nonlinear_ok(ctx_.indices(), kind, op.inputs.size(), in_labels)) {
+      ++out_.stats.pruned["index"];
+      return;
+    }
+    int64_t bytes = type.shape.numel() * dtype_bytes(type.dtype);
+    if (smem_ + bytes > ctx_.options().target.shared_memory_bytes) {
+      ++out_.stats.pruned["shared_memory"];
+      return;
+    }
+    std::vector<ExprId> operand_exprs;
+    for (TensorId t : op.inputs) operand_exprs.push_back(state_[t.index()].expr);
+    ExprId e = op_expressions(bg_, op, operand_exprs, ctx_.exprs(), param_exprs_)[0];
+    // Concats are opaque to the oracle (absexpr.h); the matmul that reads them is checked.
+    if (kind != OpKind::concat && !gen_.useful(e, out_.stats)) {
+      ++out_.stats.pruned["abstract_expression"];
+      return;
+    }
+    // Append, recurse, undo.
+    const size_t nt = bg_.tensors.size();
+    auto r = bg_.append(kind, op.inputs, attrs);
+    MUGRAPH_CHECK(r.ok()) << "block op passed its shape rule but append rejected it: " << r.rejection().str();
+    for (TensorId t : op.inputs) ++state_[t.index()].uses;
+    push_tensor(e, phase, false, kind == OpKind::concat, *labels, deps);
+    int remaining = ctx_.options().max_block_ops - static_cast<int>(bg_.ops.size());
+    if (ops_needed() > remaining) {
+      ++out_.stats.pruned["unclosable"];
+    } else {
+      dfs(rank);
+    }
+    smem_ -= bytes;
+    state_.pop_back();
+    for (TensorId t : op.inputs) --state_[t.index()].uses;
+    bg_.ops.pop_back();
+    bg_.tensors.resize(nt);
+  }
+
+  /// Closes the block graph in every valid way: an output saver on every sink, each with every
+  /// omap; each closing appends the graph_kernel op to the kernel graph.
+  void try_close() {
+    if (static_cast<int>(bg_.ops.size()) == num_iterators_) return;
+    if (ops_needed() > 0) return;
+    std::vector<int32_t> sinks;
+    for (size_t t = 0; t < state_.size(); ++t)
+      if (state_[t].uses == 0) sinks.push_back(static_cast<int32_t>(t));
+    // omap options per sink: each grid axis > 1 takes a distinct data dim of the tile.
+    std::vector<std::vector<std::array<int8_t, 3>>> omaps(sinks.size());
+    for (size_t k = 0; k < sinks.size(); ++k) {
+      const Shape& s = bg_.tensors[sinks[k]].type.shape;
+      std::vector<int8_t> xs{static_cast<int8_t>(kPhi)}, ys{static_cast<int8_t>(kPhi)};
+      if (cfg_.grid.x > 1) {
+        xs.clear();
+        for (int d = 0; d < s.rank(); ++d) xs.push_back(static_cast<int8_t>(d));
+      }
+      if (cfg_.grid.y > 1) {
+        ys.clear();
+        for (int d = 0; d < s.rank(); ++d) ys.push_back(static_cast<int8_t>(d));
+      }
+      for (int8_t x : xs)
+        for (int8_t y : ys) {
+          if (x != kPhi && x == y) continue;
+          std::array<int8_t, 3> omap{x, y, static_cast<int8_t>(kPhi)};
+          const TensorState& st = state_[static_cast<size_t>(sinks[k])];
+          if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_)) omaps[k].push_back(omap);
+          else ++out_.stats.pruned["index"];
+        }
+      if (omaps[k].empty()) return;
+    }
+    std::vector<size_t> idx(sinks.size(), 0);
+    while (true) {
+      close_with(sinks, omaps, idx);
+      size_t i = 0;
+      while (i < sinks.size() && ++idx[i] == omaps[i].size()) idx[i++] = 0;
+      if (i == sinks.size()) break;
+    }
+  }
+
+  void close_with(const std::vector<int32_t>& sinks, const std::vector<std::vector<std::array<int8_t, 3>>>& omaps,
+                  const std::vector<size_t>& idx) {
+    Graph body = bg_;
+    for (size_t k = 0; k < sinks.size(); ++k) {
+      auto r = body.append(OpKind::output_saver, {TensorId(sinks[k])},
+                           attrs::saver(static_cast<int32_t>(k), omaps[k][idx[k]]));
+      if (!r.ok()) {
+        ++out_.stats.pruned["shape"];
+        return;
+      }
+    }
+    Graph next = task_.prefix;
+    auto r = next.append_with_body(OpKind::graph_kernel, cfg_.inputs, std::move(body));
+    if (!r.ok()) {
+      ++out_.stats.pruned[std::string(reason_name(r.rejection().reason))];
+      return;
+    }
+    if (!(op_rank(next, next.ops.back()) > last_kernel_rank_)) return;
+    std::vector<ExprId> exprs = kernel_exprs_;
+    for (int32_t s : sinks) exprs.push_back(state_[s].expr);
+    ++out_.stats.states;
+    consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_);
+  }
+
+  Generator& gen_;
+  SearchContext& ctx_;
+  const Task& task_;
+  const KernelConfig& cfg_;
+  TaskOutput& out_;
+  const std::atomic<bool>& stop_;
+  const bool must_finish_;
+  std::vector<ExprId> kernel_exprs_, param_exprs_;
+  OpRank last_kernel_rank_;
+  Graph bg_;
+  std::vector<TensorState> state_;
+  std::vector<IteratorSplit> splits_;
+  int64_t smem_ = 0;
+  int num_iterators_ = 0;
+  int max_sinks_ = 1;
+  int32_t& child_index_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
+  std::vector<ExprId> exprs = expressions(task.prefix, ctx_.exprs()).tensors;
+  uint64_t needed_vars = 0, have = 0;
+  for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
+  for (TensorId t : task.operands) have |= vars_of(exprs[t.index()]);
+  for (TensorId t : task.prefix.outputs) have |= vars_of(exprs[t.index()]);
+  auto [bytes, kernels] = ctx_.lower_bound(task.prefix, exprs, task.operands, (needed_vars & ~have) != 0);
+  if (ctx_.beyond_bound(bytes, kernels)) {
+    ++out.stats.pruned["cost_bound"];
+    return true;
+  }
+  // If one more kernel after this one is already beyond the bound, this kernel must finish the
+  // program: its outputs can only be program outputs.
+  const bool must_finish = ctx_.beyond_bound(bytes, kernels + 1);
+  std::vector<KernelConfig> configs = kernel_configs(task.prefix, task.operands);
+  const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
+  const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
+  int32_t child_index = 0;
+  for (size_t i = begin; i < end; ++i) {
+    BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish);
+    if (!s.run()) return false;
+  }
+  return true;
+}
+
+}  // namespace mugraph::search_detail

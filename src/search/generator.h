@@ -1,0 +1,173 @@
+// The μGraph generator: runs one task of the search tree (search.h explains tasks). Kernel tasks
+// enumerate one-op extensions of a kernel-graph prefix; block tasks grow the block graph of one
+// graph-defined kernel configuration depth-first and close it in every valid way.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "mugraph/absexpr.h"
+#include "mugraph/graph.h"
+#include "mugraph/normal_form.h"
+#include "mugraph/search.h"
+#include "mugraph/subexpr.h"
+#include "labels.h"
+
+namespace mugraph::search_detail {
+
+/// A graph-defined kernel configuration: which DTensors it reads and how blocks and iterations
+/// split them.
+struct KernelConfig {
+  std::vector<TensorId> inputs;  ///< kernel-graph tensors, increasing
+  Dim3 grid;
+  int64_t forloop = 1;
+  std::vector<std::array<int8_t, 3>> imaps;  ///< per input
+  std::vector<int8_t> fmaps;                 ///< per input
+  friend bool operator==(const KernelConfig&, const KernelConfig&) = default;
+};
+
+/// Configurations per block task: kernel_configs() of one operand set is cut into chunks of
+/// this many, so tasks stay small for balancing and checkpoints.
+inline constexpr int kConfigsPerTask = 32;
+
+/// A node of the search tree: a kernel-graph prefix, and for block tasks the operands of the
+/// graph-defined kernel to grow next and which chunk of their configurations to try.
+struct Task {
+  std::vector<int32_t> path;
+  Graph prefix;
+  std::vector<TensorId> operands;  ///< block task: the kernel's operands (increasing)
+  int32_t chunk = -1;              ///< block task: configurations [chunk·kConfigsPerTask, +kConfigsPerTask)
+  bool is_block() const { return chunk >= 0; }
+};
+
+/// Lexicographic order of paths = the order of a sequential depth-first search.
+inline bool path_less(const std::vector<int32_t>& a, const std::vector<int32_t>& b) { return a < b; }
+
+/// A complete candidate as a task reports it.
+struct FoundCandidate {
+  Graph graph;  ///< complete kernel graph, outputs marked, not fused
+  CandidateMetrics metrics;
+  std::vector<int32_t> path;  ///< of the task that found it
+};
+
+/// What running a task produced; committed by the driver only if the task ran to its end.
+struct TaskOutput {
+  std::vector<Task> children;
+  std::vector<FoundCandidate> candidates;
+  SearchStats stats;
+};
+
+/// The rank of an op for the canonical order: ops are appended in strictly increasing rank, so
+/// every set of ops is generated in exactly one order (the greedy smallest-rank-first order).
+struct OpRank {
+  int32_t max_input = -1;  ///< largest operand tensor id
+  int32_t kind = -1;
+  std::array<int32_t, 3> inputs{-1, -1, -1};  ///< first operands (more are folded into attr)
+  uint64_t attr = 0;  ///< distinguishes ops of one kind on the same operands
+  friend auto operator<=>(const OpRank&, const OpRank&) = default;
+};
+
+/// The rank of op `op` of graph `g`.
+OpRank op_rank(const Graph& g, const Op& op);
+
+/// Shared, read-only context of a search plus the thread-safe expression machinery.
+class SearchContext {
+ public:
+  SearchContext(const Graph& program, const SearchOptions& options);
+
+  const Graph& program() const { return program_; }
+  const SearchOptions& options() const { return options_; }
+  ExprPool& exprs() { return exprs_; }
+  NormalFormPool& normal_forms() { return nfs_; }
+  SubexprOracle& oracle() { return oracle_; }
+  const std::vector<ExprId>& targets() const { return targets_; }
+  const ProgramIndices& indices() const { return *indices_; }
+
+  /// Op kinds the search may use at kernel and block level (derived from the program).
+  const std::vector<OpKind>& kinds() const { return kinds_; }
+  bool uses_concat() const { return concat_; }
+  /// sqr is among the kinds, so mul(x, x) is never generated (it would duplicate sqr(x)).
+  bool has_sqr() const { return std::find(kinds_.begin(), kinds_.end(), OpKind::sqr) != kinds_.end(); }
+  /// Scalar constants of the program with the op kind and position they appear with.
+  struct Constant {
+    OpKind kind;
+    Scalar value;
+    int8_t pos;
+  };
+  const std::vector<Constant>& constants() const { return constants_; }
+
+  /// The root task: the program's input ops.
+  Task root() const;
+
+  /// The cost bound: a prefix whose lower bound (device bytes, kernels) is worse than this
+  /// cannot reach the reported candidates (set by the driver from the candidates found).
+  void set_bound(int64_t device_bytes, int kernels) {
+    bound_bytes_.store(device_bytes);
+    bound_kernels_.store(kernels);
+  }
+  /// Whether a prefix with these lower bounds is cut by the cost bound.
+  bool beyond_bound(int64_t device_bytes, int kernels) const {
+    int64_t b = bound_bytes_.load(std::memory_order_relaxed);
+    return device_bytes > b || (device_bytes == b && kernels > bound_kernels_.load(std::memory_order_relaxed));
+  }
+  /// Lower bound on (device bytes, kernels) of any complete μGraph extending `prefix` after it
+  /// is given one more kernel reading `extra_reads` (none: nothing more): every kernel's traffic
+  /// so far, plus each program input no kernel has read yet, plus each program output not yet
+  /// produced, and at least one more kernel while outputs are missing.
+  /// `another_kernel`: the new kernel cannot finish the program (its operands lack inputs the
+  /// outputs need), so one more kernel follows it.
+  std::pair<int64_t, int> lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
+                                      const std::vector<TensorId>& extra_reads, bool another_kernel = false);
+
+ private:
+  Graph program_;
+  SearchOptions options_;
+  ExprPool exprs_;
+  NormalFormPool nfs_;
+  SubexprOracle oracle_;
+  std::vector<ExprId> targets_;
+  std::unique_ptr<ProgramIndices> indices_;
+  std::vector<OpKind> kinds_;
+  bool concat_ = false;
+  std::vector<Constant> constants_;
+  std::atomic<int64_t> bound_bytes_{INT64_MAX};
+  std::atomic<int> bound_kernels_{INT32_MAX};
+};
+
+/// Runs tasks. One per worker thread (keeps caches that are not shared).
+class Generator {
+ public:
+  explicit Generator(SearchContext& ctx) : ctx_(ctx) {}
+
+  /// Runs a task to its end (true) or until `stop` is set (false; `out` is then incomplete and
+  /// must be discarded).
+  bool run(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
+
+  /// Whether e may lead to a program output (abstract-expression pruning); cached per thread.
+  bool useful(ExprId e, SearchStats& stats);
+
+  /// The program inputs a term depends on, as a bit set of var slots (mod 64); cached.
+  uint64_t vars_of(ExprId e);
+
+ private:
+  bool run_kernel_task(const Task& task, TaskOutput& out);
+  bool run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
+
+  SearchContext& ctx_;
+  std::unordered_map<int32_t, bool> useful_cache_;
+  std::unordered_map<int32_t, uint64_t> vars_cache_;
+};
+
+/// Every graph-defined kernel configuration for the operands `inputs` of kernel graph `g`
+/// (grids, for-loop ranges, imaps and fmaps from the candidate lists of DESIGN.md §4).
+std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs);
+
+}  // namespace mugraph::search_detail

@@ -1,0 +1,69 @@
+// Ranking metrics of a complete μGraph (until the cost model exists, search.h).
+#include <algorithm>
+#include <set>
+
+#include "mugraph/search.h"
+
+namespace mugraph {
+
+CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
+  CandidateMetrics m;
+  auto bytes = [&](TensorId t) {
+    const TensorType& type = g.type(t);
+    return type.shape.numel() * dtype_bytes(type.dtype);
+  };
+  for (const Op& op : g.ops) {
+    if (op.kind == OpKind::input) continue;
+    ++m.kernels;
+    std::set<int32_t> read;
+    for (TensorId t : op.inputs)
+      if (read.insert(t.value).second) m.device_bytes += bytes(t);
+    for (TensorId t : op.outputs) m.device_bytes += bytes(t);
+    if (op.kind != OpKind::graph_kernel) {
+      for (TensorId t : op.inputs) m.load_bytes_per_sm += bytes(t) / target.sms;
+      continue;
+    }
+    ++m.graph_defined_kernels;
+    const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
+    const int64_t blocks = body.grid.volume();
+    int64_t loads = 0;
+    for (const Op& b : body.ops)
+      if (b.kind == OpKind::input_iterator) {
+        const TensorType& tile = body.type(b.outputs[0]);
+        loads += tile.shape.numel() * dtype_bytes(tile.dtype) * body.forloop * blocks;
+      }
+    m.load_bytes_per_sm += loads / std::min(blocks, target.sms);
+    for (const Op& b : body.ops) m.block_ops += b.kind != OpKind::output_saver;
+    m.shared_memory_bytes = std::max(m.shared_memory_bytes, block_shared_memory_bytes(body));
+  }
+  return m;
+}
+
+int64_t SearchStats::total_pruned() const {
+  int64_t n = 0;
+  for (const auto& [reason, count] : pruned) n += count;
+  return n;
+}
+
+void SearchStats::add(const SearchStats& o) {
+  states += o.states;
+  kernel_states += o.kernel_states;
+  block_configs += o.block_configs;
+  for (const auto& [reason, count] : o.pruned) pruned[reason] += count;
+  candidates += o.candidates;
+  verified += o.verified;
+  rejected += o.rejected;
+  tasks += o.tasks;
+  oracle_queries += o.oracle_queries;
+}
+
+std::string_view stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::exhausted: return "exhausted";
+    case StopReason::time_limit: return "time_limit";
+    case StopReason::interrupted: return "interrupted";
+  }
+  return "?";
+}
+
+}  // namespace mugraph

@@ -1,0 +1,69 @@
+// report.json of a search (search.h, search_report_json).
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "mugraph/search.h"
+
+namespace mugraph {
+
+namespace {
+
+nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
+  nlohmann::ordered_json j;
+  j["kernels"] = c.metrics.kernels;
+  j["graph_defined_kernels"] = c.metrics.graph_defined_kernels;
+  j["device_bytes"] = c.metrics.device_bytes;
+  j["load_bytes_per_sm"] = c.metrics.load_bytes_per_sm;
+  j["block_ops"] = c.metrics.block_ops;
+  j["shared_memory_bytes"] = c.metrics.shared_memory_bytes;
+  const VerifyResult& v = c.verification;
+  j["verification"] = {{"tests", v.tests_run},
+                       {"bound", v.bound},
+                       {"guarantee", v.guarantee},
+                       {"guarantee_note", v.guarantee_note},
+                       {"seed", v.seed},
+                       {"float_max_relative_error", v.float_max_rel_error}};
+  return j;
+}
+
+}  // namespace
+
+std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
+  nlohmann::ordered_json j;
+  j["format"] = "mugraph-search-report";
+  j["version"] = 1;
+  j["search_seconds"] = r.search_seconds;
+  j["verify_seconds"] = r.verify_seconds;
+  j["stop_reason"] = stop_reason_name(r.stop_reason);
+  j["stop_detail"] = r.stop_detail;
+  j["resumed"] = r.resumed;
+  j["states_explored"] = r.stats.states;
+  j["kernel_states"] = r.stats.kernel_states;
+  j["block_configs"] = r.stats.block_configs;
+  j["pruned"] = r.stats.pruned;
+  j["pruned_total"] = r.stats.total_pruned();
+  j["candidates"] = r.stats.candidates;
+  j["verified"] = r.stats.verified;
+  j["rejected"] = r.stats.rejected;
+  j["tasks"] = r.stats.tasks;
+  j["oracle_queries"] = r.stats.oracle_queries;
+  j["options"] = {{"max_kernel_ops", o.max_kernel_ops},
+                  {"max_block_ops", o.max_block_ops},
+                  {"block_ops_convention", "input iterators counted, output savers not"},
+                  {"max_graph_kernels", o.max_graph_kernels},
+                  {"max_kernel_inputs", o.max_kernel_inputs},
+                  {"time_limit_seconds", o.time_limit_seconds},
+                  {"threads", o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency())},
+                  {"deterministic", o.deterministic},
+                  {"abstract_pruning", o.abstract_pruning},
+                  {"target", o.target.name},
+                  {"verify_delta", o.verify.delta}};
+  if (!r.top.empty()) j["best"] = metrics_json(r.top.front());
+  else j["best"] = nullptr;
+  nlohmann::ordered_json top = nlohmann::ordered_json::array();
+  for (const SearchCandidate& c : r.top) top.push_back(metrics_json(c));
+  j["top"] = std::move(top);
+  return j.dump(2) + "\n";
+}
+
+}  // namespace mugraph

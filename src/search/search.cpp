@@ -1,0 +1,281 @@
+// The search driver: a shared queue of tasks worked by every thread, limits and stop reasons,
+// progress, checkpoints, then verification, thread-graph fusion and ranking of the candidates.
+#include "mugraph/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "checkpoint.h"
+#include "generator.h"
+#include "mugraph/fuse_thread_graphs.h"
+#include "mugraph/json.h"
+
+namespace mugraph {
+
+namespace {
+
+using namespace search_detail;
+using Clock = std::chrono::steady_clock;
+
+/// The ranking order (search.h, CandidateMetrics); `json` breaks ties so the order is total.
+struct RankedCandidate {
+  FoundCandidate found;
+  std::string json;
+};
+
+bool rank_less(const RankedCandidate& a, const RankedCandidate& b) {
+  const CandidateMetrics& x = a.found.metrics;
+  const CandidateMetrics& y = b.found.metrics;
+  auto key = [](const CandidateMetrics& m) {
+    return std::make_tuple(m.device_bytes, m.kernels, m.load_bytes_per_sm, m.block_ops, m.shared_memory_bytes);
+  };
+  if (key(x) != key(y)) return key(x) < key(y);
+  return a.json < b.json;
+}
+
+class Driver {
+ public:
+  Driver(SearchContext& ctx, SearchControl* control) : ctx_(ctx), opt_(ctx.options()), control_(control) {}
+
+  SearchResult run() {
+    SearchResult result;
+    double offset = 0;
+    if (opt_.resume) {
+      if (opt_.checkpoint_path.empty()) throw UserError("search: --resume needs a checkpoint file");
+      if (!std::filesystem::exists(opt_.checkpoint_path))
+        throw UserError(opt_.checkpoint_path + ": no checkpoint to resume from");
+      CheckpointState st = read_checkpoint(opt_.checkpoint_path, opt_.target);
+      if (st.fingerprint != search_fingerprint(ctx_.program(), opt_))
+        throw UserError(opt_.checkpoint_path +
+                        ": the checkpoint was written for another program or other search limits");
+      offset = st.elapsed_seconds;
+      stats_ = st.stats;
+      for (Task& t : st.pending) pending_.emplace(t.path, std::move(t));
+      for (FoundCandidate& c : st.candidates) add_candidate(std::move(c));
+      result.resumed = true;
+    } else {
+      Task root = ctx_.root();
+      pending_.emplace(root.path, std::move(root));
+    }
+
+    start_ = Clock::now();
+    offset_ = offset;
+    int threads = opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    std::vector<std::thread> workers;
+    for (int i = 0; i < threads; ++i) workers.emplace_back([this] { work(); });
+    monitor();
+    for (std::thread& w : workers) w.join();
+    if (error_) std::rethrow_exception(error_);
+
+    result.search_seconds = elapsed();
+    result.stop_reason = stop_reason_;
+    if (stop_reason_ != StopReason::exhausted) {
+      result.stop_detail = std::to_string(pending_.size()) + " tasks pending";
+      if (!opt_.checkpoint_path.empty()) write_state();
+      if (opt_.deterministic) cut_to_completed_prefix(result);
+    }
+    result.stats = stats_;
+
+    auto verify_start = Clock::now();
+    verify_and_rank(result);
+    result.verify_seconds = std::chrono::duration<double>(Clock::now() - verify_start).count();
+    return result;
+  }
+
+ private:
+  double elapsed() const { return offset_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  void work() {
+    Generator gen(ctx_);
+    while (true) {
+      Task task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_.load() || !pending_.empty() || in_flight_.empty(); });
+        if (stop_.load() || (pending_.empty() && in_flight_.empty())) {
+          cv_.notify_all();
+          return;
+        }
+        auto it = pending_.begin();  // smallest path first: depth-first order
+        task = std::move(it->second);
+        pending_.erase(it);
+        in_flight_.emplace(task.path, &task);
+      }
+      TaskOutput out;
+      bool done = false;
+      try {
+        done = gen.run(task, out, stop_);
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        if (!error_) error_ = std::current_exception();
+        stop_.store(true);
+        in_flight_.erase(task.path);
+        cv_.notify_all();
+        return;
+      }
+      std::lock_guard lock(mu_);
+      in_flight_.erase(task.path);
+      if (!done) {
+        // Cut short by a stop: it runs again from its start after a resume.
+        pending_.emplace(task.path, std::move(task));
+      } else {
+        ++out.stats.tasks;
+        stats_.add(out.stats);
+        for (Task& c : out.children) pending_.emplace(c.path, std::move(c));
+        for (FoundCandidate& c : out.candidates) add_candidate(std::move(c));
+      }
+      cv_.notify_all();
+    }
+  }
+
+  /// The main thread: limits, progress and checkpoints, until the workers are done.
+  void monitor() {
+    auto last_progress = Clock::now();
+    auto last_checkpoint = Clock::now();
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      if (pending_.empty() && in_flight_.empty()) {
+        stop_reason_ = StopReason::exhausted;
+        stop_.store(true);
+        cv_.notify_all();
+        return;
+      }
+      if (error_) return;
+      if (!stop_.load()) {
+        if (control_ && control_->stop.load()) {
+          stop_reason_ = StopReason::interrupted;
+          stop_.store(true);
+        } else if (opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds) {
+          stop_reason_ = StopReason::time_limit;
+          stop_.store(true);
+        }
+        if (stop_.load()) cv_.notify_all();
+      }
+      if (stop_.load()) {
+        if (in_flight_.empty()) return;
+        continue;
+      }
+      auto now = Clock::now();
+      if (opt_.on_progress && now - last_progress >= std::chrono::seconds(1)) {
+        last_progress = now;
+        SearchProgress p = progress_locked();
+        lock.unlock();
+        opt_.on_progress(p);
+        lock.lock();
+      }
+      if (!opt_.checkpoint_path.empty() &&
+          std::chrono::duration<double>(now - last_checkpoint).count() >= opt_.checkpoint_seconds) {
+        last_checkpoint = now;
+        write_state_locked();
+      }
+    }
+  }
+
+  SearchProgress progress_locked() const {
+    SearchProgress p;
+    p.elapsed_seconds = elapsed();
+    p.states = stats_.states;
+    p.pruned = stats_.total_pruned();
+    p.candidates = stats_.candidates;
+    p.tasks_done = stats_.tasks;
+    p.tasks_pending = static_cast<int64_t>(pending_.size() + in_flight_.size());
+    if (!pool_.empty()) {
+      p.best_device_bytes = pool_.front().found.metrics.device_bytes;
+      p.best_kernels = pool_.front().found.metrics.kernels;
+    }
+    return p;
+  }
+
+  void add_candidate(FoundCandidate c) {
+    RankedCandidate r{std::move(c), {}};
+    r.json = to_json(r.found.graph);
+    auto it = std::lower_bound(pool_.begin(), pool_.end(), r, rank_less);
+    if (it != pool_.end() && it->json == r.json) return;  // found twice (a resumed task)
+    pool_.insert(it, std::move(r));
+    // The deterministic mode may drop candidates later (cut_to_completed_prefix), so it keeps all.
+    if (!opt_.deterministic && static_cast<int>(pool_.size()) > opt_.candidate_pool) pool_.pop_back();
+    // The cost bound: once 4·top_k candidates are known, a prefix that cannot beat the last of
+    // them cannot reach the top_k (the margin absorbs candidates verification rejects).
+    const size_t margin = static_cast<size_t>(4 * std::max(1, opt_.top_k));
+    if (pool_.size() >= margin) {
+      const CandidateMetrics& m = pool_[margin - 1].found.metrics;
+      ctx_.set_bound(m.device_bytes, m.kernels);
+    }
+  }
+
+  CheckpointState state_locked() const {
+    CheckpointState st;
+    st.fingerprint = search_fingerprint(ctx_.program(), opt_);
+    st.elapsed_seconds = elapsed();
+    st.stats = stats_;
+    for (const auto& [path, t] : pending_) st.pending.push_back(t);
+    for (const auto& [path, t] : in_flight_) st.pending.push_back(*t);
+    for (const RankedCandidate& c : pool_) st.candidates.push_back(c.found);
+    return st;
+  }
+
+  void write_state_locked() { write_checkpoint(opt_.checkpoint_path, state_locked()); }
+  void write_state() {
+    std::lock_guard lock(mu_);
+    write_state_locked();
+  }
+
+  /// Deterministic mode after an early stop: keep the candidates of the tasks that precede the
+  /// first unfinished task in path order (what a sequential search stopped there would have).
+  void cut_to_completed_prefix(SearchResult& result) {
+    if (pending_.empty()) return;
+    const std::vector<int32_t>& frontier = pending_.begin()->first;
+    std::erase_if(pool_, [&](const RankedCandidate& c) { return !(c.found.path < frontier); });
+    result.stop_detail += "; deterministic: results of every task before path [";
+    for (size_t i = 0; i < frontier.size(); ++i) result.stop_detail += (i ? "," : "") + std::to_string(frontier[i]);
+    result.stop_detail += "]";
+  }
+
+  void verify_and_rank(SearchResult& result) {
+    for (RankedCandidate& c : pool_) {
+      if (static_cast<int>(result.top.size()) >= opt_.top_k) break;
+      VerifyResult v = verify(ctx_.program(), c.found.graph, opt_.verify);
+      if (v.verdict != Verdict::equivalent) {
+        ++result.stats.rejected;
+        continue;
+      }
+      ++result.stats.verified;
+      SearchCandidate sc;
+      sc.graph = fuse_thread_graphs(c.found.graph);
+      sc.metrics = candidate_metrics(sc.graph, opt_.target);
+      sc.verification = std::move(v);
+      result.top.push_back(std::move(sc));
+    }
+  }
+
+  SearchContext& ctx_;
+  const SearchOptions& opt_;
+  SearchControl* control_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> stop_{false};
+  StopReason stop_reason_ = StopReason::exhausted;
+  std::exception_ptr error_;
+  std::map<std::vector<int32_t>, Task> pending_;
+  std::map<std::vector<int32_t>, const Task*> in_flight_;
+  std::vector<RankedCandidate> pool_;
+  SearchStats stats_;
+  Clock::time_point start_;
+  double offset_ = 0;
+};
+
+}  // namespace
+
+SearchResult search(const Graph& program, const SearchOptions& options, SearchControl* control) {
+  SearchContext ctx(program, options);
+  Driver driver(ctx, control);
+  return driver.run();
+}
+
+}  // namespace mugraph
