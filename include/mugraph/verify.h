@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,10 +64,28 @@ struct VerifyResult {
   double float_max_rel_error = 0;  ///< of the float filter, if it ran
 };
 
+/// What verify() computed for a reference graph (random inputs and the reference's outputs,
+/// per test seed), kept so that verifying many candidates against one reference with the same
+/// options runs the reference once per test (the search verifies its candidates this way).
+/// Bound to the first reference it sees; not thread-safe.
+class ReferenceRuns {
+ public:
+  ReferenceRuns();
+  ~ReferenceRuns();
+  ReferenceRuns(const ReferenceRuns&) = delete;
+  ReferenceRuns& operator=(const ReferenceRuns&) = delete;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Verifies that `candidate` computes the same function as `reference`. Both must have passed
 /// validate(). Inputs are matched by name, outputs by position. Equivalent graphs always pass
-/// the finite-field tests.
-VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options = {});
+/// the finite-field tests. `runs` (optional) caches the reference's side across calls.
+VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options = {},
+                    ReferenceRuns* runs = nullptr);
 
 /// The floating-point filter alone: both graphs on the same standard-normal inputs (in f32),
 /// max over outputs of max|a − b| / max|b|.

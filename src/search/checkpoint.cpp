@@ -65,12 +65,13 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
   for (const Task& t : st.pending) {
     Json tj;
     tj["path"] = t.path;
-    tj["prefix"] = graph_json(t.prefix);
+    tj["prefix"] = graph_json(*t.prefix);
     if (t.is_block()) {
       std::vector<int32_t> operands;
       for (TensorId o : t.operands) operands.push_back(o.value);
       tj["operands"] = operands;
       tj["chunk"] = t.chunk;
+      tj["finish_only"] = t.finish_only;
     }
     pending.push_back(std::move(tj));
   }
@@ -105,11 +106,12 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
     for (const Json& tj : j.at("pending")) {
       Task t;
       t.path = tj.at("path").get<std::vector<int32_t>>();
-      t.prefix = from_json(tj.at("prefix").dump(), path);
+      t.prefix = std::make_shared<const Graph>(from_json(tj.at("prefix").dump(), path));
       if (tj.contains("chunk")) {
         t.chunk = tj.at("chunk").get<int32_t>();
+        t.finish_only = tj.at("finish_only").get<bool>();
         for (int32_t o : tj.at("operands").get<std::vector<int32_t>>()) {
-          if (o < 0 || static_cast<size_t>(o) >= t.prefix.tensors.size() || t.chunk < 0)
+          if (o < 0 || static_cast<size_t>(o) >= t.prefix->tensors.size() || t.chunk < 0)
             throw std::runtime_error("a block task names a tensor its prefix does not have");
           t.operands.push_back(TensorId(o));
         }

@@ -139,11 +139,13 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
 
 Task SearchContext::root() const {
   Task t;
-  t.prefix.level = Level::kernel;
+  Graph g;
+  g.level = Level::kernel;
   for (const Op& op : program_.ops) {
     if (op.kind != OpKind::input) continue;
-    t.prefix.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
+    g.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
   }
+  t.prefix = std::make_shared<const Graph>(std::move(g));
   return t;
 }
 
@@ -321,7 +323,8 @@ namespace {
 /// Shared by kernel and block tasks: a new kernel-graph prefix becomes a candidate (all outputs
 /// produced), a child kernel task (room for more ops), or nothing.
 void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>& exprs,
-                     const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out) {
+                     const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out,
+                     bool no_children = false) {
   const Graph& program = ctx.program();
   const size_t nout = program.outputs.size();
   std::vector<TensorId> matched(nout);
@@ -358,7 +361,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
     out.candidates.push_back(std::move(c));
     return;
   }
-  if (count_kernel_ops(next) >= ctx.options().max_kernel_ops) return;
+  if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
   auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
   if (ctx.beyond_bound(bytes, kernels)) {
     ++out.stats.pruned["cost_bound"];
@@ -367,14 +370,14 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   Task child;
   child.path = path;
   child.path.push_back(child_index++);
-  child.prefix = std::move(next);
+  child.prefix = std::make_shared<const Graph>(std::move(next));
   out.children.push_back(std::move(child));
 }
 
 }  // namespace
 
 bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
-  const Graph& prefix = task.prefix;
+  const Graph& prefix = *task.prefix;
   const SearchOptions& opt = ctx_.options();
   ++out.stats.kernel_states;
   ++out.stats.states;
@@ -387,7 +390,10 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
   const int32_t ntensors = static_cast<int32_t>(prefix.tensors.size());
 
   // Graph-defined kernels first: one of them may compute the whole program, and the cost bound
-  // it sets then cuts the chains of pre-defined kernels below.
+  // it sets then cuts the chains of pre-defined kernels below. First-pass tasks take the
+  // smallest child indices so that they run before everything else.
+  int32_t first_pass_index = 0;
+  child_index = 1 << 20;
   if (count_graph_kernels(prefix) < opt.max_graph_kernels) {
   // If this kernel is the last op there is room for, it must compute the outputs from its
   // operands alone: they must hold every program input the outputs depend on.
@@ -432,10 +438,17 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
           for (size_t c = 0; c < n; c += kConfigsPerTask) {
             Task child;
             child.path = task.path;
-            child.path.push_back(child_index++);
-            child.prefix = prefix;
+            child.prefix = task.prefix;
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
+            // Kernels that can finish the program get a first, narrow pass (see Task).
+            if ((needed_vars & ~have) == 0 && !last_op) {
+              Task first = child;
+              first.finish_only = true;
+              first.path.push_back(first_pass_index++);
+              out.children.push_back(std::move(first));
+            }
+            child.path.push_back(child_index++);
             out.children.push_back(std::move(child));
           }
         }
@@ -535,7 +548,7 @@ class BlockSearch {
         child_index_(child_index) {}
 
   bool run() {
-    const Graph& prefix = task_.prefix;
+    const Graph& prefix = *task_.prefix;
     kernel_exprs_ = expressions(prefix, ctx_.exprs()).tensors;
     if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input)
       last_kernel_rank_ = op_rank(prefix, prefix.ops.back());
@@ -791,7 +804,7 @@ class BlockSearch {
         return;
       }
     }
-    Graph next = task_.prefix;
+    Graph next = *task_.prefix;
     auto r = next.append_with_body(OpKind::graph_kernel, cfg_.inputs, std::move(body));
     if (!r.ok()) {
       ++out_.stats.pruned[std::string(reason_name(r.rejection().reason))];
@@ -801,7 +814,7 @@ class BlockSearch {
     std::vector<ExprId> exprs = kernel_exprs_;
     for (int32_t s : sinks) exprs.push_back(state_[s].expr);
     ++out_.stats.states;
-    consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_);
+    consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_, task_.finish_only);
   }
 
   Generator& gen_;
@@ -826,24 +839,30 @@ class BlockSearch {
 }  // namespace
 
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
-  std::vector<ExprId> exprs = expressions(task.prefix, ctx_.exprs()).tensors;
+  const Graph& prefix = *task.prefix;
+  std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
   uint64_t needed_vars = 0, have = 0;
   for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
   for (TensorId t : task.operands) have |= vars_of(exprs[t.index()]);
-  for (TensorId t : task.prefix.outputs) have |= vars_of(exprs[t.index()]);
-  auto [bytes, kernels] = ctx_.lower_bound(task.prefix, exprs, task.operands, (needed_vars & ~have) != 0);
+  auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, task.operands, (needed_vars & ~have) != 0);
   if (ctx_.beyond_bound(bytes, kernels)) {
     ++out.stats.pruned["cost_bound"];
     return true;
   }
-  // If one more kernel after this one is already beyond the bound, this kernel must finish the
-  // program: its outputs can only be program outputs.
-  const bool must_finish = ctx_.beyond_bound(bytes, kernels + 1);
-  std::vector<KernelConfig> configs = kernel_configs(task.prefix, task.operands);
+  // Whether the kernel task gave this one a first-pass twin (same rule as there).
+  const bool has_first_pass =
+      (needed_vars & ~have) == 0 && count_kernel_ops(prefix) + 1 < ctx_.options().max_kernel_ops;
+  std::vector<KernelConfig> configs = kernel_configs(prefix, task.operands);
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
+    // If one more kernel after this one is already beyond the bound (read afresh: other tasks
+    // keep tightening it), this kernel must finish the program: its outputs can only be program
+    // outputs.
+    const bool must_finish = task.finish_only || ctx_.beyond_bound(bytes, kernels + 1);
+    // The first pass already grew this configuration with exactly these limits.
+    if (must_finish && !task.finish_only && has_first_pass) continue;
     BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish);
     if (!s.run()) return false;
   }

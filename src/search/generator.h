@@ -36,15 +36,20 @@ struct KernelConfig {
 
 /// Configurations per block task: kernel_configs() of one operand set is cut into chunks of
 /// this many, so tasks stay small for balancing and checkpoints.
-inline constexpr int kConfigsPerTask = 32;
+inline constexpr int kConfigsPerTask = 16;
 
 /// A node of the search tree: a kernel-graph prefix, and for block tasks the operands of the
 /// graph-defined kernel to grow next and which chunk of their configurations to try.
 struct Task {
   std::vector<int32_t> path;
-  Graph prefix;
+  /// Shared by the sibling tasks of one kernel task (a prefix is never changed once made).
+  std::shared_ptr<const Graph> prefix;
   std::vector<TensorId> operands;  ///< block task: the kernel's operands (increasing)
   int32_t chunk = -1;              ///< block task: configurations [chunk·kConfigsPerTask, +kConfigsPerTask)
+  /// Block task of the first pass: the kernel must finish the program (its outputs are program
+  /// outputs), so it yields candidates and no children. These run first to set the cost bound;
+  /// the full pass over the same configurations follows and finds them again (deduplicated).
+  bool finish_only = false;
   bool is_block() const { return chunk >= 0; }
 };
 

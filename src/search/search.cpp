@@ -200,9 +200,9 @@ class Driver {
     pool_.insert(it, std::move(r));
     // The deterministic mode may drop candidates later (cut_to_completed_prefix), so it keeps all.
     if (!opt_.deterministic && static_cast<int>(pool_.size()) > opt_.candidate_pool) pool_.pop_back();
-    // The cost bound: once 4·top_k candidates are known, a prefix that cannot beat the last of
+    // The cost bound: once top_k + 4 candidates are known, a prefix that cannot beat the last of
     // them cannot reach the top_k (the margin absorbs candidates verification rejects).
-    const size_t margin = static_cast<size_t>(4 * std::max(1, opt_.top_k));
+    const size_t margin = static_cast<size_t>(std::max(1, opt_.top_k) + 4);
     if (pool_.size() >= margin) {
       const CandidateMetrics& m = pool_[margin - 1].found.metrics;
       ctx_.set_bound(m.device_bytes, m.kernels);
@@ -238,9 +238,10 @@ class Driver {
   }
 
   void verify_and_rank(SearchResult& result) {
+    ReferenceRuns runs;  // the program runs once per test, not once per candidate
     for (RankedCandidate& c : pool_) {
       if (static_cast<int>(result.top.size()) >= opt_.top_k) break;
-      VerifyResult v = verify(ctx_.program(), c.found.graph, opt_.verify);
+      VerifyResult v = verify(ctx_.program(), c.found.graph, opt_.verify, &runs);
       if (v.verdict != Verdict::equivalent) {
         ++result.stats.rejected;
         continue;

@@ -164,6 +164,15 @@ std::vector<T> permuted(std::vector<T>& inputs, const std::vector<size_t>& perm)
   return r;
 }
 
+/// The same, copied (the inputs stay for the next candidate).
+template <typename T>
+std::vector<T> permuted_copy(const std::vector<T>& inputs, const std::vector<size_t>& perm) {
+  std::vector<T> r;
+  r.reserve(perm.size());
+  for (size_t k : perm) r.push_back(inputs[k]);
+  return r;
+}
+
 /// "[3, 7]" for a flat index into a row-major shape.
 std::string element_index(const Shape& s, int64_t flat) {
   std::vector<int64_t> idx(static_cast<size_t>(s.rank()));
@@ -219,13 +228,20 @@ double relative_error(const HostTensor& a, const HostTensor& b) {
 }
 
 double float_error(const Graph& reference, const Graph& candidate, const std::vector<size_t>& perm, uint64_t seed,
-                   int threads) {
-  Graph ref32 = retype(reference, DType::f32);
+                   int threads, std::pair<std::vector<HostTensor>, std::vector<HostTensor>>* cached = nullptr) {
   Graph cand32 = retype(candidate, DType::f32);
   InterpOptions options;
   options.threads = threads;
-  std::vector<HostTensor> inputs = random_inputs(ref32, seed);
-  std::vector<HostTensor> ref_out = run_float(ref32, inputs, options);
+  std::vector<HostTensor> inputs, ref_out;
+  if (cached && !cached->first.empty()) {
+    inputs = cached->first;
+    ref_out = cached->second;
+  } else {
+    Graph ref32 = retype(reference, DType::f32);
+    inputs = random_inputs(ref32, seed);
+    ref_out = run_float(ref32, inputs, options);
+    if (cached) *cached = {inputs, ref_out};
+  }
   std::vector<HostTensor> cand_out =
       is_identity(perm) ? run_float(cand32, inputs, options) : run_float(cand32, permuted(inputs, perm), options);
   double err = 0;
@@ -258,6 +274,29 @@ std::string compare_output(const Graph& ref, size_t k, const FFRun& a, const FFR
 
 }  // namespace
 
+struct ReferenceRuns::Impl {
+  size_t reference_hash = 0;
+  bool bound = false;
+  struct FF {
+    std::vector<FFTensor> inputs;
+    FFRun run;
+  };
+  std::map<uint64_t, FF> ff;  // by test seed
+  std::map<std::pair<uint64_t, int>, std::pair<std::vector<HostTensor>, std::vector<HostTensor>>> flt;  // inputs, outputs
+
+  void bind(const Graph& reference) {
+    size_t h = hash_value(reference);
+    if (!bound) {
+      bound = true;
+      reference_hash = h;
+    }
+    MUGRAPH_CHECK(h == reference_hash) << "ReferenceRuns used with a second reference graph";
+  }
+};
+
+ReferenceRuns::ReferenceRuns() : impl_(std::make_unique<Impl>()) {}
+ReferenceRuns::~ReferenceRuns() = default;
+
 double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads) {
   std::vector<size_t> perm;
   std::string why = comparability(reference, candidate, perm);
@@ -265,7 +304,9 @@ double float_max_relative_error(const Graph& reference, const Graph& candidate, 
   return float_error(reference, candidate, perm, seed, threads);
 }
 
-VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options) {
+VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options, ReferenceRuns* runs) {
+  ReferenceRuns::Impl* cache = runs ? &runs->impl() : nullptr;
+  if (cache) cache->bind(reference);
   VerifyResult r;
   r.seed = options.seed;
   std::vector<size_t> perm;
@@ -297,8 +338,21 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
   while (r.tests_run < wanted) {
     const uint64_t s = draw_seed(options.seed, draw++);
     FFContext ctx{random_root_of_unity(splitmix64(s ^ 0x5bd1e995u)), s};
-    std::vector<FFTensor> inputs = random_ff_inputs(reference, s);
-    FFRun a = run_ff(reference, inputs, ctx, options.threads);
+    ReferenceRuns::Impl::FF local;
+    ReferenceRuns::Impl::FF* ref = &local;
+    if (cache) {
+      auto [it, fresh] = cache->ff.try_emplace(s);
+      ref = &it->second;
+      if (fresh) {
+        ref->inputs = random_ff_inputs(reference, s);
+        ref->run = run_ff(reference, ref->inputs, ctx, options.threads);
+      }
+    } else {
+      local.inputs = random_ff_inputs(reference, s);
+      local.run = run_ff(reference, local.inputs, ctx, options.threads);
+    }
+    const std::vector<FFTensor>& inputs = ref->inputs;
+    const FFRun& a = ref->run;
     if (a.zero_divisor) {
       ++r.redraws;
       if (++streak_ref >= kMaxRedrawsInARow) {
@@ -310,7 +364,7 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
       continue;
     }
     FFRun b = same_order ? run_ff(candidate, inputs, ctx, options.threads)
-                         : run_ff(candidate, permuted(inputs, perm), ctx, options.threads);
+                         : run_ff(candidate, permuted_copy(inputs, perm), ctx, options.threads);
     if (b.zero_divisor) {
       ++r.redraws;
       if (++streak_cand >= kMaxRedrawsInARow) {
@@ -359,7 +413,8 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
 
   r.verdict = Verdict::equivalent;
   if (options.float_check) {
-    r.float_max_rel_error = float_error(reference, candidate, perm, options.seed, options.threads);
+    r.float_max_rel_error = float_error(reference, candidate, perm, options.seed, options.threads,
+                                        cache ? &cache->flt[{options.seed, options.threads}] : nullptr);
     if (!(r.float_max_rel_error <= options.float_tolerance)) {
       r.verdict = Verdict::not_equivalent;
       r.guarantee = false;  // a guarantee is about equivalence; this verdict rests on the float run
