@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
-echo "== main job: mugraph check + run on examples/rmsnorm_linear.mg"
-build/bin/mugraph check examples/rmsnorm_linear.mg
-build/bin/mugraph run examples/rmsnorm_linear.mg --seed 0 --out build/out/rmsnorm_linear
+echo "== main job: mugraph search on examples/rmsnorm_linear.mg (the paper's RMSNorm + projection)"
+build/bin/mugraph search examples/rmsnorm_linear.mg -o build/out/rmsnorm_linear --top 2
+build/bin/mugraph check build/out/rmsnorm_linear/best.json

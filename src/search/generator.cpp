@@ -838,6 +838,17 @@ class BlockSearch {
 
 }  // namespace
 
+const std::vector<KernelConfig>& Generator::configs_for(const Task& task) {
+  // Pointers differ for tasks read from a checkpoint: compare the prefixes themselves then.
+  const bool same_prefix = configs_prefix_ && (configs_prefix_ == task.prefix || *configs_prefix_ == *task.prefix);
+  if (!same_prefix || configs_operands_ != task.operands) {
+    configs_ = kernel_configs(*task.prefix, task.operands);
+    configs_prefix_ = task.prefix;
+    configs_operands_ = task.operands;
+  }
+  return configs_;
+}
+
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
@@ -852,7 +863,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   // Whether the kernel task gave this one a first-pass twin (same rule as there).
   const bool has_first_pass =
       (needed_vars & ~have) == 0 && count_kernel_ops(prefix) + 1 < ctx_.options().max_kernel_ops;
-  std::vector<KernelConfig> configs = kernel_configs(prefix, task.operands);
+  const std::vector<KernelConfig>& configs = configs_for(task);
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   int32_t child_index = 0;

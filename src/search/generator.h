@@ -167,6 +167,12 @@ class Generator {
   bool run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
 
   SearchContext& ctx_;
+  /// kernel_configs() of the last block task's prefix and operands: sibling block tasks share
+  /// both, and the list can be long (3-D operands give tens of thousands of configurations).
+  const std::vector<KernelConfig>& configs_for(const Task& task);
+  std::shared_ptr<const Graph> configs_prefix_;
+  std::vector<TensorId> configs_operands_;
+  std::vector<KernelConfig> configs_;
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_;
 };

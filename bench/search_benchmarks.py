@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Searches the paper's benchmark programs (DESIGN.md §10) and tabulates what the search found.
+
+For each program (default: examples/rmsnorm_linear.mg, gated_mlp.mg, lora.mg, gqa.mg, qknorm.mg,
+ntrans.mg) runs `mugraph search` with the CLI's default limits (or those given), a time limit per
+program (default 600 s) and all threads, and prints a Markdown table: search and verification
+seconds, why the search stopped, states explored, and the best μGraph's kernels, graph-defined
+kernels, device bytes and structure (per graph-defined kernel: grid, for-loop, block ops,
+accumulators, concat, thread graphs).
+
+    python3 bench/search_benchmarks.py                          # six programs, up to 10 min each
+    python3 bench/search_benchmarks.py --save examples/found    # and keep each best.json/report.json
+    python3 bench/search_benchmarks.py --programs gated_mlp,lora --time-limit 120
+    python3 bench/search_benchmarks.py --quick                  # 5 s per program
+
+--save DIR copies each program's best.json (when one was found) and report.json into
+DIR/<program name>/. Per-run outputs otherwise go to a temporary directory (removed at the end
+unless --keep or --workdir). Ctrl-C stops the running search and prints the table so far.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import search_common as sc  # noqa: E402
+
+DEFAULT_PROGRAMS = ["rmsnorm_linear", "gated_mlp", "lora", "gqa", "qknorm", "ntrans"]
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mugraph", help="the mugraph binary (default: build/bin/mugraph in the source tree)")
+    p.add_argument("--programs", action="append", metavar="LIST",
+                   help="programs to search, comma separated: names in examples/ (gqa) or paths to .mg files; "
+                        "may be repeated (default: " + ",".join(DEFAULT_PROGRAMS) + ")")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="per-program search time limit (default 600; --quick: 5)")
+    p.add_argument("--threads", type=int, default=None, help="worker threads (default: the CLI's, all cores)")
+    p.add_argument("--max-kernel-ops", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--max-block-ops", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--max-graph-kernels", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--max-kernel-inputs", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--top", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--deterministic", action="store_true", help="pass --deterministic")
+    p.add_argument("--no-abstract-pruning", action="store_true", help="pass --no-abstract-pruning (ablation)")
+    p.add_argument("--quick", action="store_true", help="smoke run: a 5-s time limit per program")
+    p.add_argument("--save", metavar="DIR", help="copy each best.json and report.json into DIR/<program name>/")
+    p.add_argument("--workdir", help="directory for the per-run outputs (kept); default: a temporary one")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory of per-run outputs")
+    p.add_argument("--json", metavar="FILE", help="also write every run's report and summary to FILE")
+    a = p.parse_args(argv)
+    if a.time_limit is None:
+        a.time_limit = 5.0 if a.quick else 600.0
+    if a.time_limit <= 0 or (a.threads is not None and a.threads < 1):
+        p.error("--time-limit and --threads must be positive")
+    names = [x.strip() for group in (a.programs or [",".join(DEFAULT_PROGRAMS)]) for x in group.split(",")]
+    a.programs = [x for x in names if x]
+    if not a.programs:
+        p.error("--programs names no program")
+    return a
+
+
+def program_name(path):
+    return pathlib.Path(path).stem
+
+
+def row_for(name, run):
+    if not run.ok:
+        return [name, "—", "—", f"error: {run.error}", "—", "—", "—", "—", "—"]
+    rep = run.report
+    best = rep.get("best")
+    stop = rep.get("stop_reason", "?")
+    return [
+        name,
+        sc.fmt_seconds(rep.get("search_seconds")),
+        sc.fmt_seconds(rep.get("verify_seconds")),
+        stop,
+        str(rep.get("states_explored", "—")),
+        str(best["kernels"]) if best else "—",
+        str(best["graph_defined_kernels"]) if best else "—",
+        sc.fmt_bytes(best.get("device_bytes")) if best else "—",
+        sc.describe_ugraph(run.best) if run.best else "nothing found",
+    ]
+
+
+def save_run(run, dest):
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run.out_dir / "report.json", dest / "report.json")
+    best_src = run.out_dir / "best.json"
+    if run.report.get("best") is not None and best_src.is_file():
+        shutil.copyfile(best_src, dest / "best.json")
+    elif (dest / "best.json").exists():
+        (dest / "best.json").unlink()  # a stale best from an earlier save would contradict report.json
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    binary = sc.find_binary(args.mugraph)
+    programs = [(sc.resolve_program(x), x) for x in args.programs]
+    names = [program_name(p) for p, _ in programs]
+    if len(set(names)) != len(names):
+        sys.exit("error: two programs share a name: " + ", ".join(names))
+    if args.workdir:
+        base = pathlib.Path(args.workdir)
+        base.mkdir(parents=True, exist_ok=True)
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="benchmarks-", dir=base))
+    else:
+        workdir = pathlib.Path(tempfile.mkdtemp(prefix="mugraph-benchmarks-"))
+    save = pathlib.Path(args.save) if args.save else None
+    started = time.monotonic()
+    runs = []
+    interrupted = False
+    try:
+        for (path, _), name in zip(programs, names):
+            out = workdir / name
+            cmd = sc.search_command(binary, path, out, threads=args.threads, time_limit=args.time_limit,
+                                    max_kernel_ops=args.max_kernel_ops, max_block_ops=args.max_block_ops,
+                                    max_graph_kernels=args.max_graph_kernels,
+                                    max_kernel_inputs=args.max_kernel_inputs, top=args.top,
+                                    deterministic=args.deterministic,
+                                    no_abstract_pruning=args.no_abstract_pruning)
+            print(f"[{name}] ...", end="", file=sys.stderr, flush=True)
+            try:
+                run = sc.run_search(cmd, out, time_limit=args.time_limit)
+            except sc.Interrupted as e:
+                run = e.run
+                interrupted = True
+            runs.append((name, path, run))
+            if run.ok:
+                print(f" {run.stop_reason} after {sc.fmt_seconds(run.search_seconds)} s; "
+                      f"{sc.describe_ugraph(run.best) if run.best else 'nothing found'}", file=sys.stderr, flush=True)
+                if save is not None:
+                    save_run(run, save / name)
+            else:
+                print(f" error: {run.error}", file=sys.stderr, flush=True)
+            if interrupted:
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    if interrupted:
+        print("\ninterrupted; the table below is partial", file=sys.stderr)
+
+    opts = ["--time-limit %g" % args.time_limit]
+    for k in ("threads", "max_kernel_ops", "max_block_ops", "max_graph_kernels", "max_kernel_inputs", "top"):
+        if getattr(args, k) is not None:
+            opts.append(f"--{k.replace('_', '-')} {getattr(args, k)}")
+    opts += [f for f, on in (("--deterministic", args.deterministic),
+                             ("--no-abstract-pruning", args.no_abstract_pruning)) if on]
+    effective = next((r.report.get("options") for _, _, r in runs if r.ok), None)
+    lines = sc.header_lines("The search on the paper's benchmark programs (DESIGN.md §10)", binary)
+    lines.append("- Search options: " + " ".join(opts) + " (others: the CLI's defaults)")
+    if effective:
+        lines.append("- Effective (from report.json): " + ", ".join(
+            f"{k} {effective[k]}" for k in ("max_kernel_ops", "max_block_ops", "max_graph_kernels",
+                                            "max_kernel_inputs", "threads", "abstract_pruning", "target")
+            if k in effective) + f"; block ops: {effective.get('block_ops_convention', '?')}")
+    lines.append("")
+    header = ["program", "search s", "verify s", "stop reason", "states", "kernels", "graph-defined",
+              "device bytes", "structure of the best"]
+    lines += sc.markdown_table(header, [row_for(name, run) for name, _, run in runs])
+    lines += ["", f"Total wall time {time.monotonic() - started:.1f} s."
+              + (" Interrupted: the table is partial." if interrupted else "")]
+    if save is not None:
+        lines.append(f"Saved best.json and report.json under {save}/<program>/.")
+    print("\n".join(lines), flush=True)
+
+    if args.json:
+        doc = {"command": sys.argv, "cpu_count": os.cpu_count(), "cpu_model": sc.cpu_model(),
+               "interrupted": interrupted,
+               "programs": {name: {"program": str(path), "summary": sc.describe_ugraph(run.best) if run.best else None,
+                                   **run.as_dict()} for name, path, run in runs}}
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+    if args.workdir or args.keep:
+        print(f"\nPer-run outputs: {workdir}", file=sys.stderr)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if interrupted:
+        return 130
+    return 1 if any(not r.ok for _, _, r in runs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
