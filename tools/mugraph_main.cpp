@@ -211,7 +211,10 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
 int cmd_search(const std::string& path, const std::string& out_dir, SearchOptions options, bool quiet) {
   Graph program = load_graph_file(path);
   if (auto r = validate(program, options.target)) throw UserError("not a valid program: " + r->str(), SourceLoc{path});
-  std::filesystem::create_directories(out_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec || !std::filesystem::is_directory(out_dir))
+    throw UserError(out_dir + ": cannot use as the output directory" + (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
   options.checkpoint_path = (std::filesystem::path(out_dir) / "checkpoint.json").string();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (!quiet)

@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,7 +17,7 @@ namespace {
 
 using Json = nlohmann::json;
 constexpr const char* kFormat = "mugraph-search-checkpoint";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 
 Json graph_json(const Graph& g) { return Json::parse(to_json(g)); }
 
@@ -61,11 +63,16 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
   j["fingerprint"] = st.fingerprint;
   j["elapsed_seconds"] = st.elapsed_seconds;
   j["stats"] = stats_json(st.stats);
+  // Sibling tasks share their prefix: each distinct prefix is written once.
+  Json prefixes = Json::array();
+  std::map<const Graph*, size_t> prefix_index;
   Json pending = Json::array();
   for (const Task& t : st.pending) {
     Json tj;
     tj["path"] = t.path;
-    tj["prefix"] = graph_json(*t.prefix);
+    auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
+    if (fresh) prefixes.push_back(graph_json(*t.prefix));
+    tj["prefix"] = it->second;
     if (t.is_block()) {
       std::vector<int32_t> operands;
       for (TensorId o : t.operands) operands.push_back(o.value);
@@ -75,6 +82,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
     }
     pending.push_back(std::move(tj));
   }
+  j["prefixes"] = std::move(prefixes);
   j["pending"] = std::move(pending);
   Json cands = Json::array();
   for (const FoundCandidate& c : st.candidates) cands.push_back({{"path", c.path}, {"graph", graph_json(c.graph)}});
@@ -103,10 +111,14 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
     st.fingerprint = j.at("fingerprint").get<std::string>();
     st.elapsed_seconds = j.at("elapsed_seconds").get<double>();
     st.stats = stats_from(j.at("stats"));
+    std::vector<std::shared_ptr<const Graph>> prefixes;
+    for (const Json& pj : j.at("prefixes")) prefixes.push_back(std::make_shared<const Graph>(from_json(pj.dump(), path)));
     for (const Json& tj : j.at("pending")) {
       Task t;
       t.path = tj.at("path").get<std::vector<int32_t>>();
-      t.prefix = std::make_shared<const Graph>(from_json(tj.at("prefix").dump(), path));
+      const size_t index = tj.at("prefix").get<size_t>();
+      if (index >= prefixes.size()) throw std::runtime_error("a task names a prefix the checkpoint does not have");
+      t.prefix = prefixes[index];
       if (tj.contains("chunk")) {
         t.chunk = tj.at("chunk").get<int32_t>();
         t.finish_only = tj.at("finish_only").get<bool>();

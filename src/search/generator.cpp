@@ -38,6 +38,13 @@ int count_kernel_ops(const Graph& g) {
   return n;
 }
 
+/// Whether a binary op may take one tensor as both operands: add(x, x) yes; sub(x, x) and
+/// div(x, x) are constants, never part of a program's value; mul(x, x) only when the program
+/// has no sqr (which computes the same).
+bool self_operand_ok(const SearchContext& ctx, OpKind kind) {
+  return kind == OpKind::add || (kind == OpKind::mul && !ctx.has_sqr());
+}
+
 /// Right-aligned broadcast compatibility (NumPy rules) of two shapes.
 bool broadcastable(const Shape& a, const Shape& b, int skip_tail = 0) {
   for (int i = 1 + skip_tail; i <= a.rank() && i <= b.rank(); ++i) {
@@ -517,7 +524,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
           break;
         case OpCategory::binary:
           for (int32_t b = is_commutative(kind) ? a : 0; b < ntensors; ++b)
-            if (b != a || (kind == OpKind::mul && !ctx_.has_sqr())) try_op(kind, {ta, TensorId(b)}, {});
+            if (b != a || self_operand_ok(ctx_, kind)) try_op(kind, {ta, TensorId(b)}, {});
           for (const SearchContext::Constant& c : ctx_.constants())
             if (c.kind == kind) try_op(kind, {ta}, attrs::scalar(c.value, c.pos));
           break;
@@ -646,7 +653,7 @@ class BlockSearch {
             break;
           case OpCategory::binary:
             for (int32_t b = is_commutative(kind) ? a : 0; b < n; ++b)
-              if (b != a || (kind == OpKind::mul && !ctx_.has_sqr())) try_op(last, kind, {a, b}, {});
+              if (b != a || self_operand_ok(ctx_, kind)) try_op(last, kind, {a, b}, {});
             for (const SearchContext::Constant& c : ctx_.constants())
               if (c.kind == kind) try_op(last, kind, {a}, attrs::scalar(c.value, c.pos));
             break;

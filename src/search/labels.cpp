@@ -289,7 +289,6 @@ std::optional<DimLabels> matmul_labels(const ProgramIndices& p, const DimLabels&
   if (ka != kb) return std::nullopt;
   if (!p.contracted(ka)) return std::nullopt;
   int16_t m = a[ra - 2], n = b[rb - 1];
-  if (m != kNone && base(m) == base(n)) return std::nullopt;
   DimLabels r;
   r.rank = ro;
   for (int i = 3; i <= ro; ++i) {

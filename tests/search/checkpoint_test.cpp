@@ -1,0 +1,345 @@
+// Checkpoints of the search (src/search/checkpoint.h): exact round trips of pending tasks,
+// candidates and counters; malformed files are user errors that name the file; the fingerprint
+// tells programs and tree-shaping options apart.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "mugraph/error.h"
+#include "mugraph/frontend.h"
+#include "mugraph/json.h"
+
+namespace mugraph::search_detail {
+namespace {
+
+constexpr const char* kProgram = R"(
+input X[4, 64]
+input G[64]
+O = mul(exp(X), G)
+output O
+)";
+
+// Task::prefix is a Graph or a shared pointer to one; these keep the tests independent of which.
+template <typename T = Task>
+const Graph& prefix_of(const T& t) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t.prefix)>, Graph>) return t.prefix;
+  else return *t.prefix;
+}
+template <typename T = Task>
+void set_prefix(T& t, Graph g) {
+  using P = std::remove_cvref_t<decltype(t.prefix)>;
+  if constexpr (std::is_same_v<P, Graph>) t.prefix = std::move(g);
+  else t.prefix = std::make_shared<const Graph>(std::move(g));
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            ("mugraph_checkpoint_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  void write(const std::string& name, const std::string& text) const {
+    std::ofstream f(file(name), std::ios::binary);
+    f << text;
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// The program's inputs only (what the root task holds).
+Graph inputs_only(const Graph& program) {
+  Graph g;
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::input) g.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
+  return g;
+}
+
+CheckpointState sample_state() {
+  Graph program = parse_program(kProgram);
+  CheckpointState st;
+  st.fingerprint = search_fingerprint(program, SearchOptions{});
+  st.elapsed_seconds = 1.25;
+  st.stats.states = 1234;
+  st.stats.kernel_states = 7;
+  st.stats.block_configs = 56;
+  st.stats.pruned = {{"shape", 10}, {"abstract_expression", 20}, {"index", 3}};
+  st.stats.candidates = 2;
+  st.stats.tasks = 9;
+  st.stats.oracle_queries = 77;
+
+  Task kernel_task;
+  kernel_task.path = {0, 2};
+  set_prefix(kernel_task, inputs_only(program));
+  st.pending.push_back(kernel_task);
+
+  Task block_task;
+  block_task.path = {0, 3, 1};
+  set_prefix(block_task, inputs_only(program));
+  block_task.operands = {TensorId(0), TensorId(1)};
+  block_task.chunk = 2;
+  block_task.finish_only = true;
+  st.pending.push_back(block_task);
+
+  // A complete candidate: the program itself is a valid kernel graph of pre-defined kernels.
+  FoundCandidate c;
+  c.graph = program;
+  c.metrics = candidate_metrics(program);
+  c.path = {0, 1};
+  st.candidates.push_back(c);
+  return st;
+}
+
+TEST(Checkpoint, RoundTripIsExact) {
+  TempDir dir;
+  const std::string path = dir.file("checkpoint.json");
+  CheckpointState st = sample_state();
+  write_checkpoint(path, st);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));  // written atomically, temporary renamed
+
+  CheckpointState back = read_checkpoint(path, default_target());
+  EXPECT_EQ(back.fingerprint, st.fingerprint);
+  EXPECT_DOUBLE_EQ(back.elapsed_seconds, st.elapsed_seconds);
+  EXPECT_EQ(back.stats.states, st.stats.states);
+  EXPECT_EQ(back.stats.kernel_states, st.stats.kernel_states);
+  EXPECT_EQ(back.stats.block_configs, st.stats.block_configs);
+  EXPECT_EQ(back.stats.pruned, st.stats.pruned);
+  EXPECT_EQ(back.stats.candidates, st.stats.candidates);
+  EXPECT_EQ(back.stats.tasks, st.stats.tasks);
+  EXPECT_EQ(back.stats.oracle_queries, st.stats.oracle_queries);
+
+  ASSERT_EQ(back.pending.size(), st.pending.size());
+  for (size_t i = 0; i < st.pending.size(); ++i) {
+    const Task &a = st.pending[i], &b = back.pending[i];
+    EXPECT_EQ(b.path, a.path) << i;
+    EXPECT_EQ(prefix_of(b), prefix_of(a)) << i;
+    EXPECT_EQ(b.is_block(), a.is_block()) << i;
+    EXPECT_EQ(b.chunk, a.chunk) << i;
+    EXPECT_EQ(b.operands, a.operands) << i;
+    EXPECT_EQ(b.finish_only, a.finish_only) << i;
+  }
+  ASSERT_EQ(back.candidates.size(), 1u);
+  EXPECT_EQ(back.candidates[0].path, st.candidates[0].path);
+  EXPECT_EQ(back.candidates[0].graph, st.candidates[0].graph);
+  EXPECT_EQ(to_json(back.candidates[0].graph), to_json(st.candidates[0].graph));
+  // Metrics are recomputed on reading.
+  EXPECT_EQ(back.candidates[0].metrics.device_bytes, st.candidates[0].metrics.device_bytes);
+  EXPECT_EQ(back.candidates[0].metrics.kernels, st.candidates[0].metrics.kernels);
+
+  // Writing what was read gives the same file.
+  const std::string again = dir.file("again.json");
+  write_checkpoint(again, back);
+  std::ifstream f1(path), f2(again);
+  std::string t1((std::istreambuf_iterator<char>(f1)), {}), t2((std::istreambuf_iterator<char>(f2)), {});
+  EXPECT_EQ(t1, t2);
+}
+
+TEST(Checkpoint, EmptyStateRoundTrips) {
+  TempDir dir;
+  CheckpointState st;
+  st.fingerprint = "fp";
+  write_checkpoint(dir.file("c.json"), st);
+  CheckpointState back = read_checkpoint(dir.file("c.json"), default_target());
+  EXPECT_EQ(back.fingerprint, "fp");
+  EXPECT_TRUE(back.pending.empty());
+  EXPECT_TRUE(back.candidates.empty());
+  EXPECT_TRUE(back.stats.pruned.empty());
+}
+
+TEST(Checkpoint, OverwritesAnOlderCheckpoint) {
+  TempDir dir;
+  const std::string path = dir.file("checkpoint.json");
+  CheckpointState st = sample_state();
+  write_checkpoint(path, st);
+  st.pending.clear();
+  st.elapsed_seconds = 9;
+  write_checkpoint(path, st);
+  CheckpointState back = read_checkpoint(path, default_target());
+  EXPECT_TRUE(back.pending.empty());
+  EXPECT_DOUBLE_EQ(back.elapsed_seconds, 9);
+}
+
+/// read_checkpoint(path) throws a UserError whose message names the file.
+void expect_user_error_naming_file(const std::string& path) {
+  try {
+    read_checkpoint(path, default_target());
+    FAIL() << "expected a UserError for " << path;
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::filesystem::path(path).filename().string()), std::string::npos)
+        << e.what();
+  } catch (const std::exception& e) {
+    FAIL() << "expected a UserError, got: " << e.what();
+  }
+}
+
+TEST(Checkpoint, MissingFileIsAUserError) {
+  TempDir dir;
+  expect_user_error_naming_file(dir.file("nothing_here.json"));
+}
+
+TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFile) {
+  TempDir dir;
+  write_checkpoint(dir.file("good.json"), sample_state());
+  std::ifstream f(dir.file("good.json"));
+  const nlohmann::json good = nlohmann::json::parse(f);
+
+  dir.write("not_json.json", "{ this is not json");
+  expect_user_error_naming_file(dir.file("not_json.json"));
+  dir.write("empty.json", "");
+  expect_user_error_naming_file(dir.file("empty.json"));
+  dir.write("array.json", "[1, 2, 3]");
+  expect_user_error_naming_file(dir.file("array.json"));
+  dir.write("ugraph.json", to_json(parse_program(kProgram)));  // a μGraph, not a checkpoint
+  expect_user_error_naming_file(dir.file("ugraph.json"));
+
+  auto variant = [&](const std::string& name, auto&& edit) {
+    nlohmann::json j = good;
+    edit(j);
+    dir.write(name, j.dump());
+    expect_user_error_naming_file(dir.file(name));
+  };
+  variant("wrong_format.json", [](nlohmann::json& j) { j["format"] = "something-else"; });
+  variant("wrong_version.json", [](nlohmann::json& j) { j["version"] = 99; });
+  variant("no_stats.json", [](nlohmann::json& j) { j.erase("stats"); });
+  variant("no_pending.json", [](nlohmann::json& j) { j.erase("pending"); });
+  variant("bad_elapsed.json", [](nlohmann::json& j) { j["elapsed_seconds"] = "soon"; });
+  variant("bad_prefix.json", [](nlohmann::json& j) { j["pending"][0]["prefix"] = {{"format", "nope"}}; });
+  variant("bad_path.json", [](nlohmann::json& j) { j["pending"][0]["path"] = "0/2"; });
+  variant("bad_operand.json", [](nlohmann::json& j) { j["pending"][1]["operands"] = {0, 57}; });
+  variant("negative_operand.json", [](nlohmann::json& j) { j["pending"][1]["operands"] = {-1}; });
+  variant("negative_chunk.json", [](nlohmann::json& j) { j["pending"][1]["chunk"] = -3; });
+  variant("bad_candidate.json", [](nlohmann::json& j) { j["candidates"][0]["graph"] = 5; });
+}
+
+TEST(Checkpoint, WritingToAMissingDirectoryIsAUserError) {
+  TempDir dir;
+  EXPECT_THROW(write_checkpoint(dir.file("no/such/dir/checkpoint.json"), sample_state()), UserError);
+}
+
+TEST(Checkpoint, FingerprintSeparatesProgramsAndTreeShapingOptions) {
+  Graph program = parse_program(kProgram);
+  Graph other = parse_program("input X[4, 64]\ninput G[64]\nO = mul(X, G)\noutput O\n");
+  SearchOptions o;
+  const std::string fp = search_fingerprint(program, o);
+  EXPECT_EQ(fp, search_fingerprint(program, o));
+  EXPECT_EQ(fp, search_fingerprint(parse_program(kProgram), o));  // same text, same fingerprint
+  EXPECT_NE(fp, search_fingerprint(other, o));
+  auto differs = [&](auto&& edit) {
+    SearchOptions p = o;
+    edit(p);
+    return search_fingerprint(program, p) != fp;
+  };
+  EXPECT_TRUE(differs([](SearchOptions& p) { p.max_kernel_ops = 2; }));
+  EXPECT_TRUE(differs([](SearchOptions& p) { p.max_block_ops = 7; }));
+  EXPECT_TRUE(differs([](SearchOptions& p) { p.max_graph_kernels = 1; }));
+  EXPECT_TRUE(differs([](SearchOptions& p) { p.max_kernel_inputs = 2; }));
+  EXPECT_TRUE(differs([](SearchOptions& p) { p.abstract_pruning = false; }));
+  EXPECT_TRUE(differs([](SearchOptions& p) { p.target = *find_target("a100"); }));
+  // Options that do not change the tree do not change the fingerprint.
+  EXPECT_FALSE(differs([](SearchOptions& p) { p.threads = 1; }));
+  EXPECT_FALSE(differs([](SearchOptions& p) { p.time_limit_seconds = 3; }));
+  EXPECT_FALSE(differs([](SearchOptions& p) { p.top_k = 1; }));
+  EXPECT_FALSE(differs([](SearchOptions& p) { p.checkpoint_seconds = 1; }));
+}
+
+TEST(Checkpoint, ResumeRefusesAForeignFingerprint) {
+  TempDir dir;
+  const std::string path = dir.file("checkpoint.json");
+  CheckpointState st = sample_state();
+  st.fingerprint = "written by another program";
+  write_checkpoint(path, st);
+  SearchOptions o;
+  o.max_kernel_ops = 1;
+  o.max_block_ops = 4;
+  o.threads = 1;
+  o.checkpoint_path = path;
+  o.resume = true;
+  try {
+    search(parse_program(kProgram), o);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, ResumeRefusesAMalformedCheckpoint) {
+  TempDir dir;
+  dir.write("checkpoint.json", "{\"format\": \"mugraph-search-checkpoint\"");
+  SearchOptions o;
+  o.max_kernel_ops = 1;
+  o.threads = 1;
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  EXPECT_THROW(search(parse_program(kProgram), o), UserError);
+}
+
+TEST(Checkpoint, ResumeFromAHandWrittenRootCheckpointRunsTheWholeSearch) {
+  // A checkpoint holding only the root task is a search not yet started.
+  Graph program = parse_program(kProgram);
+  SearchOptions o;
+  o.max_kernel_ops = 1;
+  o.max_graph_kernels = 1;
+  o.max_block_ops = 5;
+  o.threads = 2;
+  SearchResult reference = search(program, o);
+  ASSERT_FALSE(reference.top.empty());
+
+  TempDir dir;
+  CheckpointState st;
+  st.fingerprint = search_fingerprint(program, o);
+  Task root;
+  set_prefix(root, inputs_only(program));
+  st.pending.push_back(root);
+  write_checkpoint(dir.file("checkpoint.json"), st);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  SearchResult r = search(program, o);
+  EXPECT_TRUE(r.resumed);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_EQ(r.top.size(), reference.top.size());
+  for (size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(to_json(r.top[i].graph), to_json(reference.top[i].graph)) << i;
+  EXPECT_EQ(r.stats.states, reference.stats.states);
+}
+
+TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
+  // A checkpoint with nothing pending but one candidate: resuming verifies and reports it.
+  Graph program = parse_program(kProgram);
+  SearchOptions o;
+  o.max_kernel_ops = 2;
+  o.max_graph_kernels = 0;
+  o.threads = 1;
+  TempDir dir;
+  CheckpointState st;
+  st.fingerprint = search_fingerprint(program, o);
+  FoundCandidate c;
+  c.graph = program;
+  c.metrics = candidate_metrics(program);
+  c.path = {0};
+  st.candidates.push_back(c);
+  write_checkpoint(dir.file("checkpoint.json"), st);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_EQ(r.top.size(), 1u);
+  EXPECT_EQ(r.top[0].verification.verdict, Verdict::equivalent);
+  EXPECT_EQ(r.top[0].metrics.kernels, 2);
+}
+
+}  // namespace
+}  // namespace mugraph::search_detail

@@ -1,0 +1,150 @@
+// The generator's building blocks (src/search/generator.h): the candidate lists of graph-defined
+// kernel configurations and the canonical op rank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "generator.h"
+#include "mugraph/frontend.h"
+
+namespace mugraph::search_detail {
+namespace {
+
+/// X[4, 64], W[64, 64] as kernel-graph inputs.
+Graph xw() {
+  Graph g;
+  g.add_input("X", {4, 64}, DType::f16);
+  g.add_input("W", {64, 64}, DType::f16);
+  return g;
+}
+
+TEST(KernelConfigs, EveryConfigurationSplitsEvenlyAndUsesEveryAxis) {
+  Graph g = xw();
+  std::vector<TensorId> inputs{TensorId(0), TensorId(1)};
+  std::vector<KernelConfig> configs = kernel_configs(g, inputs);
+  ASSERT_FALSE(configs.empty());
+  const std::set<int64_t> forloops{1, 4, 16, 64};
+  for (const KernelConfig& c : configs) {
+    EXPECT_EQ(c.inputs, inputs);
+    ASSERT_EQ(c.imaps.size(), inputs.size());
+    ASSERT_EQ(c.fmaps.size(), inputs.size());
+    EXPECT_TRUE(forloops.count(c.forloop)) << c.forloop;
+    EXPECT_GE(c.grid.x, 1);
+    EXPECT_LE(c.grid.volume(), 4096);
+    bool x_used = c.grid.x == 1, y_used = c.grid.y == 1, f_used = c.forloop == 1;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Shape tile = g.type(inputs[i]).shape;
+      const auto& imap = c.imaps[i];
+      for (int ax = 0; ax < 3; ++ax) {
+        if (imap[static_cast<size_t>(ax)] == kPhi) continue;
+        int d = imap[static_cast<size_t>(ax)];
+        ASSERT_LT(d, tile.rank());
+        ASSERT_GT(c.grid[ax], 1) << "a grid axis of size 1 maps no dim";
+        ASSERT_EQ(tile[d] % c.grid[ax], 0);
+        tile[d] /= c.grid[ax];
+      }
+      if (imap[0] != kPhi && imap[1] != kPhi) {
+        EXPECT_NE(imap[0], imap[1]);
+      }
+      EXPECT_EQ(imap[2], kPhi);
+      if (c.fmaps[i] != kPhi) {
+        ASSERT_GT(c.forloop, 1);
+        ASSERT_EQ(tile[c.fmaps[i]] % c.forloop, 0);
+      }
+      x_used |= imap[0] != kPhi;
+      y_used |= imap[1] != kPhi;
+      f_used |= c.fmaps[i] != kPhi;
+    }
+    // Blocks that see the same data or iterations that load the same tiles only repeat work.
+    EXPECT_TRUE(x_used && y_used && f_used);
+  }
+}
+
+TEST(KernelConfigs, NoDuplicates) {
+  Graph g = xw();
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)});
+  for (size_t a = 0; a < configs.size(); ++a)
+    for (size_t b = a + 1; b < configs.size(); ++b) EXPECT_FALSE(configs[a] == configs[b]) << a << " " << b;
+}
+
+TEST(KernelConfigs, ContainsTheRmsNormTilings) {
+  Graph g = xw();
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)});
+  auto has = [&](Dim3 grid, int64_t loop, std::array<int8_t, 3> ix, int8_t fx, std::array<int8_t, 3> iw, int8_t fw) {
+    return std::any_of(configs.begin(), configs.end(), [&](const KernelConfig& c) {
+      return c.grid == grid && c.forloop == loop && c.imaps[0] == ix && c.fmaps[0] == fx && c.imaps[1] == iw &&
+             c.fmaps[1] == fw;
+    });
+  };
+  constexpr int8_t P = kPhi;
+  // One block, no loop: the whole problem in one block.
+  EXPECT_TRUE(has(Dim3{1, 1, 1}, 1, {P, P, P}, P, {P, P, P}, P));
+  // W's columns over 8 blocks (tiles of 8), X whole (Figure 3b's grid).
+  EXPECT_TRUE(has(Dim3{8, 1, 1}, 1, {P, P, P}, P, {1, P, P}, P));
+  // ... and the hidden dim over a loop of 4: X split along dim 1, W along dim 0.
+  EXPECT_TRUE(has(Dim3{8, 1, 1}, 4, {P, P, P}, 1, {1, P, P}, 0));
+  // A grid that splits nothing is never generated.
+  EXPECT_FALSE(has(Dim3{8, 1, 1}, 1, {P, P, P}, P, {P, P, P}, P));
+}
+
+TEST(KernelConfigs, BatchedInputsGetTwoDimensionalGrids) {
+  Graph g;
+  g.add_input("Q", {2, 16, 64}, DType::f16);
+  g.add_input("K", {2, 64, 16}, DType::f16);
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)});
+  bool two_d = false;
+  for (const KernelConfig& c : configs) two_d |= c.grid.y == 2;
+  EXPECT_TRUE(two_d);
+}
+
+TEST(OpRank, OrdersByLargestOperandThenKind) {
+  Graph g = parse_program("input X[4, 64]\ninput G[64]\nA = exp(X)\nB = mul(X, G)\nC = exp(G)\nD = sqr(X)\noutput B\n");
+  auto rank_of = [&](int op) { return op_rank(g, g.ops[static_cast<size_t>(op)]); };
+  // Ops: 0 X, 1 G, 2 exp(X), 3 mul(X, G), 4 exp(G), 5 sqr(X).
+  OpRank exp_x = rank_of(2), mul_xg = rank_of(3), exp_g = rank_of(4), sqr_x = rank_of(5);
+  EXPECT_EQ(exp_x.max_input, 0);
+  EXPECT_EQ(mul_xg.max_input, 1);
+  EXPECT_LT(exp_x, mul_xg);  // reads only X
+  EXPECT_LT(exp_x, exp_g);
+  EXPECT_NE(exp_x, sqr_x);    // same operand, other kind
+  EXPECT_EQ(exp_x, op_rank(g, g.ops[2]));  // a function of the op
+}
+
+TEST(OpRank, AttributesSeparateOpsOfOneKindOnTheSameOperands) {
+  Graph g = parse_program("input X[4, 64]\nA = sum(X, dim=0)\nB = sum(X, dim=1)\nC = mul(A, 2)\nD = mul(A, 3)\noutput B\n");
+  EXPECT_NE(op_rank(g, g.ops[1]), op_rank(g, g.ops[2]));
+  EXPECT_NE(op_rank(g, g.ops[3]), op_rank(g, g.ops[4]));
+  EXPECT_EQ(op_rank(g, g.ops[1]).kind, op_rank(g, g.ops[2]).kind);
+}
+
+TEST(SearchContext, RootHoldsTheProgramsInputs) {
+  Graph program = parse_program("input X[4, 64]\ninput G[64]\nO = mul(exp(X), G)\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Task root = ctx.root();
+  EXPECT_FALSE(root.is_block());
+  EXPECT_TRUE(root.path.empty());
+  // The kinds the search may use are the program's.
+  std::vector<OpKind> kinds = ctx.kinds();
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), OpKind::exp), kinds.end());
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), OpKind::mul), kinds.end());
+  EXPECT_EQ(std::find(kinds.begin(), kinds.end(), OpKind::matmul), kinds.end());
+  EXPECT_FALSE(ctx.has_sqr());
+  EXPECT_FALSE(ctx.uses_concat());
+  EXPECT_EQ(ctx.targets().size(), 1u);
+}
+
+TEST(SearchContext, ConcatOnlyWhereTheLoraRewriteApplies) {
+  Graph lora = parse_program(R"(
+input X[4, 64]
+input W[64, 64]
+input A[64, 16]
+input B[16, 64]
+O = add(matmul(X, W), matmul(matmul(X, A), B))
+output O
+)");
+  EXPECT_TRUE(SearchContext(lora, SearchOptions{}).uses_concat());
+}
+
+}  // namespace
+}  // namespace mugraph::search_detail

@@ -1,0 +1,144 @@
+"""Smoke tests of the search benchmark scripts (bench/search_table5.py, bench/search_benchmarks.py) on a
+small RMSNorm program (tests/tools/data/rmsnorm_small.mg), with one thread and 1-s limits (about 10 s
+in all), and of the Figure 3b recogniser they share on the hand-written μGraphs."""
+import copy
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SOURCE_DIR
+
+sys.path.insert(0, str(SOURCE_DIR / "bench"))
+import search_common as sc  # noqa: E402
+
+SMALL = SOURCE_DIR / "tests" / "tools" / "data" / "rmsnorm_small.mg"
+TABLE5 = SOURCE_DIR / "bench" / "search_table5.py"
+BENCHMARKS = SOURCE_DIR / "bench" / "search_benchmarks.py"
+# Kernel ops only: the search exhausts this space in well under a second and finds the program itself.
+KERNEL_ONLY = ["--max-graph-kernels", "0", "--max-kernel-ops", "7"]
+
+
+def run_script(script, *args, timeout=60):
+    return subprocess.run([sys.executable, str(script), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def table_rows(stdout, first_header_cell):
+    """The data rows of the Markdown table whose header starts with first_header_cell, as lists of cells."""
+    lines = stdout.splitlines()
+    start = next(i for i, l in enumerate(lines) if l.startswith(f"| {first_header_cell} |"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def load(name):
+    return json.loads((SOURCE_DIR / "examples" / "ugraphs" / name).read_text())
+
+
+def test_figure_3b_recogniser():
+    fig3b = load("rmsnorm_fig3b.json")
+    assert sc.is_figure_3b(fig3b) == (True, "Figure 3b")
+    assert not sc.is_figure_3b(load("gated_mlp_fig10b.json"))[0]  # no sum in the loop
+    assert not sc.is_figure_3b(load("rmsnorm_two_kernels.json"))[0]  # two kernels
+    assert not sc.is_figure_3b(load("exp_scale_concat.json"))[0]
+    assert not sc.is_figure_3b(None)[0]
+
+    no_loop = copy.deepcopy(fig3b)
+    no_loop["graph"]["bodies"][0]["forloop"] = 1
+    assert sc.is_figure_3b(no_loop) == (False, "no for-loop")
+
+    no_sqrt = copy.deepcopy(fig3b)
+    for op in no_sqrt["graph"]["bodies"][0]["bodies"][0]["ops"]:
+        if op["op"] == "sqrt":
+            op["op"] = "exp"
+    assert sc.is_figure_3b(no_sqrt) == (False, "no sqrt after the loop")
+
+    # The structure summary counts block ops as the search does (savers not counted).
+    assert sc.describe_ugraph(fig3b) == ("graph(grid 128, loop 16, 10 block ops (12 counting thread-graph ops), "
+                                         "accum sum×2, thread graph×1)")
+
+
+def test_table5_quick_time_limited(mugraph_bin, tmp_path):
+    out_json = tmp_path / "t5.json"
+    r = run_script(TABLE5, "--quick", "--mugraph", mugraph_bin, "--program", SMALL, "--block-ops", "3",
+                   "--threads", "1", "--time-limit", "1", "--ablation-time-limit", "1", "--json", out_json)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "os.cpu_count()" in r.stdout and "- Command:" in r.stdout and "- Date:" in r.stdout
+    header = ("| N | all threads (s) | 1 thread (s) | without abstract-expression pruning (s) | "
+              "states (all threads) | found Figure 3b? |")
+    assert header in r.stdout
+    rows = table_rows(r.stdout, "N")
+    assert len(rows) == 1 and rows[0][0] == "3"
+    for cell in rows[0][1:4]:  # stopped by the 1-s limit, or finished within it on a fast machine
+        assert re.fullmatch(r">1 s|[0-9.]+", cell), cell
+    assert re.fullmatch(r"≥?[0-9]+", rows[0][4])
+    assert rows[0][5] == "no"
+    doc = json.loads(out_json.read_text())
+    cells = doc["results"]["3"]
+    assert len(cells["a"]["runs"]) == 1 and len(cells["b"]["runs"]) == 1 and len(cells["c"]["runs"]) == 1
+    assert cells["b"]["runs"][0]["report"]["options"]["threads"] == 1
+    assert cells["c"]["runs"][0]["report"]["options"]["abstract_pruning"] is False
+    assert cells["a"]["runs"][0]["report"]["options"]["max_block_ops"] == 3
+
+
+def test_table5_exhausted_runs_report_median(mugraph_bin, tmp_path):
+    r = run_script(TABLE5, "--mugraph", mugraph_bin, "--program", SMALL, "--block-ops", "2-3",
+                   "--repeats", "2", "--configs", "ab", "--threads", "1", "--time-limit", "10", *KERNEL_ONLY)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = table_rows(r.stdout, "N")
+    assert [row[0] for row in rows] == ["2", "3"]
+    for row in rows:
+        assert re.fullmatch(r"[0-9.]+", row[1]) and re.fullmatch(r"[0-9.]+", row[2]), row
+        assert row[3] == "not run"
+        assert re.fullmatch(r"[0-9]+", row[4]), row  # exhausted: an exact count
+        assert row[5] == "no"  # seven pre-defined kernels
+    assert r.stderr.count("exhausted") == 8  # 2 N × 2 configurations × 2 repeats
+
+
+def test_benchmarks_quick_and_save(mugraph_bin, tmp_path):
+    save = tmp_path / "found"
+    r = run_script(BENCHMARKS, "--quick", "--mugraph", mugraph_bin, "--programs", SMALL, "--threads", "1",
+                   "--time-limit", "1", "--save", save)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("| program | search s | verify s | stop reason | states | kernels | graph-defined | device bytes | "
+            "structure of the best |") in r.stdout
+    rows = table_rows(r.stdout, "program")
+    assert len(rows) == 1 and rows[0][0] == "rmsnorm_small"
+    assert rows[0][3] in ("time_limit", "exhausted")
+    report = json.loads((save / "rmsnorm_small" / "report.json").read_text())
+    assert report["format"] == "mugraph-search-report" and report["options"]["threads"] == 1
+    assert (save / "rmsnorm_small" / "best.json").exists() == (report["best"] is not None)
+
+
+def test_benchmarks_found_summary(mugraph_bin, tmp_path):
+    save = tmp_path / "found"
+    out_json = tmp_path / "b.json"
+    r = run_script(BENCHMARKS, "--mugraph", mugraph_bin, "--programs", SMALL, "--threads", "1",
+                   "--time-limit", "10", "--save", save, "--json", out_json, *KERNEL_ONLY)
+    assert r.returncode == 0, r.stdout + r.stderr
+    row = table_rows(r.stdout, "program")[0]
+    assert row[3] == "exhausted"
+    assert row[5] == "7" and row[6] == "0"
+    assert row[8].split(" → ")[-1] == "matmul" and "sqrt" in row[8]
+    best = json.loads((save / "rmsnorm_small" / "best.json").read_text())
+    assert best["format"] == "mugraph-ugraph"
+    doc = json.loads(out_json.read_text())
+    assert doc["programs"]["rmsnorm_small"]["report"]["stop_reason"] == "exhausted"
+
+
+def test_benchmarks_unknown_program(mugraph_bin):
+    r = run_script(BENCHMARKS, "--mugraph", mugraph_bin, "--programs", "no_such_program")
+    assert r.returncode != 0 and "not found" in r.stderr
+
+
+@pytest.mark.parametrize("script", [TABLE5, BENCHMARKS])
+def test_help(script):
+    r = run_script(script, "--help")
+    assert r.returncode == 0 and "--mugraph" in r.stdout and "--quick" in r.stdout

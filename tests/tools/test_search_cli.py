@@ -1,0 +1,407 @@
+"""`mugraph search`: the files it writes (best.json, top/NN.json, report.json), that `check` and
+`verify` accept its best μGraph, its exit codes on bad input, and interruption: SIGINT writes a
+report and a checkpoint and exits 130, SIGKILL leaves the last periodic checkpoint, and --resume
+then finishes with the same best μGraph as an uninterrupted run.
+
+Small shapes (X[4, 64], W[64, 64]) and tight limits keep each search under a couple of seconds,
+except the interruption tests, whose search must outlast the 5-s checkpoint period."""
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import run_cli
+
+RMSNORM = """\
+input X[4, 64]
+input G[64]
+input W[64, 64]
+S = sum(sqr(X), dim=1)
+Y = div(mul(X, G), sqrt(div(S, 64)))
+O = matmul(Y, W)
+output O
+"""
+
+GATED_MLP = """\
+input X[4, 64]
+input W1[64, 64]
+input W2[64, 64]
+O = mul(silu(matmul(X, W1)), matmul(X, W2))
+output O
+"""
+
+ELEMENTWISE = """\
+input X[4, 64]
+input G[64]
+O = mul(exp(X), G)
+output O
+"""
+
+ONE_KERNEL = ["--max-kernel-ops", "1", "--max-graph-kernels", "1"]
+# Each finds a one-kernel μGraph in well under two seconds in Release.
+FAST = {
+    "rmsnorm": (RMSNORM, ONE_KERNEL + ["--max-block-ops", "10"]),
+    "gated_mlp": (GATED_MLP, ONE_KERNEL + ["--max-block-ops", "9"]),
+    "elementwise": (ELEMENTWISE, ["--max-kernel-ops", "3", "--max-graph-kernels", "1", "--max-block-ops", "5"]),
+}
+# Searches of growing cost (each about 6x the one before), one thread: the interruption tests
+# use the first whose uninterrupted run takes at least SLOW_SECONDS, so that it outlasts the first
+# periodic checkpoint (5 s) whatever the build: in Release today the third (about 8 s), under
+# sanitizers an earlier one. Without abstract-expression pruning the gated MLP's one-kernel search
+# grows steeply with the block-op limit and stays small in memory.
+NO_PRUNING = ONE_KERNEL + ["--no-abstract-pruning"]
+SLOW_CANDIDATES = [
+    (GATED_MLP, NO_PRUNING + ["--max-block-ops", "7"]),
+    (GATED_MLP, NO_PRUNING + ["--max-block-ops", "8"]),
+    (GATED_MLP, NO_PRUNING + ["--max-block-ops", "9"]),
+    (RMSNORM, ["--max-block-ops", "13"]),
+    (RMSNORM, ["--max-block-ops", "14"]),
+]
+SLOW_SECONDS = 7.0
+
+
+def write_program(tmp_path, text, name="p.mg"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def search(binary, program, out, *args, timeout=120):
+    return run_cli(binary, "search", program, "-o", out, "--threads", "2", "-q", *args, timeout=timeout)
+
+
+def no_crash(r):
+    """Exit 1 or 2 with a message, not a signal or an internal error."""
+    assert r.returncode in (1, 2), f"exit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    assert r.stderr.strip(), "no message on stderr"
+    assert "this is a bug" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("case", sorted(FAST))
+def test_search_writes_best_top_and_report(mugraph_bin, tmp_path, case):
+    text, args = FAST[case]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "exhausted" in r.stdout
+    assert str(out / "best.json") in r.stdout
+
+    best = out / "best.json"
+    assert best.is_file()
+    tops = sorted((out / "top").glob("*.json"))
+    assert tops and tops[0].name == "00.json"
+    assert [t.name for t in tops] == [f"{i:02d}.json" for i in range(len(tops))]
+    assert tops[0].read_bytes() == best.read_bytes()
+    doc = json.loads(best.read_text())
+    assert doc["format"] == "mugraph-ugraph" and doc["graph"]["level"] == "kernel"
+    assert [op["op"] for op in doc["graph"]["ops"]].count("graph_kernel") == 1
+
+    report = json.loads((out / "report.json").read_text())
+    assert report["format"] == "mugraph-search-report"
+    assert isinstance(report["search_seconds"], (int, float)) and report["search_seconds"] >= 0
+    assert report["stop_reason"] == "exhausted"
+    assert report["resumed"] is False
+    assert isinstance(report["states_explored"], int) and report["states_explored"] > 0
+    assert isinstance(report["pruned"], dict) and report["pruned"]
+    assert all(isinstance(v, int) and v >= 0 for v in report["pruned"].values())
+    assert report["pruned_total"] == sum(report["pruned"].values())
+    assert report["verified"] >= len(tops)
+    assert report["candidates"] >= report["verified"]
+    assert len(report["top"]) == len(tops)
+    assert report["best"]["kernels"] == 1
+    assert report["best"]["graph_defined_kernels"] == 1
+    assert isinstance(report["best"]["device_bytes"], int) and report["best"]["device_bytes"] > 0
+    assert report["best"] == report["top"][0]
+    assert [t["device_bytes"] for t in report["top"]] == sorted(t["device_bytes"] for t in report["top"])
+    assert report["options"]["threads"] == 2
+
+    # The best μGraph is valid and equivalent to the program, and so is every other one written.
+    c = run_cli(mugraph_bin, "check", best)
+    assert c.returncode == 0, c.stderr
+    assert "valid for" in c.stdout and "1 graph-defined kernel" in c.stdout
+    for f in tops:
+        v = run_cli(mugraph_bin, "verify", prog, f, "--threads", "2")
+        assert v.returncode == 0, f"{f.name}: {v.stdout}{v.stderr}"
+        assert v.stdout.startswith("EQUIVALENT"), v.stdout
+
+
+def test_top_option_limits_written_candidates(mugraph_bin, tmp_path):
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *args)
+    assert r.returncode == 0, r.stderr
+    many = sorted((out / "top").glob("*.json"))
+    assert len(many) > 2
+    first_two = [f.read_bytes() for f in many[:2]]
+    # Into the same directory with --top 2: exactly two files are left, the same first two.
+    r = search(mugraph_bin, prog, out, *args, "--top", "2")
+    assert r.returncode == 0, r.stderr
+    two = sorted((out / "top").glob("*.json"))
+    assert [f.name for f in two] == ["00.json", "01.json"]
+    assert len(json.loads((out / "report.json").read_text())["top"]) == 2
+    assert [f.read_bytes() for f in two] == first_two
+
+
+def test_no_abstract_pruning_finds_the_same_best(mugraph_bin, tmp_path):
+    prog = write_program(tmp_path, ELEMENTWISE)
+    args = ONE_KERNEL + ["--max-block-ops", "4"]
+    assert search(mugraph_bin, prog, tmp_path / "with", *args).returncode == 0
+    r = search(mugraph_bin, prog, tmp_path / "without", *args, "--no-abstract-pruning")
+    assert r.returncode == 0, r.stdout + r.stderr
+    with_report = json.loads((tmp_path / "with" / "report.json").read_text())
+    without = json.loads((tmp_path / "without" / "report.json").read_text())
+    assert with_report["options"]["abstract_pruning"] is True
+    assert without["options"]["abstract_pruning"] is False
+    assert without["pruned"].get("abstract_expression", 0) == 0
+    assert with_report["pruned"]["abstract_expression"] > 0
+    assert without["states_explored"] > with_report["states_explored"]
+    assert (tmp_path / "without" / "best.json").read_bytes() == (tmp_path / "with" / "best.json").read_bytes()
+
+
+def test_nothing_found_exits_1_and_clears_old_results(mugraph_bin, tmp_path):
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    # A first search that finds something ...
+    r = search(mugraph_bin, prog, out, *args)
+    assert r.returncode == 0, r.stderr
+    assert (out / "best.json").is_file()
+    # ... then one into the same directory whose limits admit nothing: no stale best.json or top/.
+    r = search(mugraph_bin, prog, out, *ONE_KERNEL, "--max-block-ops", "3")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no equivalent" in r.stdout
+    assert not (out / "best.json").exists()
+    assert not (out / "top").exists() or not list((out / "top").glob("*.json"))
+    report = json.loads((out / "report.json").read_text())
+    assert report["best"] is None and report["top"] == []
+    assert report["stop_reason"] == "exhausted"
+    assert report["verified"] == 0
+
+
+def test_tiny_time_limit_then_resume(mugraph_bin, tmp_path):
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *args, "--time-limit", "0.001")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "time_limit"
+    assert "pending" in report["stop_detail"]
+    assert (r.returncode == 0) == (out / "best.json").exists()
+    # An early stop leaves a checkpoint to resume from.
+    assert (out / "checkpoint.json").is_file()
+    r = search(mugraph_bin, prog, out, *args, "--resume")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "exhausted" and report["resumed"] is True
+    ref = tmp_path / "ref"
+    assert search(mugraph_bin, prog, ref, *args).returncode == 0
+    assert (out / "best.json").read_bytes() == (ref / "best.json").read_bytes()
+    assert sorted(f.name for f in (out / "top").iterdir()) == sorted(f.name for f in (ref / "top").iterdir())
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+def test_missing_program_file(mugraph_bin, tmp_path):
+    r = search(mugraph_bin, tmp_path / "missing.mg", tmp_path / "out")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "missing.mg" in r.stderr
+
+
+def test_syntax_error_is_located(mugraph_bin, tmp_path):
+    prog = write_program(tmp_path, "input X[4, 4]\nY = exp(X\noutput Y\n")
+    r = search(mugraph_bin, prog, tmp_path / "out")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "p.mg:2:" in r.stderr
+
+
+def test_program_the_search_cannot_take(mugraph_bin, tmp_path):
+    prog = write_program(tmp_path, "input X[4, 64]\nY = reshape(X, shape=[64, 4])\nO = exp(Y)\noutput O\n")
+    r = search(mugraph_bin, prog, tmp_path / "out", "--max-kernel-ops", "1")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "reshape" in r.stderr
+
+
+def test_ugraph_json_is_not_a_program(mugraph_bin, tmp_path):
+    text, args = FAST["elementwise"]
+    prog = write_program(tmp_path, text)
+    assert search(mugraph_bin, prog, tmp_path / "a", *args).returncode == 0
+    r = search(mugraph_bin, tmp_path / "a" / "best.json", tmp_path / "b", *args)
+    no_crash(r)
+    assert r.returncode == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["--no-such-option"],
+    ["--max-block-ops", "0"],
+    ["--max-kernel-ops", "0"],
+    ["--max-block-ops", "many"],
+    ["--time-limit", "-1"],
+    ["--threads", "-2"],
+    ["--top", "0"],
+])
+def test_usage_errors_exit_2(mugraph_bin, tmp_path, args):
+    prog = write_program(tmp_path, ELEMENTWISE)
+    r = search(mugraph_bin, prog, tmp_path / "out", *args)
+    no_crash(r)
+    assert r.returncode == 2
+    assert not (tmp_path / "out").exists()
+
+
+def test_output_directory_is_required(mugraph_bin, tmp_path):
+    prog = write_program(tmp_path, ELEMENTWISE)
+    r = run_cli(mugraph_bin, "search", prog)
+    no_crash(r)
+    assert r.returncode == 2
+
+
+def test_output_path_that_is_a_file(mugraph_bin, tmp_path):
+    # Fails today: create_directories throws std::filesystem::filesystem_error, which main() reports
+    # as an internal error (exit 3, "this is a bug in mugraph").
+    prog = write_program(tmp_path, ELEMENTWISE)
+    (tmp_path / "afile").write_text("not a directory")
+    r = search(mugraph_bin, prog, tmp_path / "afile")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "afile" in r.stderr
+    assert (tmp_path / "afile").read_text() == "not a directory"
+
+
+def test_unknown_target(mugraph_bin, tmp_path):
+    prog = write_program(tmp_path, ELEMENTWISE)
+    r = search(mugraph_bin, prog, tmp_path / "out", "--target", "gtx480")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "gtx480" in r.stderr
+
+
+def test_resume_without_checkpoint(mugraph_bin, tmp_path):
+    prog = write_program(tmp_path, ELEMENTWISE)
+    r = search(mugraph_bin, prog, tmp_path / "out", "--resume")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "checkpoint" in r.stderr
+
+
+def test_resume_with_other_limits_or_corrupt_checkpoint(mugraph_bin, tmp_path):
+    text, args = FAST["rmsnorm"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    search(mugraph_bin, prog, out, *args, "--time-limit", "0.001")
+    assert (out / "checkpoint.json").is_file()
+    r = search(mugraph_bin, prog, out, *ONE_KERNEL, "--max-block-ops", "9", "--resume")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "checkpoint.json" in r.stderr
+    (out / "checkpoint.json").write_text('{"format": "mugraph-search-checkpoint", "version": 1')
+    r = search(mugraph_bin, prog, out, *args, "--resume")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "checkpoint.json" in r.stderr
+
+
+# --- interruption and resume ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slow_reference(mugraph_bin, tmp_path_factory):
+    """A search that runs long enough to be interrupted after its first checkpoint, run to its end
+    without interruption: (program, search arguments, best.json bytes, report)."""
+    d = tmp_path_factory.mktemp("slow")
+    for i, (text, limits) in enumerate(SLOW_CANDIDATES):
+        prog = write_program(d, text, f"p{i}.mg")
+        args = limits + ["--threads", "1", "-q"]
+        out = d / f"ref{i}"
+        r = run_cli(mugraph_bin, "search", prog, "-o", out, *args, timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert report["stop_reason"] == "exhausted"
+        if report["search_seconds"] >= SLOW_SECONDS:
+            return prog, args, (out / "best.json").read_bytes(), report
+    pytest.fail("no candidate search takes long enough")
+
+
+def start_until_checkpoint(binary, prog, args, out, timeout=120):
+    """Starts the search and returns the process once out/checkpoint.json exists."""
+    p = subprocess.Popen([binary, "search", str(prog), "-o", str(out), *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not (out / "checkpoint.json").exists():
+        if p.poll() is not None:
+            stdout, stderr = p.communicate()
+            pytest.fail(f"the search ended (exit {p.returncode}) before its first checkpoint; "
+                        f"it must run longer than 5 s\n{stdout}{stderr}")
+        if time.monotonic() > deadline:
+            p.kill()
+            p.communicate()
+            pytest.fail("no checkpoint within the timeout")
+        time.sleep(0.05)
+    return p
+
+
+def resume(binary, prog, args, out):
+    return run_cli(binary, "search", prog, "-o", out, *args, "--resume", timeout=900)
+
+
+def test_sigint_writes_report_and_checkpoint_then_resume_finishes(mugraph_bin, tmp_path, slow_reference):
+    prog, args, ref_best, ref_report = slow_reference
+    out = tmp_path / "out"
+    p = start_until_checkpoint(mugraph_bin, prog, args, out)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, f"exit {p.returncode}\n{stdout}{stderr}"
+    assert "interrupted" in stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "interrupted"
+    assert "pending" in report["stop_detail"]
+    checkpoint = json.loads((out / "checkpoint.json").read_text())
+    assert checkpoint["format"] == "mugraph-search-checkpoint"
+    assert checkpoint["pending"], "an interrupted search has pending tasks"
+
+    r = resume(mugraph_bin, prog, args, out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "exhausted"
+    assert report["resumed"] is True
+    assert (out / "best.json").read_bytes() == ref_best
+    assert report["best"]["device_bytes"] == ref_report["best"]["device_bytes"]
+
+
+def test_sigterm_is_handled_like_sigint(mugraph_bin, tmp_path, slow_reference):
+    # Without -q the progress line comes once a second from inside the search, so the signal
+    # handlers are in place once it appears; no need to wait for a checkpoint.
+    prog, args, _, _ = slow_reference
+    out = tmp_path / "out"
+    args = [a for a in args if a != "-q"]
+    p = subprocess.Popen([mugraph_bin, "search", str(prog), "-o", str(out), *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    assert "states" in line, line
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 130, f"exit {p.returncode}\n{stdout}{stderr}"
+    assert json.loads((out / "report.json").read_text())["stop_reason"] == "interrupted"
+    assert (out / "checkpoint.json").is_file()
+
+
+def test_sigkill_after_checkpoint_then_resume_finishes(mugraph_bin, tmp_path, slow_reference):
+    prog, args, ref_best, _ = slow_reference
+    out = tmp_path / "out"
+    p = start_until_checkpoint(mugraph_bin, prog, args, out)
+    p.send_signal(signal.SIGKILL)
+    p.communicate(timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    assert not (out / "report.json").exists()
+    json.loads((out / "checkpoint.json").read_text())  # complete, not a torn write
+
+    r = resume(mugraph_bin, prog, args, out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "exhausted" and report["resumed"] is True
+    assert (out / "best.json").read_bytes() == ref_best
