@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <unistd.h>
 
+#include "search_fixtures.h"
 #include "checkpoint.h"
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
@@ -25,40 +26,12 @@ O = mul(exp(X), G)
 output O
 )";
 
-// Task::prefix is a Graph or a shared pointer to one; these keep the tests independent of which.
-template <typename T = Task>
-const Graph& prefix_of(const T& t) {
-  if constexpr (std::is_same_v<std::remove_cvref_t<decltype(t.prefix)>, Graph>) return t.prefix;
-  else return *t.prefix;
-}
-template <typename T = Task>
-void set_prefix(T& t, Graph g) {
-  using P = std::remove_cvref_t<decltype(t.prefix)>;
-  if constexpr (std::is_same_v<P, Graph>) t.prefix = std::move(g);
-  else t.prefix = std::make_shared<const Graph>(std::move(g));
-}
+const Graph& prefix_of(const Task& t) { return *t.prefix; }
+void set_prefix(Task& t, Graph g) { t.prefix = std::make_shared<const Graph>(std::move(g)); }
 
-class TempDir {
+class TempDir : public search_testing::TempDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("mugraph_checkpoint_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const {
-    std::ofstream f(file(name), std::ios::binary);
-    f << text;
-  }
-
- private:
-  std::filesystem::path path_;
+  TempDir() : search_testing::TempDir("mugraph_checkpoint") {}
 };
 
 /// The program's inputs only (what the root task holds).

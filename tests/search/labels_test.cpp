@@ -8,19 +8,13 @@
 #include "labels.h"
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
+#include "search_fixtures.h"
 
 namespace mugraph::search_detail {
 namespace {
 
-constexpr const char* kRmsNorm = R"(
-input X[4, 64]
-input G[64]
-input W[64, 64]
-S = sum(sqr(X), dim=1)
-Y = div(mul(X, G), sqrt(div(S, 64)))
-O = matmul(Y, W)
-output O
-)";
+constexpr const char* kRmsNorm = search_testing::kRmsNormSmall;
+
 
 /// A one-dimension DimLabels holding label l.
 DimLabels one(int16_t l) {

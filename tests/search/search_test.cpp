@@ -21,20 +21,19 @@
 #include "mugraph/json.h"
 #include "mugraph/search.h"
 #include "mugraph/validate.h"
+#include "search_fixtures.h"
 
 namespace mugraph {
 namespace {
 
-// RMSNorm followed by a projection (the paper's Figure 3a), small.
-constexpr const char* kRmsNorm = R"(
-input X[4, 64]
-input G[64]
-input W[64, 64]
-S = sum(sqr(X), dim=1)
-Y = div(mul(X, G), sqrt(div(S, 64)))
-O = matmul(Y, W)
-output O
-)";
+using search_testing::kRmsNormSmall;
+constexpr const char* kRmsNorm = kRmsNormSmall;
+
+class TempDir : public search_testing::TempDir {
+ public:
+  TempDir() : search_testing::TempDir("mugraph_search") {}
+};
+
 
 // A gated MLP: silu(X·W1) * (X·W2).
 constexpr const char* kGatedMlp = R"(
@@ -119,25 +118,6 @@ std::vector<std::string> top_json(const SearchResult& r) {
   return out;
 }
 
-/// A fresh directory under the test temp dir, removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("mugraph_search_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 /// A control whose stop is set before the search starts. The driver looks at it when a task ends
 /// or at the latest after 50 ms, so a search that takes much longer than that (the RMSNorm here,
