@@ -88,7 +88,7 @@ struct SearchProgress {
   double elapsed_seconds = 0;
   int64_t states = 0;
   int64_t pruned = 0;
-  int64_t candidates = 0;   ///< complete candidates found so far
+  int64_t candidates = 0;  ///< complete candidates found so far
   int64_t tasks_done = 0, tasks_pending = 0;
   /// Best complete candidate so far (by rank, not yet verified); negative if none.
   int64_t best_device_bytes = -1;
@@ -109,8 +109,8 @@ struct CandidateMetrics {
   int64_t load_bytes_per_sm = 0;
   int kernels = 0;
   int graph_defined_kernels = 0;
-  int64_t block_ops = 0;              ///< ops in all block graphs before fusion
-  int64_t shared_memory_bytes = 0;    ///< largest block graph (all STensors live)
+  int64_t block_ops = 0;            ///< ops in all block graphs before fusion
+  int64_t shared_memory_bytes = 0;  ///< largest block graph (all STensors live)
 };
 
 /// Metrics of a complete μGraph on a target.
@@ -128,14 +128,14 @@ struct SearchCandidate {
 /// unclosable (more open ends than the op budget can close), duplicate (a kernel-graph state
 /// seen before), dead_ops (a complete graph with ops that reach no output).
 struct SearchStats {
-  int64_t states = 0;            ///< prefixes kept (kernel and block level)
+  int64_t states = 0;  ///< prefixes kept (kernel and block level)
   int64_t kernel_states = 0;
-  int64_t block_configs = 0;     ///< graph-defined kernel configurations tried
+  int64_t block_configs = 0;  ///< graph-defined kernel configurations tried
   std::map<std::string, int64_t> pruned;
-  int64_t candidates = 0;        ///< complete μGraphs found (before verification)
-  int64_t verified = 0;          ///< candidates that passed verification
-  int64_t rejected = 0;          ///< candidates verification rejected
-  int64_t tasks = 0;             ///< tasks completed
+  int64_t candidates = 0;  ///< complete μGraphs found (before verification)
+  int64_t verified = 0;    ///< candidates that passed verification
+  int64_t rejected = 0;    ///< candidates verification rejected
+  int64_t tasks = 0;       ///< tasks completed
   int64_t oracle_queries = 0;
 
   int64_t total_pruned() const;
@@ -145,9 +145,9 @@ struct SearchStats {
 /// The outcome of a search.
 struct SearchResult {
   StopReason stop_reason = StopReason::exhausted;
-  std::string stop_detail;       ///< e.g. "1234 tasks pending"
-  double search_seconds = 0;     ///< generation (until the stop)
-  double verify_seconds = 0;     ///< verification, fusion and ranking after it
+  std::string stop_detail;    ///< e.g. "1234 tasks pending"
+  double search_seconds = 0;  ///< generation (until the stop)
+  double verify_seconds = 0;  ///< verification, fusion and ranking after it
   SearchStats stats;
   std::vector<SearchCandidate> top;  ///< best first; top[0] is the best μGraph
   bool resumed = false;

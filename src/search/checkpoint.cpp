@@ -112,7 +112,8 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
     st.elapsed_seconds = j.at("elapsed_seconds").get<double>();
     st.stats = stats_from(j.at("stats"));
     std::vector<std::shared_ptr<const Graph>> prefixes;
-    for (const Json& pj : j.at("prefixes")) prefixes.push_back(std::make_shared<const Graph>(from_json(pj.dump(), path)));
+    for (const Json& pj : j.at("prefixes"))
+      prefixes.push_back(std::make_shared<const Graph>(from_json(pj.dump(), path)));
     for (const Json& tj : j.at("pending")) {
       Task t;
       t.path = tj.at("path").get<std::vector<int32_t>>();

@@ -58,7 +58,10 @@ bool broadcastable(const Shape& a, const Shape& b, int skip_tail = 0) {
 /// away before infer_output_types builds a rejection message.
 bool shapes_may_fit(OpKind kind, const Shape& a, const Shape* b, const OpAttrs& attrs) {
   switch (kind) {
-    case OpKind::add: case OpKind::sub: case OpKind::mul: case OpKind::div:
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::mul:
+    case OpKind::div:
       return b == nullptr || broadcastable(a, *b);
     case OpKind::matmul:
       return b != nullptr && a.rank() >= 2 && b->rank() >= 2 && a[a.rank() - 1] == (*b)[b->rank() - 2] &&
@@ -68,7 +71,8 @@ bool shapes_may_fit(OpKind kind, const Shape& a, const Shape* b, const OpAttrs& 
       for (int d = 0; d < a.rank(); ++d)
         if (d != attrs.dim && a[d] != (*b)[d]) return false;
       return true;
-    default: return true;
+    default:
+      return true;
   }
 }
 
@@ -121,8 +125,8 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   int matmuls = 0;
   for (const Op& op : program.ops) {
     if (op.kind == OpKind::graph_kernel || op.kind == OpKind::thread_graph)
-      throw UserError("search: the program must consist of pre-defined ops (it has a " +
-                      std::string(op_name(op.kind)) + " op); give the tensor program, not a μGraph");
+      throw UserError("search: the program must consist of pre-defined ops (it has a " + std::string(op_name(op.kind)) +
+                      " op); give the tensor program, not a μGraph");
     if (op.kind == OpKind::input) continue;
     if (op.kind == OpKind::repeat || op.kind == OpKind::reshape || op.kind == OpKind::concat)
       throw UserError("search: programs with " + std::string(op_name(op.kind)) +
@@ -310,7 +314,8 @@ uint64_t Generator::vars_of(ExprId e) {
   if (it != vars_cache_.end()) return it->second;
   const ExprNode& n = ctx_.exprs().node(e);
   uint64_t v = 0;
-  if (n.kind == ExprKind::var) v = uint64_t{1} << (n.value & 63);
+  if (n.kind == ExprKind::var)
+    v = uint64_t{1} << (n.value & 63);
   else {
     int arity = n.kind == ExprKind::sum ? 1 : expr_arity(n.kind);
     if (arity >= 1) v |= vars_of(n.a);
@@ -402,28 +407,27 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
   int32_t first_pass_index = 0;
   child_index = 1 << 20;
   if (count_graph_kernels(prefix) < opt.max_graph_kernels) {
-  // If this kernel is the last op there is room for, it must compute the outputs from its
-  // operands alone: they must hold every program input the outputs depend on.
-  const bool last_op = count_kernel_ops(prefix) + 1 >= opt.max_kernel_ops;
-  uint64_t needed_vars = 0;
-  for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
-  // Operand sets, larger first: kernels that read everything they need can finish the program
-  // and set the cost bound early.
-  std::vector<std::vector<TensorId>> subsets;
-  std::vector<TensorId> current;
-  auto collect = [&](auto&& self, int32_t from) -> void {
-    if (!current.empty()) subsets.push_back(current);
-    if (static_cast<int>(current.size()) >= opt.max_kernel_inputs) return;
-    for (int32_t t = from; t < ntensors; ++t) {
-      current.push_back(TensorId(t));
-      self(self, t + 1);
-      current.pop_back();
-    }
-  };
-  collect(collect, 0);
-  std::stable_sort(subsets.begin(), subsets.end(),
-                   [](const auto& a, const auto& b) { return a.size() > b.size(); });
-  for (const std::vector<TensorId>& subset : subsets) {
+    // If this kernel is the last op there is room for, it must compute the outputs from its
+    // operands alone: they must hold every program input the outputs depend on.
+    const bool last_op = count_kernel_ops(prefix) + 1 >= opt.max_kernel_ops;
+    uint64_t needed_vars = 0;
+    for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
+    // Operand sets, larger first: kernels that read everything they need can finish the program
+    // and set the cost bound early.
+    std::vector<std::vector<TensorId>> subsets;
+    std::vector<TensorId> current;
+    auto collect = [&](auto&& self, int32_t from) -> void {
+      if (!current.empty()) subsets.push_back(current);
+      if (static_cast<int>(current.size()) >= opt.max_kernel_inputs) return;
+      for (int32_t t = from; t < ntensors; ++t) {
+        current.push_back(TensorId(t));
+        self(self, t + 1);
+        current.pop_back();
+      }
+    };
+    collect(collect, 0);
+    std::stable_sort(subsets.begin(), subsets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    for (const std::vector<TensorId>& subset : subsets) {
       OpRank head;
       head.kind = static_cast<int32_t>(OpKind::graph_kernel);
       head.max_input = subset.back().value;
@@ -460,7 +464,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
           }
         }
       }
-  }
+    }
   }
 
   // Pre-defined kernel ops.
@@ -517,7 +521,9 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
     for (int32_t a = 0; a < ntensors; ++a) {
       TensorId ta(a);
       switch (info.category) {
-        case OpCategory::unary: try_op(kind, {ta}, {}); break;
+        case OpCategory::unary:
+          try_op(kind, {ta}, {});
+          break;
         case OpCategory::reduction:
           for (int d = 0; d < prefix.type(ta).shape.rank(); ++d)
             if (prefix.type(ta).shape[d] > 1) try_op(kind, {ta}, attrs::sum(d));
@@ -531,7 +537,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
         case OpCategory::matmul:
           for (int32_t b = 0; b < ntensors; ++b) try_op(kind, {ta, TensorId(b)}, {});
           break;
-        default: break;
+        default:
+          break;
       }
     }
   }
@@ -551,7 +558,13 @@ class BlockSearch {
  public:
   BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const KernelConfig& cfg, int32_t& child_index,
               TaskOutput& out, const std::atomic<bool>& stop, bool must_finish)
-      : gen_(gen), ctx_(ctx), task_(task), cfg_(cfg), out_(out), stop_(stop), must_finish_(must_finish),
+      : gen_(gen),
+        ctx_(ctx),
+        task_(task),
+        cfg_(cfg),
+        out_(out),
+        stop_(stop),
+        must_finish_(must_finish),
         child_index_(child_index) {}
 
   bool run() {
@@ -619,11 +632,14 @@ class BlockSearch {
     int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
     for (const TensorState& s : state_) {
       if (s.uses > 0) continue;
-      if (s.iterator) ++unused_iters;
+      if (s.iterator)
+        ++unused_iters;
       else {
         ++sinks;
-        if (s.concat) ++concats;
-        else if (s.phase == kLoop && cfg_.forloop > 1) ++loop_sinks;
+        if (s.concat)
+          ++concats;
+        else if (s.phase == kLoop && cfg_.forloop > 1)
+          ++loop_sinks;
       }
     }
     int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + 1) / 2 + concats;
@@ -646,7 +662,9 @@ class BlockSearch {
       for (int32_t a = 0; a < n; ++a) {
         if (stopped_) return;
         switch (info.category) {
-          case OpCategory::unary: try_op(last, kind, {a}, {}); break;
+          case OpCategory::unary:
+            try_op(last, kind, {a}, {});
+            break;
           case OpCategory::reduction:
             for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d)
               if (bg_.tensors[a].type.shape[d] > 1) try_op(last, kind, {a}, attrs::sum(d));
@@ -660,7 +678,8 @@ class BlockSearch {
           case OpCategory::matmul:
             for (int32_t b = 0; b < n; ++b) try_op(last, kind, {a, b}, {});
             break;
-          default: break;
+          default:
+            break;
         }
       }
     }
@@ -721,9 +740,9 @@ class BlockSearch {
       in_labels.push_back(state_[t.index()].labels);
       in_shapes.push_back(bg_.type(t).shape);
     }
-    std::optional<DimLabels> labels =
-        kind == OpKind::accum ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
-                              : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
+    std::optional<DimLabels> labels = kind == OpKind::accum
+                                          ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
+                                          : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
     if (!labels || !nonlinear_ok(ctx_.indices(), kind, op.inputs.size(), in_labels)) {
       ++out_.stats.pruned["index"];
       return;
@@ -786,8 +805,10 @@ class BlockSearch {
           if (x != kPhi && x == y) continue;
           std::array<int8_t, 3> omap{x, y, static_cast<int8_t>(kPhi)};
           const TensorState& st = state_[static_cast<size_t>(sinks[k])];
-          if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_)) omaps[k].push_back(omap);
-          else ++out_.stats.pruned["index"];
+          if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_))
+            omaps[k].push_back(omap);
+          else
+            ++out_.stats.pruned["index"];
         }
       if (omaps[k].empty()) return;
     }

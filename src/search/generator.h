@@ -14,12 +14,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "labels.h"
 #include "mugraph/absexpr.h"
 #include "mugraph/graph.h"
 #include "mugraph/normal_form.h"
 #include "mugraph/search.h"
 #include "mugraph/subexpr.h"
-#include "labels.h"
 
 namespace mugraph::search_detail {
 
@@ -76,7 +76,7 @@ struct OpRank {
   int32_t max_input = -1;  ///< largest operand tensor id
   int32_t kind = -1;
   std::array<int32_t, 3> inputs{-1, -1, -1};  ///< first operands (more are folded into attr)
-  uint64_t attr = 0;  ///< distinguishes ops of one kind on the same operands
+  uint64_t attr = 0;                          ///< distinguishes ops of one kind on the same operands
   friend auto operator<=>(const OpRank&, const OpRank&) = default;
 };
 

@@ -26,7 +26,8 @@ constexpr int kMaxProgramIndices = 40;
 struct UnionFind {
   std::vector<int> parent;
   int find(int x) {
-    while (parent[static_cast<size_t>(x)] != x) x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
+    while (parent[static_cast<size_t>(x)] != x)
+      x = parent[static_cast<size_t>(x)] = parent[static_cast<size_t>(parent[static_cast<size_t>(x)])];
     return x;
   }
   void unite(int a, int b) { parent[static_cast<size_t>(find(a))] = find(b); }
@@ -40,8 +41,10 @@ Carriers normalize(Carriers c) {
   });
   Carriers out;
   for (const CarrierEntry& e : c) {
-    if (!out.empty() && out.back().index == e.index && out.back().factor == e.factor) out.back().count += e.count;
-    else out.push_back(e);
+    if (!out.empty() && out.back().index == e.index && out.back().factor == e.factor)
+      out.back().count += e.count;
+    else
+      out.push_back(e);
   }
   return out;
 }
@@ -57,11 +60,15 @@ Carriers product(const Carriers& a, const Carriers& b) {
 Carriers either(const Carriers& a, const Carriers& b) {
   Carriers c = normalize(a), d = normalize(b), out;
   std::merge(c.begin(), c.end(), d.begin(), d.end(), std::back_inserter(out),
-             [](const CarrierEntry& x, const CarrierEntry& y) { return std::tie(x.index, x.factor) < std::tie(y.index, y.factor); });
+             [](const CarrierEntry& x, const CarrierEntry& y) {
+               return std::tie(x.index, x.factor) < std::tie(y.index, y.factor);
+             });
   Carriers r;
   for (const CarrierEntry& e : out) {
-    if (!r.empty() && r.back().index == e.index && r.back().factor == e.factor) r.back().count = std::max(r.back().count, e.count);
-    else r.push_back(e);
+    if (!r.empty() && r.back().index == e.index && r.back().factor == e.factor)
+      r.back().count = std::max(r.back().count, e.count);
+    else
+      r.push_back(e);
   }
   return r;
 }
@@ -168,7 +175,8 @@ ProgramIndices::ProgramIndices(const Graph& p) {
   for (size_t t = 0; t < p.tensors.size(); ++t)
     for (int d = 0; d < p.tensors[t].type.shape.rank(); ++d) {
       TensorId id(static_cast<int32_t>(t));
-      if (contracted_node[static_cast<size_t>(node(id, d))] || contracted_node[static_cast<size_t>(uf.find(node(id, d)))]) {
+      if (contracted_node[static_cast<size_t>(node(id, d))] ||
+          contracted_node[static_cast<size_t>(uf.find(node(id, d)))]) {
         int16_t l = label_of(id, d);
         if (l != kNone) contracted_[static_cast<size_t>(l)] = true;
       }
@@ -191,15 +199,20 @@ ProgramIndices::ProgramIndices(const Graph& p) {
     const Carriers& a = car[op.inputs[0].index()];
     Carriers c;
     const OpInfo& info = op_info(op.kind);
-    if (op.kind == OpKind::sqr) c = product(a, a);
-    else if (info.category == OpCategory::unary) c = wrap(op.kind, a);
-    else if (info.category == OpCategory::binary && op.inputs.size() == 1) c = a;
-    else if (op.kind == OpKind::add || op.kind == OpKind::sub) c = either(a, car[op.inputs[1].index()]);
-    else if (op.kind == OpKind::mul || op.kind == OpKind::div) c = product(a, car[op.inputs[1].index()]);
+    if (op.kind == OpKind::sqr)
+      c = product(a, a);
+    else if (info.category == OpCategory::unary)
+      c = wrap(op.kind, a);
+    else if (info.category == OpCategory::binary && op.inputs.size() == 1)
+      c = a;
+    else if (op.kind == OpKind::add || op.kind == OpKind::sub)
+      c = either(a, car[op.inputs[1].index()]);
+    else if (op.kind == OpKind::mul || op.kind == OpKind::div)
+      c = product(a, car[op.inputs[1].index()]);
     else if (op.kind == OpKind::matmul || op.kind == OpKind::sum) {
       c = op.kind == OpKind::matmul ? product(a, car[op.inputs[1].index()]) : a;
       int16_t k = op.kind == OpKind::matmul ? labels(op.inputs[0])[p.type(op.inputs[0]).shape.rank() - 1]
-                                             : labels(op.inputs[0])[op.attrs.dim];
+                                            : labels(op.inputs[0])[op.attrs.dim];
       if (base(k) != kNone) contractions_.emplace_back(base(k), take(c, base(k)));
     }
     car[op.outputs[0].index()] = std::move(c);
@@ -208,7 +221,8 @@ ProgramIndices::ProgramIndices(const Graph& p) {
   for (size_t n = 0; n < uf.parent.size(); ++n)
     if (contracted_node[n]) {
       int r = uf.find(static_cast<int>(n));
-      if (class_label[static_cast<size_t>(r)] >= 0) contracted_[static_cast<size_t>(class_label[static_cast<size_t>(r)])] = true;
+      if (class_label[static_cast<size_t>(r)] >= 0)
+        contracted_[static_cast<size_t>(class_label[static_cast<size_t>(r)])] = true;
     }
 }
 
@@ -410,16 +424,22 @@ std::optional<DimLabels> op_dims(const ProgramIndices& p, OpKind kind, const OpA
                                  const std::vector<DimLabels>& in, const std::vector<Shape>& shapes, const Shape& out);
 
 std::optional<DimLabels> op_labels(const ProgramIndices& p, OpKind kind, const OpAttrs& attrs,
-                                   const std::vector<DimLabels>& in, const std::vector<Shape>& shapes, const Shape& out) {
+                                   const std::vector<DimLabels>& in, const std::vector<Shape>& shapes,
+                                   const Shape& out) {
   std::optional<DimLabels> r = op_dims(p, kind, attrs, in, shapes, out);
   if (!r) return r;
   const OpInfo& info = op_info(kind);
   const Carriers& a = in[0].carriers;
-  if (kind == OpKind::sqr) r->carriers = product(a, a);
-  else if (info.category == OpCategory::unary) r->carriers = wrap(kind, a);
-  else if (info.category == OpCategory::binary && in.size() == 1) r->carriers = a;
-  else if (kind == OpKind::add || kind == OpKind::sub) r->carriers = either(a, in[1].carriers);
-  else if (kind == OpKind::mul || kind == OpKind::div) r->carriers = product(a, in[1].carriers);
+  if (kind == OpKind::sqr)
+    r->carriers = product(a, a);
+  else if (info.category == OpCategory::unary)
+    r->carriers = wrap(kind, a);
+  else if (info.category == OpCategory::binary && in.size() == 1)
+    r->carriers = a;
+  else if (kind == OpKind::add || kind == OpKind::sub)
+    r->carriers = either(a, in[1].carriers);
+  else if (kind == OpKind::mul || kind == OpKind::div)
+    r->carriers = product(a, in[1].carriers);
   else if (kind == OpKind::matmul || kind == OpKind::sum) {
     Carriers c = kind == OpKind::matmul ? product(a, in[1].carriers) : a;
     int16_t k = kind == OpKind::matmul ? in[0][shapes[0].rank() - 1] : in[0][attrs.dim];
@@ -505,8 +525,10 @@ std::optional<GraphLabels> kernel_graph_labels(const ProgramIndices& p, const Gr
         r.tensors[op.outputs[static_cast<size_t>(b.attrs.io_index)].index()] = *l;
         continue;
       }
-      if (b.kind == OpKind::accum) l = accum_labels(p, bin[0], b.attrs.dim, dep, splits);
-      else l = graph_op_labels(p, body, b, bin);
+      if (b.kind == OpKind::accum)
+        l = accum_labels(p, bin[0], b.attrs.dim, dep, splits);
+      else
+        l = graph_op_labels(p, body, b, bin);
       if (!l) return std::nullopt;
       bl[b.outputs[0].index()] = *l;
       deps[b.outputs[0].index()] = dep;

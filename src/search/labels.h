@@ -91,7 +91,7 @@ class ProgramIndices {
   std::vector<std::pair<std::string, DimLabels>> inputs_;
   std::vector<DimLabels> outputs_;
   std::vector<bool> contracted_;
-  std::vector<std::pair<OpKind, uint64_t>> nonlinear_;  // op kind, index set of its operand
+  std::vector<std::pair<OpKind, uint64_t>> nonlinear_;                       // op kind, index set of its operand
   std::vector<std::pair<int16_t, std::vector<CarrierEntry>>> contractions_;  // base label, carriers
 };
 
@@ -128,7 +128,8 @@ std::optional<DimLabels> concat_labels(const ProgramIndices& p, const DimLabels&
 /// Labels of the output of a pre-defined-kind op (element-wise, matmul, sum, concat) from its
 /// operands' labels and shapes and its output shape.
 std::optional<DimLabels> op_labels(const ProgramIndices& p, OpKind kind, const OpAttrs& attrs,
-                                   const std::vector<DimLabels>& in, const std::vector<Shape>& shapes, const Shape& out);
+                                   const std::vector<DimLabels>& in, const std::vector<Shape>& shapes,
+                                   const Shape& out);
 
 /// accum over the iterations of a tensor that depends on iterators `deps` (bit set):
 /// dim = kPhi sums, else concatenates along dim. nullopt if not index-consistent.

@@ -59,9 +59,12 @@ void SearchStats::add(const SearchStats& o) {
 
 std::string_view stop_reason_name(StopReason r) {
   switch (r) {
-    case StopReason::exhausted: return "exhausted";
-    case StopReason::time_limit: return "time_limit";
-    case StopReason::interrupted: return "interrupted";
+    case StopReason::exhausted:
+      return "exhausted";
+    case StopReason::time_limit:
+      return "time_limit";
+    case StopReason::interrupted:
+      return "interrupted";
   }
   return "?";
 }

@@ -17,12 +17,9 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
   j["block_ops"] = c.metrics.block_ops;
   j["shared_memory_bytes"] = c.metrics.shared_memory_bytes;
   const VerifyResult& v = c.verification;
-  j["verification"] = {{"tests", v.tests_run},
-                       {"bound", v.bound},
-                       {"guarantee", v.guarantee},
-                       {"guarantee_note", v.guarantee_note},
-                       {"seed", v.seed},
-                       {"float_max_relative_error", v.float_max_rel_error}};
+  j["verification"] = {{"tests", v.tests_run},     {"bound", v.bound},
+                       {"guarantee", v.guarantee}, {"guarantee_note", v.guarantee_note},
+                       {"seed", v.seed},           {"float_max_relative_error", v.float_max_rel_error}};
   return j;
 }
 
@@ -58,8 +55,10 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"abstract_pruning", o.abstract_pruning},
                   {"target", o.target.name},
                   {"verify_delta", o.verify.delta}};
-  if (!r.top.empty()) j["best"] = metrics_json(r.top.front());
-  else j["best"] = nullptr;
+  if (!r.top.empty())
+    j["best"] = metrics_json(r.top.front());
+  else
+    j["best"] = nullptr;
   nlohmann::ordered_json top = nlohmann::ordered_json::array();
   for (const SearchCandidate& c : r.top) top.push_back(metrics_json(c));
   j["top"] = std::move(top);
