@@ -84,6 +84,12 @@ bool nonlinear_ok(const ProgramIndices& p, OpKind kind, size_t operands, const s
   return p.nonlinear_ok(kind, labels[0]);
 }
 
+/// Whether a block task has a first-pass twin (Task::finish_only): its kernel can finish the
+/// program and is not the last op there is room for (then the full pass is already narrow).
+bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish) {
+  return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
+}
+
 }  // namespace
 
 OpRank op_rank(const Graph& g, const Op& op) {
@@ -180,32 +186,30 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
   if (!extra_reads.empty()) ++kernels;
   for (const Op& op : prefix.ops)
     if (op.kind == OpKind::input && !read[op.outputs[0].index()]) bytes += size(op.outputs[0]);
+  // Which tensors already are program outputs (shape and A_eq-equal expression), and which
+  // outputs none is yet.
+  std::vector<bool> is_output(prefix.tensors.size(), false);
+  std::vector<bool> produced(program_.outputs.size(), false);
+  for (size_t t = 0; t < prefix.tensors.size(); ++t)
+    for (size_t j = 0; j < program_.outputs.size(); ++j)
+      if (prefix.tensors[t].type.shape == program_.type(program_.outputs[j]).shape &&
+          aeq_equal(exprs[t], targets_[j], exprs_, nfs_).value_or(true))
+        is_output[t] = produced[j] = true;
   bool missing = false;
-  for (size_t j = 0; j < program_.outputs.size(); ++j) {
-    bool have = false;
-    for (size_t t = 0; t < prefix.tensors.size() && !have; ++t)
-      have = prefix.tensors[t].type.shape == program_.type(program_.outputs[j]).shape &&
-             aeq_equal(exprs[t], targets_[j], exprs_, nfs_).value_or(true);
-    if (!have) {
+  for (size_t j = 0; j < program_.outputs.size(); ++j)
+    if (!produced[j]) {
       missing = true;
       const TensorType& type = program_.type(program_.outputs[j]);
       bytes += type.shape.numel() * dtype_bytes(type.dtype);
     }
-  }
   if (missing && (extra_reads.empty() || another_kernel)) ++kernels;
   // Intermediate DTensors nobody reads yet must be read by a later kernel (no op is dead).
-  std::vector<bool> used(prefix.tensors.size(), false);
-  for (const Op& op : prefix.ops)
-    for (TensorId t : op.inputs) used[t.index()] = true;
-  for (TensorId t : extra_reads) used[t.index()] = true;
+  // (`read` now also holds the new kernel's operands.)
   for (size_t t = 0; t < prefix.tensors.size(); ++t) {
     const Tensor& tensor = prefix.tensors[t];
-    if (used[t] || !tensor.producer.valid() || prefix.op(tensor.producer).kind == OpKind::input) continue;
-    bool is_output = false;
-    for (size_t j = 0; j < program_.outputs.size() && !is_output; ++j)
-      is_output = tensor.type.shape == program_.type(program_.outputs[j]).shape &&
-                  aeq_equal(exprs[t], targets_[j], exprs_, nfs_).value_or(true);
-    if (!is_output) bytes += size(TensorId(static_cast<int32_t>(t)));
+    if (read[t] || is_output[t] || !tensor.producer.valid() || prefix.op(tensor.producer).kind == OpKind::input)
+      continue;
+    bytes += size(TensorId(static_cast<int32_t>(t)));
   }
   return {bytes, kernels};
 }
@@ -410,8 +414,6 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
     // If this kernel is the last op there is room for, it must compute the outputs from its
     // operands alone: they must hold every program input the outputs depend on.
     const bool last_op = count_kernel_ops(prefix) + 1 >= opt.max_kernel_ops;
-    uint64_t needed_vars = 0;
-    for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
     // Operand sets, larger first: kernels that read everything they need can finish the program
     // and set the cost bound early.
     std::vector<std::vector<TensorId>> subsets;
@@ -435,16 +437,15 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
       // The full rank also has the body's hash; only a strictly smaller head can be ruled out.
       OpRank last_head = last;
       last_head.attr = 0;
-      uint64_t have = 0;
-      for (TensorId t : subset) have |= vars_of(exprs[t.index()]);
-      if (last_op && (needed_vars & ~have) != 0) {
+      const bool finishes = can_finish(exprs, subset);
+      if (last_op && !finishes) {
         ++out.stats.pruned["missing_inputs"];
       } else if (!(head < last_head)) {
-        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, (needed_vars & ~have) != 0);
+        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes);
         if (ctx_.beyond_bound(bytes, kernels)) {
           ++out.stats.pruned["cost_bound"];
         } else {
-          const size_t n = kernel_configs(prefix, subset).size();
+          const size_t n = configs_for(task.prefix, subset).size();
           out.stats.block_configs += static_cast<int64_t>(n);
           for (size_t c = 0; c < n; c += kConfigsPerTask) {
             Task child;
@@ -453,7 +454,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
             // Kernels that can finish the program get a first, narrow pass (see Task).
-            if ((needed_vars & ~have) == 0 && !last_op) {
+            if (gets_first_pass(opt, prefix, finishes)) {
               Task first = child;
               first.finish_only = true;
               first.path.push_back(first_pass_index++);
@@ -866,32 +867,36 @@ class BlockSearch {
 
 }  // namespace
 
-const std::vector<KernelConfig>& Generator::configs_for(const Task& task) {
+const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<const Graph>& prefix,
+                                                        const std::vector<TensorId>& operands) {
   // Pointers differ for tasks read from a checkpoint: compare the prefixes themselves then.
-  const bool same_prefix = configs_prefix_ && (configs_prefix_ == task.prefix || *configs_prefix_ == *task.prefix);
-  if (!same_prefix || configs_operands_ != task.operands) {
-    configs_ = kernel_configs(*task.prefix, task.operands);
-    configs_prefix_ = task.prefix;
-    configs_operands_ = task.operands;
+  const bool same_prefix = configs_prefix_ && (configs_prefix_ == prefix || *configs_prefix_ == *prefix);
+  if (!same_prefix || configs_operands_ != operands) {
+    configs_ = kernel_configs(*prefix, operands);
+    configs_prefix_ = prefix;
+    configs_operands_ = operands;
   }
   return configs_;
+}
+
+bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands) {
+  uint64_t needed = 0, have = 0;
+  for (ExprId t : ctx_.targets()) needed |= vars_of(t);
+  for (TensorId t : operands) have |= vars_of(exprs[t.index()]);
+  return (needed & ~have) == 0;
 }
 
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
-  uint64_t needed_vars = 0, have = 0;
-  for (ExprId t : ctx_.targets()) needed_vars |= vars_of(t);
-  for (TensorId t : task.operands) have |= vars_of(exprs[t.index()]);
-  auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, task.operands, (needed_vars & ~have) != 0);
+  const bool finishes = can_finish(exprs, task.operands);
+  auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, task.operands, !finishes);
   if (ctx_.beyond_bound(bytes, kernels)) {
     ++out.stats.pruned["cost_bound"];
     return true;
   }
-  // Whether the kernel task gave this one a first-pass twin (same rule as there).
-  const bool has_first_pass =
-      (needed_vars & ~have) == 0 && count_kernel_ops(prefix) + 1 < ctx_.options().max_kernel_ops;
-  const std::vector<KernelConfig>& configs = configs_for(task);
+  const bool has_first_pass = gets_first_pass(ctx_.options(), prefix, finishes);
+  const std::vector<KernelConfig>& configs = configs_for(task.prefix, task.operands);
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   int32_t child_index = 0;

@@ -169,7 +169,11 @@ class Generator {
   SearchContext& ctx_;
   /// kernel_configs() of the last block task's prefix and operands: sibling block tasks share
   /// both, and the list can be long (3-D operands give tens of thousands of configurations).
-  const std::vector<KernelConfig>& configs_for(const Task& task);
+  const std::vector<KernelConfig>& configs_for(const std::shared_ptr<const Graph>& prefix,
+                                               const std::vector<TensorId>& operands);
+  /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
+  /// input the outputs depend on, so that it could compute them alone.
+  bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
   std::vector<KernelConfig> configs_;

@@ -171,15 +171,13 @@ ProgramIndices::ProgramIndices(const Graph& p) {
   if (next > kMaxProgramIndices)
     throw UserError("search: the program has " + std::to_string(next) + " distinct indices; at most " +
                     std::to_string(kMaxProgramIndices) + " are supported");
+  // A class is contracted if any of its nodes is.
   contracted_.assign(static_cast<size_t>(next), false);
-  for (size_t t = 0; t < p.tensors.size(); ++t)
-    for (int d = 0; d < p.tensors[t].type.shape.rank(); ++d) {
-      TensorId id(static_cast<int32_t>(t));
-      if (contracted_node[static_cast<size_t>(node(id, d))] ||
-          contracted_node[static_cast<size_t>(uf.find(node(id, d)))]) {
-        int16_t l = label_of(id, d);
-        if (l != kNone) contracted_[static_cast<size_t>(l)] = true;
-      }
+  for (size_t n = 0; n < uf.parent.size(); ++n)
+    if (contracted_node[n]) {
+      int r = uf.find(static_cast<int>(n));
+      if (class_label[static_cast<size_t>(r)] >= 0)
+        contracted_[static_cast<size_t>(class_label[static_cast<size_t>(r)])] = true;
     }
   for (const Op& op : p.ops) {
     bool nonlinear = op_info(op.kind).category == OpCategory::unary && op.kind != OpKind::sqr;
@@ -217,13 +215,6 @@ ProgramIndices::ProgramIndices(const Graph& p) {
     }
     car[op.outputs[0].index()] = std::move(c);
   }
-  // A class is contracted if any of its nodes is.
-  for (size_t n = 0; n < uf.parent.size(); ++n)
-    if (contracted_node[n]) {
-      int r = uf.find(static_cast<int>(n));
-      if (class_label[static_cast<size_t>(r)] >= 0)
-        contracted_[static_cast<size_t>(class_label[static_cast<size_t>(r)])] = true;
-    }
 }
 
 uint64_t index_set(const DimLabels& l) {
