@@ -169,20 +169,11 @@ def main(argv=None):
         lines.append(f"Saved best.json and report.json under {save}/<program>/.")
     print("\n".join(lines), flush=True)
 
-    if args.json:
-        doc = {"command": sys.argv, "cpu_count": os.cpu_count(), "cpu_model": sc.cpu_model(),
-               "interrupted": interrupted,
-               "programs": {name: {"program": str(path), "summary": sc.describe_ugraph(run.best) if run.best else None,
-                                   **run.as_dict()} for name, path, run in runs}}
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-    if args.workdir or args.keep:
-        print(f"\nPer-run outputs: {workdir}", file=sys.stderr)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    if interrupted:
-        return 130
-    return 1 if any(not r.ok for _, _, r in runs) else 0
+    doc = {"command": sys.argv, "cpu_count": os.cpu_count(), "cpu_model": sc.cpu_model(),
+           "interrupted": interrupted,
+           "programs": {name: {"program": str(path), "summary": sc.describe_ugraph(run.best) if run.best else None,
+                               **run.as_dict()} for name, path, run in runs}}
+    return sc.finish(args, workdir, doc, interrupted, any(not r.ok for _, _, r in runs))
 
 
 if __name__ == "__main__":

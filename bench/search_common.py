@@ -10,6 +10,7 @@ import os
 import pathlib
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -411,3 +412,18 @@ def markdown_table(header, rows):
     for r in rows:
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
     return lines
+
+
+def finish(args, workdir, doc, interrupted, failed):
+    """The common end of the search benchmarks: writes --json, removes (or names) the per-run
+    outputs, and returns the exit code (130 interrupted, 1 if a run failed, else 0)."""
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+    if args.workdir or args.keep:
+        print(f"\nPer-run outputs: {workdir}", file=sys.stderr)
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if interrupted:
+        return 130
+    return 1 if failed else 0

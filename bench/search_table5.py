@@ -25,7 +25,6 @@ import json
 import math
 import os
 import pathlib
-import shutil
 import statistics
 import sys
 import tempfile
@@ -277,35 +276,26 @@ def main(argv=None):
         print("\ninterrupted; the table below is partial", file=sys.stderr)
     conventions.discard("")
     print_table(args, binary, program, results, conventions, started, interrupted)
-    if args.json:
-        doc = {
-            "command": sys.argv,
-            "cpu_count": os.cpu_count(),
-            "cpu_model": sc.cpu_model(),
-            "program": str(program),
-            "threads": args.threads,
-            "time_limit": args.time_limit,
-            "ablation_time_limit": args.ablation_time_limit,
-            "repeats": args.repeats,
-            "interrupted": interrupted,
-            "results": {
-                str(n): {cfg: {"skipped": cells[cfg]["skipped"],
-                               "figure_3b": [sc.is_figure_3b(r.best)[0] for r in cells[cfg]["runs"] if r.ok],
-                               "runs": [r.as_dict() for r in cells[cfg]["runs"]]}
-                         for cfg in args.configs}
-                for n, cells in results.items()
-            },
-        }
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-    if args.workdir or args.keep:
-        print(f"\nPer-run outputs: {workdir}", file=sys.stderr)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    if interrupted:
-        return 130
+    doc = {
+        "command": sys.argv,
+        "cpu_count": os.cpu_count(),
+        "cpu_model": sc.cpu_model(),
+        "program": str(program),
+        "threads": args.threads,
+        "time_limit": args.time_limit,
+        "ablation_time_limit": args.ablation_time_limit,
+        "repeats": args.repeats,
+        "interrupted": interrupted,
+        "results": {
+            str(n): {cfg: {"skipped": cells[cfg]["skipped"],
+                           "figure_3b": [sc.is_figure_3b(r.best)[0] for r in cells[cfg]["runs"] if r.ok],
+                           "runs": [r.as_dict() for r in cells[cfg]["runs"]]}
+                     for cfg in args.configs}
+            for n, cells in results.items()
+        },
+    }
     errors = any(not r.ok for cells in results.values() for c in cells.values() for r in c["runs"])
-    return 1 if errors else 0
+    return sc.finish(args, workdir, doc, interrupted, errors)
 
 
 if __name__ == "__main__":
