@@ -2,8 +2,10 @@
 // subcommand is a function below. Exit codes: 0 success, 1 user error (message on stderr),
 // 2 usage error, 3 internal error (a bug in mugraph; please report it). `verify` differs: 0
 // equivalent, 1 not equivalent, 2 cannot compare (including files that do not load), 3 internal.
-#include <CLI/CLI.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -13,8 +15,6 @@
 #include <iostream>
 #include <map>
 #include <new>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "mugraph/error.h"
 #include "mugraph/interp.h"
@@ -41,7 +41,8 @@ Target target_or_throw(const std::string& name) {
 /// Loads a program or μGraph file and checks it is a valid μGraph for the target.
 Graph load_valid(const std::string& path, const Target& target) {
   Graph g = load_graph_file(path);
-  if (auto r = validate(g, target)) throw UserError("not a valid μGraph for " + std::string(target.name) + ": " + r->str(), SourceLoc{path});
+  if (auto r = validate(g, target))
+    throw UserError("not a valid μGraph for " + std::string(target.name) + ": " + r->str(), SourceLoc{path});
   return g;
 }
 
@@ -78,7 +79,8 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
   for (const std::string& arg : input_args) {
     auto [name, file] = split_assignment(arg);
     auto it = position.find(name);
-    if (it == position.end()) throw UserError("--input " + name + ": the program has no input named '" + name + "'; its inputs are " + names);
+    if (it == position.end())
+      throw UserError("--input " + name + ": the program has no input named '" + name + "'; its inputs are " + names);
     if (given[name]) throw UserError("--input " + name + " is given twice");
     given[name] = true;
     HostTensor t = read_npy(file);
@@ -128,8 +130,8 @@ std::string sci(double v) {
 
 std::string lax_summary(const LaxReport& r) {
   std::string s = r.lax ? "Lax" : "not Lax (" + r.violation + ")";
-  s += ", degree <= " + sci(r.degree) + ", terms <= " + sci(r.exp_terms) + ", exps on a path <= " +
-       std::to_string(r.max_exps_on_path);
+  s += ", degree <= " + sci(r.degree) + ", terms <= " + sci(r.exp_terms) +
+       ", exps on a path <= " + std::to_string(r.max_exps_on_path);
   if (r.uses_sqrt) s += ", uses sqrt";
   return s;
 }
@@ -178,11 +180,11 @@ int cmd_verify(const std::string& path_a, const std::string& path_b, const Verif
   std::cout << "  float error:     "
             << (tests_agreed && options.float_check
                     ? sci(r.float_max_rel_error) + " (tolerance " + sci(options.float_tolerance) + ", f32)"
-                    : std::string(options.float_check ? "not run (a finite-field test disagreed)" : "not run (--no-float-check)"))
+                    : std::string(options.float_check ? "not run (a finite-field test disagreed)"
+                                                      : "not run (--no-float-check)"))
             << "\n";
   return r.verdict == Verdict::equivalent ? 0 : kExitNotEquivalent;
 }
-
 
 // --- search ----------------------------------------------------------------------------------
 
@@ -194,9 +196,12 @@ extern "C" void on_stop_signal(int) {
 
 std::string human_bytes(int64_t b) {
   char buf[32];
-  if (b >= (int64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
-  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  if (b >= (int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
+  else if (b >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
   return buf;
 }
 
@@ -214,17 +219,22 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec || !std::filesystem::is_directory(out_dir))
-    throw UserError(out_dir + ": cannot use as the output directory" + (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
+    throw UserError(out_dir + ": cannot use as the output directory" +
+                    (ec ? ": " + ec.message() : std::string(" (a file is in the way)")));
   options.checkpoint_path = (std::filesystem::path(out_dir) / "checkpoint.json").string();
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (!quiet)
     options.on_progress = [tty](const SearchProgress& p) {
       char line[256];
-      std::snprintf(line, sizeof line, "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s",
-                    p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
-                    static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
-                    static_cast<long long>(p.tasks_pending),
-                    p.best_device_bytes < 0 ? "-" : (human_bytes(p.best_device_bytes) + ", " + std::to_string(p.best_kernels) + " kernel(s)").c_str());
+      std::snprintf(
+          line, sizeof line,
+          "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s",
+          p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
+          static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
+          static_cast<long long>(p.tasks_pending),
+          p.best_device_bytes < 0
+              ? "-"
+              : (human_bytes(p.best_device_bytes) + ", " + std::to_string(p.best_kernels) + " kernel(s)").c_str());
       std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
     };
   SearchControl control;
@@ -267,16 +277,17 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
     std::cout << "  no equivalent μGraph found within the limits\n";
     return r.stop_reason == StopReason::interrupted ? 130 : kExitUser;
   }
-  std::cout << "  rank  kernels  graph-defined  device bytes   block ops  shared mem\n";
+  std::cout << "  rank  kernels  graph-defined  device bytes   block ops  shared mem  found at\n";
   for (size_t i = 0; i < r.top.size(); ++i) {
     const CandidateMetrics& m = r.top[i].metrics;
-    char line[160];
-    std::snprintf(line, sizeof line, "  %4zu  %7d  %13d  %12s  %10lld  %10s\n", i, m.kernels, m.graph_defined_kernels,
-                  human_bytes(m.device_bytes).c_str(), static_cast<long long>(m.block_ops),
-                  human_bytes(m.shared_memory_bytes).c_str());
+    char line[192];
+    std::snprintf(line, sizeof line, "  %4zu  %7d  %13d  %12s  %10lld  %10s  %7.2f s\n", i, m.kernels,
+                  m.graph_defined_kernels, human_bytes(m.device_bytes).c_str(), static_cast<long long>(m.block_ops),
+                  human_bytes(m.shared_memory_bytes).c_str(), r.top[i].found_seconds);
     std::cout << line;
   }
-  std::cout << "  best μGraph: " << (dir / "best.json").string() << "; report: " << (dir / "report.json").string() << "\n";
+  std::cout << "  best μGraph: " << (dir / "best.json").string() << "; report: " << (dir / "report.json").string()
+            << "\n";
   return r.stop_reason == StopReason::interrupted ? 130 : 0;
 }
 
@@ -308,42 +319,58 @@ int run_main(int argc, char** argv) {
   std::string file_b;
   VerifyOptions vopts;
   bool no_float_check = false;
-  auto* ver = app.add_subcommand("verify", "Check that two programs or μGraphs compute the same function (exit 0 equivalent, 1 not equivalent, 2 cannot compare)");
+  auto* ver = app.add_subcommand("verify",
+                                 "Check that two programs or μGraphs compute the same function (exit 0 equivalent, 1 "
+                                 "not equivalent, 2 cannot compare)");
   ver->add_option("A", file, "reference: program (.mg) or μGraph (.json)")->required();
   ver->add_option("B", file_b, "candidate: program (.mg) or μGraph (.json)")->required();
-  ver->add_option("--delta", vopts.delta, "wanted bound on accepting non-equivalent graphs (default 1e-9)")->check([](const std::string& text) {
-    double v = 0;
-    try {
-      v = std::stod(text);
-    } catch (const std::exception&) {
-      return std::string("--delta expects a number in (0, 1]");
-    }
-    return v > 0 && v <= 1 ? std::string() : std::string("--delta must be in (0, 1]");
-  });
+  ver->add_option("--delta", vopts.delta, "wanted bound on accepting non-equivalent graphs (default 1e-9)")
+      ->check([](const std::string& text) {
+        double v = 0;
+        try {
+          v = std::stod(text);
+        } catch (const std::exception&) {
+          return std::string("--delta expects a number in (0, 1]");
+        }
+        return v > 0 && v <= 1 ? std::string() : std::string("--delta must be in (0, 1]");
+      });
   ver->add_option("--seed", vopts.seed, "seed of the random tests; a verdict replays from it (default 0)");
-  ver->add_option("--max-tests", vopts.max_tests, "most finite-field tests to run (default 64)")->check(CLI::Range(1, 1000000));
+  ver->add_option("--max-tests", vopts.max_tests, "most finite-field tests to run (default 64)")
+      ->check(CLI::Range(1, 1000000));
   ver->add_flag("--no-float-check", no_float_check, "skip the floating-point filter");
-  ver->add_option("--float-tolerance", vopts.float_tolerance, "max relative error of the f32 filter (default 1e-3)")->check(CLI::NonNegativeNumber);
+  ver->add_option("--float-tolerance", vopts.float_tolerance, "max relative error of the f32 filter (default 1e-3)")
+      ->check(CLI::NonNegativeNumber);
   ver->add_option("--threads", vopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-
 
   SearchOptions sopts;
   std::string search_target = "h100";
-  bool no_abstract_pruning = false, quiet = false;
-  auto* srch = app.add_subcommand("search", "Search for the best μGraph equivalent to a program; writes DIR/best.json, DIR/top/NN.json, DIR/report.json");
+  bool no_abstract_pruning = false, no_program_tile_values = false, quiet = false;
+  auto* srch = app.add_subcommand(
+      "search",
+      "Search for the best μGraph equivalent to a program; writes DIR/best.json, DIR/top/NN.json, DIR/report.json");
   srch->add_option("FILE", file, "program (.mg)")->required();
   srch->add_option("-o,--output", out_dir, "output directory")->required();
-  srch->add_option("--max-kernel-ops", sopts.max_kernel_ops, "most non-input ops in the kernel graph (default 5)")->check(CLI::Range(1, 16));
-  srch->add_option("--max-block-ops", sopts.max_block_ops, "most ops per block graph, input iterators counted (default 12)")->check(CLI::Range(1, 32));
-  srch->add_option("--max-graph-kernels", sopts.max_graph_kernels, "most graph-defined kernels (default 2)")->check(CLI::Range(0, 8));
-  srch->add_option("--max-kernel-inputs", sopts.max_kernel_inputs, "most DTensors one graph-defined kernel reads (default 4)")->check(CLI::Range(1, 8));
+  srch->add_option("--max-kernel-ops", sopts.max_kernel_ops, "most non-input ops in the kernel graph (default 5)")
+      ->check(CLI::Range(1, 16));
+  srch->add_option("--max-block-ops", sopts.max_block_ops,
+                   "most ops per block graph, input iterators counted (default 12)")
+      ->check(CLI::Range(1, 32));
+  srch->add_option("--max-graph-kernels", sopts.max_graph_kernels, "most graph-defined kernels (default 2)")
+      ->check(CLI::Range(0, 8));
+  srch->add_option("--max-kernel-inputs", sopts.max_kernel_inputs,
+                   "most DTensors one graph-defined kernel reads (default 4)")
+      ->check(CLI::Range(1, 8));
   srch->add_option("--threads", sopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")->check(CLI::NonNegativeNumber);
-  srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8)")->check(CLI::Range(1, 100));
+  srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")
+      ->check(CLI::NonNegativeNumber);
+  srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8)")
+      ->check(CLI::Range(1, 100));
   srch->add_option("--target", search_target, "target GPU whose shared memory bounds block graphs (default h100)");
   srch->add_flag("--deterministic", sopts.deterministic, "same result for any thread count, also when stopped early");
   srch->add_flag("--resume", sopts.resume, "continue from DIR/checkpoint.json");
   srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");
+  srch->add_flag("--no-program-tile-values", no_program_tile_values,
+                 "grow tile-local values op by op instead of replaying the program's (ablation)");
   srch->add_flag("-q,--quiet", quiet, "no progress line");
 
   try {
@@ -359,6 +386,7 @@ int run_main(int argc, char** argv) {
   if (*srch) {
     sopts.target = target_or_throw(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;
+    sopts.program_tile_values = !no_program_tile_values;
     return cmd_search(file, out_dir, sopts, quiet);
   }
   if (*ver) {
@@ -381,7 +409,8 @@ int main(int argc, char** argv) {
     std::cerr << "mugraph: error: out of memory\n";
     return mugraph::kExitUser;
   } catch (const std::exception& e) {
-    std::cerr << "mugraph: " << e.what() << "\n(this is a bug in mugraph; please report it with the input that caused it)\n";
+    std::cerr << "mugraph: " << e.what()
+              << "\n(this is a bug in mugraph; please report it with the input that caused it)\n";
     return mugraph::kExitInternal;
   }
 }

@@ -66,6 +66,12 @@ struct SearchOptions {
   /// Prune with the abstract-expression oracle (off: only shapes, memory and the other exact
   /// rules prune; for the ablation of the paper's Table 5).
   bool abstract_pruning = true;
+  /// Tile-local values follow the program (docs/search.md, "Program tile values"): inside a
+  /// block graph, a value every reduction of which sums dims its tile holds whole must equal
+  /// (under A_eq, over the same indices) a value the program computes, and such a value with
+  /// more than one op is computed by replaying the program's own ops on the tiles, as one step of
+  /// the block-op budget. Off: block graphs are grown op by op only (ablation).
+  bool program_tile_values = true;
   /// How many verified candidates to report.
   int top_k = 8;
   /// How many complete candidates (by rank) to keep for verification.
@@ -121,6 +127,9 @@ struct SearchCandidate {
   Graph graph;  ///< thread graphs fused
   CandidateMetrics metrics;
   VerifyResult verification;
+  /// When the search found it (seconds of search time, like SearchResult::search_seconds): a
+  /// search cut by its time limit may have found its best long before.
+  double found_seconds = 0;
 };
 
 /// Counters of a search. `pruned` maps a reason to how many candidate ops it removed:

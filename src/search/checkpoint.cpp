@@ -52,7 +52,7 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   s << std::hex << hash_value(program) << std::dec << " kernel_ops=" << o.max_kernel_ops
     << " block_ops=" << o.max_block_ops << " graph_kernels=" << o.max_graph_kernels
     << " kernel_inputs=" << o.max_kernel_inputs << " abstract_pruning=" << o.abstract_pruning
-    << " target=" << o.target.name;
+    << " program_tile_values=" << o.program_tile_values << " target=" << o.target.name;
   return s.str();
 }
 
@@ -85,7 +85,8 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
   j["prefixes"] = std::move(prefixes);
   j["pending"] = std::move(pending);
   Json cands = Json::array();
-  for (const FoundCandidate& c : st.candidates) cands.push_back({{"path", c.path}, {"graph", graph_json(c.graph)}});
+  for (const FoundCandidate& c : st.candidates)
+    cands.push_back({{"path", c.path}, {"found_seconds", c.found_seconds}, {"graph", graph_json(c.graph)}});
   j["candidates"] = std::move(cands);
 
   const std::string tmp = path + ".tmp";
@@ -134,6 +135,7 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
     for (const Json& cj : j.at("candidates")) {
       FoundCandidate c;
       c.path = cj.at("path").get<std::vector<int32_t>>();
+      c.found_seconds = cj.value("found_seconds", 0.0);
       c.graph = from_json(cj.at("graph").dump(), path);
       c.metrics = candidate_metrics(c.graph, target);
       st.candidates.push_back(std::move(c));

@@ -38,12 +38,11 @@ int count_kernel_ops(const Graph& g) {
   return n;
 }
 
-/// Whether a binary op may take one tensor as both operands: add(x, x) yes; sub(x, x) and
-/// div(x, x) are constants, never part of a program's value; mul(x, x) only when the program
-/// has no sqr (which computes the same).
-bool self_operand_ok(const SearchContext& ctx, OpKind kind) {
-  return kind == OpKind::add || (kind == OpKind::mul && !ctx.has_sqr());
-}
+/// Whether a binary op may take one tensor as both operands: only if the program has an op of
+/// that kind whose operands are one value (add(x, x) is 2x, mul(x, x) is sqr(x); a program
+/// without such an op has no use for them, and the abstract expressions, blind to constant
+/// factors, would otherwise let chains like add(x, x), sub(add(x, x), x) ... through).
+bool self_operand_ok(const SearchContext& ctx, OpKind kind) { return ctx.has_self_operand_op(kind); }
 
 /// Right-aligned broadcast compatibility (NumPy rules) of two shapes.
 bool broadcastable(const Shape& a, const Shape& b, int skip_tail = 0) {
@@ -88,6 +87,21 @@ bool nonlinear_ok(const ProgramIndices& p, OpKind kind, size_t operands, const s
 /// program and is not the last op there is room for (then the full pass is already narrow).
 bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish) {
   return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
+}
+
+/// Rule (3) of kernel_configs(): every grid axis and the loop split one program index.
+bool one_index_per_axis(const KernelConfig& c, const OperandIndexUse& use) {
+  for (int axis = 0; axis < 3; ++axis) {  // grid x, grid y, the loop
+    int16_t seen = kNone;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      const int8_t d = axis < 2 ? c.imaps[i][static_cast<size_t>(axis)] : c.fmaps[i];
+      if (d == kPhi) continue;
+      const int16_t idx = use.index[i][static_cast<size_t>(d)];
+      if (seen != kNone && idx != seen) return false;
+      seen = idx;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -148,10 +162,42 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     }
   }
   kinds_.assign(kinds.begin(), kinds.end());
+  {
+    std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
+    for (const Op& op : program.ops)
+      if (op.inputs.size() == 2 && exprs[op.inputs[0].index()] == exprs[op.inputs[1].index()])
+        self_operand_kinds_.push_back(op.kind);
+  }
   // Two matmuls whose results are added is where the paper's concat rewrite applies (§8.1).
   concat_ = matmuls >= 2 && kinds.count(OpKind::add) > 0;
   targets_ = output_expressions(program_, exprs_);
   indices_ = std::make_unique<ProgramIndices>(program_);
+  if (options_.program_tile_values) {
+    auto labels = kernel_graph_labels(*indices_, program_);
+    MUGRAPH_CHECK(labels.has_value()) << "the program breaks its own index rules";
+    std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
+    const size_t n = program_.tensors.size();
+    for (size_t t = 0; t < n; ++t) {
+      ProgramValue v;
+      v.expr = exprs[t];
+      NfResult nf = normal_form(v.expr, exprs_, nfs_);
+      if (nf.stop == NfStop::none) v.nf = nf.id;
+      v.labels = labels->tensors[t];
+      v.cone.assign(n, false);
+      v.cone[t] = true;
+      const Op& op = program_.op(program_.tensors[t].producer);
+      if (op.kind != OpKind::input) {
+        v.cone_ops = 1;
+        // Operands have smaller ids (ops are in topological order), so their cones are known.
+        for (TensorId in : op.inputs)
+          for (size_t u = 0; u < n; ++u)
+            if (program_values_[in.index()].cone[u]) v.cone[u] = true;
+        for (size_t u = 0; u < n; ++u)
+          if (u != t && v.cone[u] && program_.op(program_.tensors[u].producer).kind != OpKind::input) ++v.cone_ops;
+      }
+      program_values_.push_back(std::move(v));
+    }
+  }
 }
 
 Task SearchContext::root() const {
@@ -217,16 +263,24 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
 // ---------------------------------------------------------------------------------------------
 // Kernel configurations
 
-std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs) {
+std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs,
+                                         const OperandIndexUse* use) {
   std::vector<Shape> shapes;
   for (TensorId t : inputs) shapes.push_back(g.type(t).shape);
+  auto contracted = [&](size_t i, int d) { return use == nullptr || use->contracted[i][static_cast<size_t>(d)]; };
   // Grid candidates: 1-D grids d/x for every input dim d and tile extent x, plus (gx, batch)
   // 2-D grids when the inputs have a common leading batch dim (attention).
   std::set<int64_t> xs{1};
-  for (const Shape& s : shapes)
-    for (int d = 0; d < s.rank(); ++d)
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& s = shapes[i];
+    for (int d = 0; d < s.rank(); ++d) {
       for (int64_t x : kTileExtents)
         if (s[d] % x == 0 && s[d] / x >= 1 && s[d] / x <= kMaxBlocks) xs.insert(s[d] / x);
+      if (use != nullptr && !contracted(i, d) && s[d] <= kFineSplitMaxExtent)
+        for (int64_t x : {1, 2, 4})
+          if (s[d] % x == 0 && s[d] / x > 1) xs.insert(s[d] / x);
+    }
+  }
   std::vector<Dim3> grids;
   for (int64_t x : xs) grids.push_back(Dim3{x, 1, 1});
   std::set<int64_t> batches;
@@ -262,7 +316,7 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
             options[i].push_back({imap, static_cast<int8_t>(kPhi)});
             if (f > 1)
               for (int d = 0; d < s.rank(); ++d)
-                if (tile[d] % f == 0) options[i].push_back({imap, static_cast<int8_t>(d)});
+                if (tile[d] % f == 0 && contracted(i, d)) options[i].push_back({imap, static_cast<int8_t>(d)});
           }
         possible = !options[i].empty();
       }
@@ -284,7 +338,7 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
         }
         // Blocks that all see the same data, or iterations that all load the same tiles, only
         // repeat work: every grid axis and the loop must split some input.
-        if (x_used && y_used && f_used) out.push_back(std::move(c));
+        if (x_used && y_used && f_used && (use == nullptr || one_index_per_axis(c, *use))) out.push_back(std::move(c));
         size_t i = 0;
         while (i < n && ++idx[i] == options[i].size()) idx[i++] = 0;
         if (i == n) break;
@@ -603,7 +657,13 @@ class BlockSearch {
     const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
     max_sinks_ = static_cast<int>(ctx_.program().outputs.size()) +
                  (must_finish_ ? 0 : kernel_ops_after * std::max(2, ctx_.options().max_kernel_inputs));
-    dfs(OpRank{});
+    for (size_t i = 0; i < splits_.size(); ++i) {
+      if (splits_[i].grid[0] != kNone) split_iterators_[0] |= uint64_t{1} << i;
+      if (splits_[i].grid[1] != kNone) split_iterators_[1] |= uint64_t{1} << i;
+      if (splits_[i].loop != kNone) split_iterators_[2] |= uint64_t{1} << i;
+    }
+    find_program_tiles();
+    grow_with_program_tiles(0);
     return !stopped_;
   }
 
@@ -616,12 +676,144 @@ class BlockSearch {
     int uses = 0;
     DimLabels labels;
     uint64_t deps = 0;  ///< iterators it depends on (bit set)
+    /// Some op on the way summed a dim its tile holds only a slice of (a sum or matmul over a
+    /// split dim, a summing accumulator), concatenated tiles (LoRA), or read a DTensor that is
+    /// no program value: the value may be a reassociation the program does not spell, and the
+    /// program-tile-values rule is silent about it.
+    bool partial = false;
+    NfId nf;                 ///< normal form of a value the rule checked (invalid: none)
+    int program_value = -1;  ///< the program tensor it holds (iterators and replayed ops)
+    /// Split bits (labels.cpp: grid x 1, grid y 2, loop 4) of the dims summed over a slice on the
+    /// way: a partial sum, until an accumulator sums the loop's slices (or a later kernel the
+    /// blocks').
+    uint8_t split_sum = 0;
   };
 
   void push_tensor(ExprId e, Phase p, bool iterator, bool concat, const DimLabels& labels, uint64_t deps) {
     const Tensor& t = bg_.tensors.back();
     smem_ += t.type.shape.numel() * dtype_bytes(t.type.dtype);
     state_.push_back(TensorState{e, p, iterator, concat, 0, labels, deps});
+  }
+
+  /// Removes the last op (and its one output tensor).
+  void pop_op() {
+    const TensorState& st = state_.back();
+    if (st.program_value >= 0) tile_of_[static_cast<size_t>(st.program_value)] = -1;
+    const Tensor& t = bg_.tensors.back();
+    smem_ -= t.type.shape.numel() * dtype_bytes(t.type.dtype);
+    state_.pop_back();
+    for (TensorId in : bg_.ops.back().inputs) --state_[in.index()].uses;
+    bg_.ops.pop_back();
+    bg_.tensors.pop_back();
+  }
+
+  /// Steps of the block-op budget used: ops, with each replayed program subgraph as one.
+  int steps() const { return static_cast<int>(bg_.ops.size()) - replayed_extra_ops_; }
+
+  // --- Program tile values (SearchOptions::program_tile_values) ------------------------------
+
+  /// Which program values this configuration can compute from its iterators by replaying the
+  /// program's ops on tiles, every reduction over a dim the tiles hold whole (tried once, at
+  /// the root, and undone).
+  void find_program_tiles() {
+    const auto& values = ctx_.program_values();
+    if (values.empty()) return;
+    tile_of_.assign(values.size(), -1);
+    for (size_t i = 0; i < cfg_.inputs.size(); ++i)
+      for (size_t t = 0; t < values.size(); ++t)
+        if (values[t].expr == param_exprs_[i] && tile_of_[t] < 0) {
+          tile_of_[t] = static_cast<int32_t>(i);
+          state_[i].program_value = static_cast<int>(t);
+        }
+    // An iterator over a DTensor the program does not compute (a partial result of an earlier
+    // kernel) holds no program value: the rule is silent about what is computed from it.
+    for (size_t i = 0; i < cfg_.inputs.size(); ++i) state_[i].partial = state_[i].program_value < 0;
+    replayable_.assign(values.size(), false);
+    for (size_t t = 0; t < values.size(); ++t) {
+      if (values[t].cone_ops < 2 || tile_of_[t] >= 0) continue;
+      const size_t before = bg_.ops.size();
+      replayable_[t] = replay(static_cast<int>(t));
+      while (bg_.ops.size() > before) pop_op();
+      if (replayable_[t]) replay_roots_.push_back(static_cast<int>(t));
+    }
+  }
+
+  /// Appends the program's ops that compute program tensor t from what the block graph holds.
+  /// False (some ops may be appended; the caller undoes them) if one of them is not tile-local
+  /// or does not fit.
+  bool replay(int t) {
+    if (tile_of_[static_cast<size_t>(t)] >= 0) return true;
+    const Graph& program = ctx_.program();
+    const Op& op = program.op(program.tensors[static_cast<size_t>(t)].producer);
+    if (op.kind == OpKind::input) return false;  // an input this kernel does not read
+    std::vector<int32_t> operands;
+    for (TensorId in : op.inputs) {
+      if (!replay(in.value)) return false;
+      operands.push_back(tile_of_[in.index()]);
+    }
+    // Tile-local: a sum or matmul must contract a dim the tiles hold whole.
+    const TensorState& a = state_[static_cast<size_t>(operands[0])];
+    if (op.kind == OpKind::sum && is_split(a.labels[op.attrs.dim])) return false;
+    if (op.kind == OpKind::matmul && is_split(a.labels[a.labels.rank - 1])) return false;
+    for (int32_t o : operands)
+      if (state_[static_cast<size_t>(o)].partial || state_[static_cast<size_t>(o)].phase != kLoop) return false;
+    if (!append_checked(op.kind, operands, op.attrs, /*replayed=*/true)) return false;
+    state_.back().program_value = t;
+    tile_of_[static_cast<size_t>(t)] = static_cast<int32_t>(state_.size()) - 1;
+    return true;
+  }
+
+  /// Grows the block graph from the root: with no replayed subgraph, then with each set of them
+  /// (no root in another's subgraph; in increasing program tensor order), each counting as one
+  /// step of the budget.
+  void grow_with_program_tiles(size_t from) {
+    dfs(OpRank{});
+    const auto& values = ctx_.program_values();
+    for (size_t k = from; k < replay_roots_.size() && !stopped_; ++k) {
+      const int t = replay_roots_[k];
+      bool overlaps = false;
+      for (int c : chosen_roots_)
+        overlaps |= values[static_cast<size_t>(t)].cone[static_cast<size_t>(c)] ||
+                    values[static_cast<size_t>(c)].cone[static_cast<size_t>(t)];
+      if (overlaps || steps() + 1 > ctx_.options().max_block_ops) continue;
+      const size_t before = bg_.ops.size();
+      if (replay(t)) {
+        replayed_extra_ops_ += static_cast<int>(bg_.ops.size() - before) - 1;
+        chosen_roots_.push_back(t);
+        if (ops_needed() <= ctx_.options().max_block_ops - steps())
+          grow_with_program_tiles(k + 1);
+        else
+          ++out_.stats.pruned["unclosable"];
+        chosen_roots_.pop_back();
+        replayed_extra_ops_ -= static_cast<int>(bg_.ops.size() - before) - 1;
+      }
+      while (bg_.ops.size() > before) pop_op();
+    }
+  }
+
+  /// The program-tile-values rule for a new tile-local loop value with normal form `nf` and
+  /// labels `labels`: nullptr if allowed, else the pruning reason.
+  const char* tile_value_rejection(NfId nf, const DimLabels& labels, Phase phase, const Shape& shape) const {
+    const auto& values = ctx_.program_values();
+    auto same_indices = [&](const DimLabels& v) {
+      if (v.rank != labels.rank) return false;
+      for (int d = 0; d < v.rank; ++d)
+        if (label_base(v[d]) != label_base(labels[d])) return false;
+      return true;
+    };
+    // A value the block graph already holds is not computed twice.
+    for (size_t i = 0; i < state_.size(); ++i) {
+      const TensorState& st = state_[i];
+      if (st.nf.valid() && st.nf == nf && st.phase == phase && bg_.tensors[i].type.shape == shape &&
+          same_indices(st.labels))
+        return "duplicate_value";
+    }
+    for (size_t t = 0; t < values.size(); ++t) {
+      if (!values[t].nf.valid() || values[t].nf != nf || !same_indices(values[t].labels)) continue;
+      // Values of more than one op come from a replay (one step), never op by op.
+      return replayable_[t] ? "program_tile_value" : nullptr;
+    }
+    return "program_tile_value";
   }
 
   /// Ops still needed to close the graph: unused iterators and open concats must be consumed,
@@ -654,7 +846,7 @@ class BlockSearch {
       return;
     }
     try_close();
-    if (static_cast<int>(bg_.ops.size()) >= ctx_.options().max_block_ops) return;
+    if (steps() >= ctx_.options().max_block_ops) return;
     const int32_t n = static_cast<int32_t>(state_.size());
     const bool loop = cfg_.forloop > 1;
     for (OpKind kind : ctx_.kinds()) {
@@ -703,6 +895,8 @@ class BlockSearch {
     int32_t max_input = -1;
     for (int32_t i : operand_ids) max_input = std::max(max_input, i);
     if (max_input < last.max_input) return;
+    // Phases: with a loop, a path must cross exactly one accumulator, so loop-body and
+    // post-processing values never meet, and only loop-body values are accumulated.
     for (int32_t i : operand_ids)
       if (state_[static_cast<size_t>(i)].phase != state_[static_cast<size_t>(*operand_ids.begin())].phase) return;
     Op op;
@@ -711,73 +905,115 @@ class BlockSearch {
     op.attrs = attrs;
     OpRank rank = op_rank(bg_, op);
     if (!(rank > last)) return;
-    // Phases: with a loop, a path must cross exactly one accumulator, so loop-body and
-    // post-processing values never meet, and only loop-body values are accumulated.
-    Phase phase = state_[op.inputs[0].index()].phase;
-    for (TensorId t : op.inputs)
-      if (state_[t.index()].phase != phase) return;
-    if (kind == OpKind::accum) phase = kPost;
     // A concat is only there to feed a matmul (the LoRA rewrite): nothing else may read one.
     for (TensorId t : op.inputs)
       if (state_[t.index()].concat && kind != OpKind::matmul) return;
-    if (!shapes_may_fit(kind, bg_.type(op.inputs[0]).shape,
-                        op.inputs.size() > 1 ? &bg_.type(op.inputs[1]).shape : nullptr, attrs)) {
-      ++out_.stats.pruned["shape"];
-      return;
-    }
-    std::vector<TensorType> types;
-    for (TensorId t : op.inputs) types.push_back(bg_.type(t));
-    auto outs = infer_output_types(bg_, kind, types, attrs);
-    if (!outs.ok()) {
-      ++out_.stats.pruned["shape"];
-      return;
-    }
-    const TensorType& type = (*outs)[0];
-    uint64_t deps = 0;
-    std::vector<DimLabels> in_labels;
-    std::vector<Shape> in_shapes;
-    for (TensorId t : op.inputs) {
-      deps |= state_[t.index()].deps;
-      in_labels.push_back(state_[t.index()].labels);
-      in_shapes.push_back(bg_.type(t).shape);
-    }
-    std::optional<DimLabels> labels = kind == OpKind::accum
-                                          ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
-                                          : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
-    if (!labels || !nonlinear_ok(ctx_.indices(), kind, op.inputs.size(), in_labels)) {
-      ++out_.stats.pruned["index"];
-      return;
-    }
-    int64_t bytes = type.shape.numel() * dtype_bytes(type.dtype);
-    if (smem_ + bytes > ctx_.options().target.shared_memory_bytes) {
-      ++out_.stats.pruned["shared_memory"];
-      return;
-    }
-    std::vector<ExprId> operand_exprs;
-    for (TensorId t : op.inputs) operand_exprs.push_back(state_[t.index()].expr);
-    ExprId e = op_expressions(bg_, op, operand_exprs, ctx_.exprs(), param_exprs_)[0];
-    // Concats are opaque to the oracle (absexpr.h); the matmul that reads them is checked.
-    if (kind != OpKind::concat && !gen_.useful(e, out_.stats)) {
-      ++out_.stats.pruned["abstract_expression"];
-      return;
-    }
-    // Append, recurse, undo.
-    const size_t nt = bg_.tensors.size();
-    auto r = bg_.append(kind, op.inputs, attrs);
-    MUGRAPH_CHECK(r.ok()) << "block op passed its shape rule but append rejected it: " << r.rejection().str();
-    for (TensorId t : op.inputs) ++state_[t.index()].uses;
-    push_tensor(e, phase, false, kind == OpKind::concat, *labels, deps);
-    int remaining = ctx_.options().max_block_ops - static_cast<int>(bg_.ops.size());
-    if (ops_needed() > remaining) {
+    if (!append_checked(kind, std::vector<int32_t>(operand_ids), attrs, /*replayed=*/false)) return;
+    if (ops_needed() > ctx_.options().max_block_ops - steps()) {
       ++out_.stats.pruned["unclosable"];
     } else {
       dfs(rank);
     }
-    smem_ -= bytes;
-    state_.pop_back();
-    for (TensorId t : op.inputs) --state_[t.index()].uses;
-    bg_.ops.pop_back();
-    bg_.tensors.resize(nt);
+    pop_op();
+  }
+
+  /// Checks a block op (shape, index, shared-memory, abstract-expression and program-tile-value
+  /// rules) and appends it. Ops replayed from the program skip the oracle and the tile-value rule
+  /// (they compute program values by construction) and count no pruning (a failed replay is no
+  /// pruned state).
+  bool append_checked(OpKind kind, const std::vector<int32_t>& operands, const OpAttrs& attrs, bool replayed) {
+    auto prune = [&](const char* reason) {
+      if (!replayed) ++out_.stats.pruned[reason];
+      return false;
+    };
+    std::vector<TensorId> inputs;
+    for (int32_t i : operands) inputs.push_back(TensorId(i));
+    if (!shapes_may_fit(kind, bg_.type(inputs[0]).shape, inputs.size() > 1 ? &bg_.type(inputs[1]).shape : nullptr,
+                        attrs))
+      return prune("shape");
+    std::vector<TensorType> types;
+    for (TensorId t : inputs) types.push_back(bg_.type(t));
+    auto outs = infer_output_types(bg_, kind, types, attrs);
+    if (!outs.ok()) return prune("shape");
+    const TensorType& type = (*outs)[0];
+    uint64_t deps = 0;
+    bool partial = kind == OpKind::concat;
+    std::vector<DimLabels> in_labels;
+    std::vector<Shape> in_shapes;
+    for (TensorId t : inputs) {
+      deps |= state_[t.index()].deps;
+      partial |= state_[t.index()].partial;
+      in_labels.push_back(state_[t.index()].labels);
+      in_shapes.push_back(bg_.type(t).shape);
+    }
+    if (kind == OpKind::sum) partial |= is_split(in_labels[0][attrs.dim]);
+    if (kind == OpKind::matmul) partial |= is_split(in_labels[0][in_labels[0].rank - 1]);
+    if (kind == OpKind::accum && attrs.dim == kPhi) partial = true;
+    // Partial sums (a sum over a slice of an index, completed by an accumulator or by a later
+    // kernel) only pass through linear ops: no axiom moves a sum into a non-linear op, so
+    // sqrt(Σ_slice x) or (Σ_slice x)·(Σ_slice y) is never part of the program's value.
+    uint8_t split_sum = 0;
+    for (TensorId t : inputs) split_sum |= state_[t.index()].split_sum;
+    {
+      const uint8_t a = state_[inputs[0].index()].split_sum;
+      const uint8_t b = inputs.size() > 1 ? state_[inputs[1].index()].split_sum : 0;
+      const OpInfo& info = op_info(kind);
+      if (a != 0 && info.category == OpCategory::unary && kind != OpKind::sqr) return prune("partial_sum");
+      if (a != 0 && kind == OpKind::sqr) return prune("partial_sum");
+      if ((kind == OpKind::mul || kind == OpKind::matmul) && a != 0 && b != 0) return prune("partial_sum");
+      if (kind == OpKind::div && b != 0) return prune("partial_sum");
+      // A slice's partial sum p_k is only meaningful summed over the slices k: scaling it by a
+      // value that changes with the iteration (Σ_k p_k·x_k) or adding such a value, or
+      // concatenating the p_k instead of summing them, is not a sum the program computes.
+      // The same holds for the blocks' partial sums, summed by a later kernel.
+      if (inputs.size() == 2)
+        for (uint8_t bit : {uint8_t{1}, uint8_t{2}, uint8_t{4}}) {
+          if (((a | b) & bit) == 0 || ((a & b) & bit) != 0) continue;
+          const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
+          if ((other.deps & split_iterators_[bit == 4 ? 2 : bit - 1]) != 0) return prune("partial_sum");
+        }
+      if (kind == OpKind::accum && attrs.dim != kPhi && (a & 4) != 0) return prune("partial_sum");
+    }
+    if (kind == OpKind::sum)
+      split_sum |= static_cast<uint8_t>(in_labels[0][attrs.dim] >= 0 ? in_labels[0][attrs.dim] & 7 : 0);
+    if (kind == OpKind::matmul) {
+      const int16_t l = in_labels[0][in_labels[0].rank - 1];
+      split_sum |= static_cast<uint8_t>(l >= 0 ? l & 7 : 0);
+    }
+    if (kind == OpKind::accum && attrs.dim == kPhi) split_sum &= static_cast<uint8_t>(~4);  // the loop's slices summed
+    std::optional<DimLabels> labels = kind == OpKind::accum
+                                          ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
+                                          : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
+    if (!labels || !nonlinear_ok(ctx_.indices(), kind, inputs.size(), in_labels)) return prune("index");
+    int64_t bytes = type.shape.numel() * dtype_bytes(type.dtype);
+    if (smem_ + bytes > ctx_.options().target.shared_memory_bytes) return prune("shared_memory");
+    Op op;
+    op.kind = kind;
+    op.inputs = inputs;
+    op.attrs = attrs;
+    std::vector<ExprId> operand_exprs;
+    for (TensorId t : inputs) operand_exprs.push_back(state_[t.index()].expr);
+    ExprId e = op_expressions(bg_, op, operand_exprs, ctx_.exprs(), param_exprs_)[0];
+    // Concats are opaque to the oracle (absexpr.h); the matmul that reads them is checked.
+    if (!replayed && kind != OpKind::concat && !gen_.useful(e, out_.stats)) return prune("abstract_expression");
+    Phase phase = kind == OpKind::accum ? kPost : state_[inputs[0].index()].phase;
+    NfId nf;
+    if (!tile_of_.empty() && !partial) {
+      NfResult r = normal_form(e, ctx_.exprs(), ctx_.normal_forms());
+      if (r.stop == NfStop::none) {
+        nf = r.id;
+        if (!replayed)
+          if (const char* why = tile_value_rejection(nf, *labels, phase, type.shape)) return prune(why);
+      }
+    }
+    auto r = bg_.append(kind, inputs, attrs);
+    MUGRAPH_CHECK(r.ok()) << "block op passed its shape rule but append rejected it: " << r.rejection().str();
+    for (TensorId t : inputs) ++state_[t.index()].uses;
+    push_tensor(e, phase, false, kind == OpKind::concat, *labels, deps);
+    state_.back().partial = partial;
+    state_.back().split_sum = split_sum;
+    state_.back().nf = nf;
+    return true;
   }
 
   /// Closes the block graph in every valid way: an output saver on every sink, each with every
@@ -861,6 +1097,15 @@ class BlockSearch {
   int64_t smem_ = 0;
   int num_iterators_ = 0;
   int max_sinks_ = 1;
+  // Program tile values: by program tensor, the block tensor holding it (-1: none); whether a
+  // replay can compute it; the replayable values of more than one op; the replays applied; how
+  // many more ops than steps they appended.
+  std::vector<int32_t> tile_of_;
+  std::vector<bool> replayable_;
+  std::vector<int> replay_roots_, chosen_roots_;
+  int replayed_extra_ops_ = 0;
+  /// Iterators (bit sets) that grid axis x, grid axis y and the for-loop split.
+  std::array<uint64_t, 3> split_iterators_{};
   int32_t& child_index_;
   bool stopped_ = false;
 };
@@ -872,7 +1117,22 @@ const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<co
   // Pointers differ for tasks read from a checkpoint: compare the prefixes themselves then.
   const bool same_prefix = configs_prefix_ && (configs_prefix_ == prefix || *configs_prefix_ == *prefix);
   if (!same_prefix || configs_operands_ != operands) {
-    configs_ = kernel_configs(*prefix, operands);
+    auto labels = kernel_graph_labels(ctx_.indices(), *prefix);
+    MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+    OperandIndexUse use;
+    for (TensorId t : operands) {
+      const DimLabels& l = labels->tensors[t.index()];
+      std::vector<bool> c(static_cast<size_t>(l.rank));
+      std::vector<int16_t> idx(static_cast<size_t>(l.rank));
+      // An extent-1 dim (no index) is never split, so its answer does not matter.
+      for (int d = 0; d < l.rank; ++d) {
+        c[static_cast<size_t>(d)] = l[d] != kNone && ctx_.indices().contracted(l[d]);
+        idx[static_cast<size_t>(d)] = label_base(l[d]);
+      }
+      use.contracted.push_back(std::move(c));
+      use.index.push_back(std::move(idx));
+    }
+    configs_ = kernel_configs(*prefix, operands, &use);
     configs_prefix_ = prefix;
     configs_operands_ = operands;
   }

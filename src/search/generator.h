@@ -61,6 +61,9 @@ struct FoundCandidate {
   Graph graph;  ///< complete kernel graph, outputs marked, not fused
   CandidateMetrics metrics;
   std::vector<int32_t> path;  ///< of the task that found it
+  /// Search time (seconds since the search began, resumed time included) when the driver
+  /// committed it.
+  double found_seconds = 0;
 };
 
 /// What running a task produced; committed by the driver only if the task ran to its end.
@@ -83,6 +86,17 @@ struct OpRank {
 /// The rank of op `op` of graph `g`.
 OpRank op_rank(const Graph& g, const Op& op);
 
+/// A value the program computes (one per program tensor), for the program-tile-values rule
+/// (SearchOptions::program_tile_values).
+struct ProgramValue {
+  ExprId expr;
+  NfId nf;           ///< invalid if the normal form was not computed (its limits)
+  DimLabels labels;  ///< of the program tensor (no split bits)
+  int cone_ops = 0;  ///< non-input ops it depends on, its own producer included
+  /// cone[t]: program tensor t is this value or one it is computed from.
+  std::vector<bool> cone;
+};
+
 /// Shared, read-only context of a search plus the thread-safe expression machinery.
 class SearchContext {
  public:
@@ -95,12 +109,16 @@ class SearchContext {
   SubexprOracle& oracle() { return oracle_; }
   const std::vector<ExprId>& targets() const { return targets_; }
   const ProgramIndices& indices() const { return *indices_; }
+  /// The program's values by program tensor id (empty when program_tile_values is off).
+  const std::vector<ProgramValue>& program_values() const { return program_values_; }
 
   /// Op kinds the search may use at kernel and block level (derived from the program).
   const std::vector<OpKind>& kinds() const { return kinds_; }
   bool uses_concat() const { return concat_; }
-  /// sqr is among the kinds, so mul(x, x) is never generated (it would duplicate sqr(x)).
-  bool has_sqr() const { return std::find(kinds_.begin(), kinds_.end(), OpKind::sqr) != kinds_.end(); }
+  /// The program has an op of this kind whose two operands are one value (add(X, X)).
+  bool has_self_operand_op(OpKind kind) const {
+    return std::find(self_operand_kinds_.begin(), self_operand_kinds_.end(), kind) != self_operand_kinds_.end();
+  }
   /// Scalar constants of the program with the op kind and position they appear with.
   struct Constant {
     OpKind kind;
@@ -140,7 +158,9 @@ class SearchContext {
   SubexprOracle oracle_;
   std::vector<ExprId> targets_;
   std::unique_ptr<ProgramIndices> indices_;
+  std::vector<ProgramValue> program_values_;
   std::vector<OpKind> kinds_;
+  std::vector<OpKind> self_operand_kinds_;
   bool concat_ = false;
   std::vector<Constant> constants_;
   std::atomic<int64_t> bound_bytes_{INT64_MAX};
@@ -181,8 +201,29 @@ class Generator {
   std::unordered_map<int32_t, uint64_t> vars_cache_;
 };
 
+/// What the program does with each dim of each operand of a graph-defined kernel (from the
+/// index labels); refines the configuration lists of kernel_configs().
+struct OperandIndexUse {
+  /// contracted[i][d]: the program sums over the index that dim d of operand i ranges over.
+  std::vector<std::vector<bool>> contracted;
+  /// index[i][d]: the program index (label base) dim d of operand i ranges over; kNone for none.
+  std::vector<std::vector<int16_t>> index;
+};
+
 /// Every graph-defined kernel configuration for the operands `inputs` of kernel graph `g`
 /// (grids, for-loop ranges, imaps and fmaps from the candidate lists of DESIGN.md §4).
-std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs);
+/// With `use`: (1) the for-loop splits only contracted indices: a loop over an index the program
+/// never sums can only concatenate its iterations, which is a grid axis run serially (same
+/// traffic, fewer blocks in flight), so such configurations are dominated; (2) a small dim
+/// (extent ≤ kFineSplitMaxExtent) over an index the program never sums may also be split into
+/// tiles of 1, 2 or 4 (one row per block: a norm over 4096 columns of 8 rows needs that grid,
+/// the paper's tile extents 8..256 would give it a single block); (3) each grid axis, and the
+/// loop, splits one program index in every operand it splits: blocks that pair the b-th slice of
+/// one index with the b-th slice of another only ever see the diagonal of their product.
+std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs,
+                                         const OperandIndexUse* use = nullptr);
+
+/// Largest dim extent that kernel_configs() splits into tiles of 1, 2 or 4.
+inline constexpr int64_t kFineSplitMaxExtent = 64;
 
 }  // namespace mugraph::search_detail

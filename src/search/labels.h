@@ -26,6 +26,12 @@ namespace mugraph::search_detail {
 /// stands for no index (a reduced or broadcast dimension).
 inline constexpr int16_t kNone = -1;
 
+/// Whether a block tile's label marks its index as split by a grid axis or the for-loop (such a
+/// tile holds a slice of the index: summing over it gives a partial result).
+inline bool is_split(int16_t label) { return label >= 0 && (label & 7) != 0; }
+/// The program index a label stands for, without its split bits (kNone stays kNone).
+inline int16_t label_base(int16_t label) { return label < 0 ? kNone : static_cast<int16_t>(label >> 3); }
+
 /// The set of program indices (bases) of labels, as bits.
 struct DimLabels;
 uint64_t index_set(const DimLabels& l);

@@ -16,6 +16,7 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
   j["load_bytes_per_sm"] = c.metrics.load_bytes_per_sm;
   j["block_ops"] = c.metrics.block_ops;
   j["shared_memory_bytes"] = c.metrics.shared_memory_bytes;
+  j["found_seconds"] = c.found_seconds;
   const VerifyResult& v = c.verification;
   j["verification"] = {{"tests", v.tests_run},     {"bound", v.bound},
                        {"guarantee", v.guarantee}, {"guarantee_note", v.guarantee_note},
@@ -53,6 +54,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"threads", o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency())},
                   {"deterministic", o.deterministic},
                   {"abstract_pruning", o.abstract_pruning},
+                  {"program_tile_values", o.program_tile_values},
                   {"target", o.target.name},
                   {"verify_delta", o.verify.delta}};
   if (!r.top.empty())

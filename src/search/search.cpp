@@ -127,7 +127,10 @@ class Driver {
         ++out.stats.tasks;
         stats_.add(out.stats);
         for (Task& c : out.children) pending_.emplace(c.path, std::move(c));
-        for (FoundCandidate& c : out.candidates) add_candidate(std::move(c));
+        for (FoundCandidate& c : out.candidates) {
+          c.found_seconds = elapsed();
+          add_candidate(std::move(c));
+        }
       }
       cv_.notify_all();
     }
@@ -251,6 +254,7 @@ class Driver {
       sc.graph = fuse_thread_graphs(c.found.graph);
       sc.metrics = candidate_metrics(sc.graph, opt_.target);
       sc.verification = std::move(v);
+      sc.found_seconds = c.found.found_seconds;
       result.top.push_back(std::move(sc));
     }
   }

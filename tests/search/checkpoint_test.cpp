@@ -1,20 +1,21 @@
 // Checkpoints of the search (src/search/checkpoint.h): exact round trips of pending tasks,
 // candidates and counters; malformed files are user errors that name the file; the fingerprint
 // tells programs and tree-shaping options apart.
+#include "checkpoint.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <type_traits>
-#include <unistd.h>
 
-#include "search_fixtures.h"
-#include "checkpoint.h"
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
+#include "search_fixtures.h"
 
 namespace mugraph::search_detail {
 namespace {

@@ -1,11 +1,12 @@
 // The thread-graph fusion pass: element-wise trees of block graphs become thread graphs, and the
 // μGraph computes exactly what it computed before.
+#include "mugraph/fuse_thread_graphs.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/interp.h"
 #include "mugraph/loader.h"
 #include "mugraph/validate.h"

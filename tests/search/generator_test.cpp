@@ -1,11 +1,12 @@
 // The generator's building blocks (src/search/generator.h): the candidate lists of graph-defined
 // kernel configurations and the canonical op rank.
+#include "generator.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
-#include "generator.h"
 #include "mugraph/frontend.h"
 
 namespace mugraph::search_detail {
@@ -107,15 +108,83 @@ TEST(OpRank, OrdersByLargestOperandThenKind) {
   EXPECT_EQ(mul_xg.max_input, 1);
   EXPECT_LT(exp_x, mul_xg);  // reads only X
   EXPECT_LT(exp_x, exp_g);
-  EXPECT_NE(exp_x, sqr_x);    // same operand, other kind
+  EXPECT_NE(exp_x, sqr_x);                 // same operand, other kind
   EXPECT_EQ(exp_x, op_rank(g, g.ops[2]));  // a function of the op
 }
 
 TEST(OpRank, AttributesSeparateOpsOfOneKindOnTheSameOperands) {
-  Graph g = parse_program("input X[4, 64]\nA = sum(X, dim=0)\nB = sum(X, dim=1)\nC = mul(A, 2)\nD = mul(A, 3)\noutput B\n");
+  Graph g =
+      parse_program("input X[4, 64]\nA = sum(X, dim=0)\nB = sum(X, dim=1)\nC = mul(A, 2)\nD = mul(A, 3)\noutput B\n");
   EXPECT_NE(op_rank(g, g.ops[1]), op_rank(g, g.ops[2]));
   EXPECT_NE(op_rank(g, g.ops[3]), op_rank(g, g.ops[4]));
   EXPECT_EQ(op_rank(g, g.ops[1]).kind, op_rank(g, g.ops[2]).kind);
+}
+
+/// X[4, 64] · W[64, 64]: X's dims range over rows (free) and k (contracted), W's over k and
+/// columns (free).
+OperandIndexUse xw_use() {
+  OperandIndexUse use;
+  use.contracted = {{false, true}, {true, false}};
+  use.index = {{0, 1}, {1, 2}};
+  return use;
+}
+
+TEST(KernelConfigs, TheLoopSplitsOnlyContractedIndices) {
+  Graph g = xw();
+  OperandIndexUse use = xw_use();
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)}, &use);
+  ASSERT_FALSE(configs.empty());
+  bool some_loop = false;
+  for (const KernelConfig& c : configs) {
+    EXPECT_TRUE(c.fmaps[0] == kPhi || c.fmaps[0] == 1) << "X's rows are never summed";
+    EXPECT_TRUE(c.fmaps[1] == kPhi || c.fmaps[1] == 0) << "W's columns are never summed";
+    some_loop |= c.forloop > 1;
+  }
+  EXPECT_TRUE(some_loop);
+  // Without the index information the loop may split anything.
+  bool loop_over_rows = false;
+  for (const KernelConfig& c : kernel_configs(g, {TensorId(0), TensorId(1)})) loop_over_rows |= c.fmaps[0] == 0;
+  EXPECT_TRUE(loop_over_rows);
+}
+
+TEST(KernelConfigs, SmallFreeDimsGetOneRowPerBlock) {
+  // nTrans: 8 rows of 4096, normalized per row. Tile extents 8..256 give 1 block over the rows
+  // (and 16..512 over the summed columns); a row per block needs a tile extent of 1.
+  Graph g;
+  g.add_input("H", {8, 4096}, DType::f16);
+  OperandIndexUse use;
+  use.contracted = {{false, true}};
+  use.index = {{0, 1}};
+  std::set<int64_t> grids;
+  for (const KernelConfig& c : kernel_configs(g, {TensorId(0)}, &use))
+    if (c.imaps[0][0] == 0) grids.insert(c.grid.x);
+  EXPECT_EQ(grids, (std::set<int64_t>{2, 4, 8}));
+  std::set<int64_t> plain;
+  for (const KernelConfig& c : kernel_configs(g, {TensorId(0)}))
+    if (c.imaps[0][0] == 0) plain.insert(c.grid.x);
+  EXPECT_TRUE(plain.empty());
+}
+
+TEST(KernelConfigs, EachAxisSplitsOneIndex) {
+  Graph g = xw();
+  OperandIndexUse use = xw_use();
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)}, &use);
+  for (const KernelConfig& c : configs) {
+    for (int ax = 0; ax < 2; ++ax) {
+      const int8_t a = c.imaps[0][static_cast<size_t>(ax)], b = c.imaps[1][static_cast<size_t>(ax)];
+      if (a != kPhi && b != kPhi) {
+        EXPECT_EQ(use.index[0][static_cast<size_t>(a)], use.index[1][static_cast<size_t>(b)]);
+      }
+    }
+    if (c.fmaps[0] != kPhi && c.fmaps[1] != kPhi) {
+      EXPECT_EQ(use.index[0][static_cast<size_t>(c.fmaps[0])], use.index[1][static_cast<size_t>(c.fmaps[1])]);
+    }
+  }
+  // The plain lists have blocks that pair X's rows with W's columns (only the diagonal).
+  bool diagonal = false;
+  for (const KernelConfig& c : kernel_configs(g, {TensorId(0), TensorId(1)}))
+    diagonal |= c.imaps[0][0] == 0 && c.imaps[1][0] == 1;
+  EXPECT_TRUE(diagonal);
 }
 
 TEST(SearchContext, RootHoldsTheProgramsInputs) {
@@ -129,9 +198,19 @@ TEST(SearchContext, RootHoldsTheProgramsInputs) {
   EXPECT_NE(std::find(kinds.begin(), kinds.end(), OpKind::exp), kinds.end());
   EXPECT_NE(std::find(kinds.begin(), kinds.end(), OpKind::mul), kinds.end());
   EXPECT_EQ(std::find(kinds.begin(), kinds.end(), OpKind::matmul), kinds.end());
-  EXPECT_FALSE(ctx.has_sqr());
+  EXPECT_FALSE(ctx.has_self_operand_op(OpKind::mul));
   EXPECT_FALSE(ctx.uses_concat());
   EXPECT_EQ(ctx.targets().size(), 1u);
+}
+
+TEST(SearchContext, SelfOperandOpsOnlyOfTheKindsTheProgramHas) {
+  // add(x, x) is 2x: only a program that adds a value to itself can need it.
+  Graph twice = parse_program("input X[4, 64]\nY = exp(X)\nZ = exp(X)\nO = add(Y, Z)\noutput O\n");
+  SearchContext a(twice, SearchOptions{});
+  EXPECT_TRUE(a.has_self_operand_op(OpKind::add));  // Y and Z are one value
+  EXPECT_FALSE(a.has_self_operand_op(OpKind::mul));
+  Graph other = parse_program("input X[4, 64]\ninput G[64]\nO = add(X, G)\noutput O\n");
+  EXPECT_FALSE(SearchContext(other, SearchOptions{}).has_self_operand_op(OpKind::add));
 }
 
 TEST(SearchContext, ConcatOnlyWhereTheLoraRewriteApplies) {

@@ -1,11 +1,12 @@
 // Index labels (src/search/labels.h): which program index every dimension stands for, which
 // indices are contracted and over which products, and the label rules of the ops the generator
 // appends.
+#include "labels.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "labels.h"
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
 #include "search_fixtures.h"
@@ -14,7 +15,6 @@ namespace mugraph::search_detail {
 namespace {
 
 constexpr const char* kRmsNorm = search_testing::kRmsNormSmall;
-
 
 /// A one-dimension DimLabels holding label l.
 DimLabels one(int16_t l) {

@@ -4,7 +4,10 @@
 //
 // Shapes are small (X[4,64], W[64,64]) and the limits tight, so that every search here takes well
 // under a second in Release (this file also runs under ASan/UBSan).
+#include "mugraph/search.h"
+
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -13,13 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
-#include <unistd.h>
 
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
 #include "mugraph/interp.h"
 #include "mugraph/json.h"
-#include "mugraph/search.h"
 #include "mugraph/validate.h"
 #include "search_fixtures.h"
 
@@ -33,7 +34,6 @@ class TempDir : public search_testing::TempDir {
  public:
   TempDir() : search_testing::TempDir("mugraph_search") {}
 };
-
 
 // A gated MLP: silu(X·W1) * (X·W2).
 constexpr const char* kGatedMlp = R"(
@@ -118,7 +118,6 @@ std::vector<std::string> top_json(const SearchResult& r) {
   return out;
 }
 
-
 /// A control whose stop is set before the search starts. The driver looks at it when a task ends
 /// or at the latest after 50 ms, so a search that takes much longer than that (the RMSNorm here,
 /// about half a second in Release) is reliably interrupted with tasks pending.
@@ -166,13 +165,97 @@ TEST(Search, RmsNormFindsOneFusedKernelWithMatmulAndSum) {
 }
 
 TEST(Search, RmsNormNeedsEnoughBlockOps) {
-  // Seven block ops cannot hold the fused RMSNorm (and the limit is one kernel): nothing found.
+  // Grown op by op, seven block ops cannot hold the fused RMSNorm (and the limit is one kernel):
+  // nothing found.
   Graph program = parse_program(kRmsNorm);
-  SearchResult r = search(program, limits(1, 1, 7));
+  SearchOptions o = limits(1, 1, 7);
+  o.program_tile_values = false;
+  SearchResult r = search(program, o);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   EXPECT_TRUE(r.top.empty());
   EXPECT_EQ(r.stats.verified, 0);
   EXPECT_GT(r.stats.states, 0);
+}
+
+TEST(Search, ReplayedProgramCountsAsOneBlockStep) {
+  // A block per row holds whole rows of X and all of W: every value of the program is then
+  // tile-local, and replaying the program's ops is one step: three iterators and the replay.
+  Graph program = parse_program(kRmsNorm);
+  SearchResult r = search(program, limits(1, 1, 4));
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  const Graph& body = only_body(r.top.front().graph);
+  EXPECT_EQ(body.forloop, 1);
+  EXPECT_EQ(count_kind(body, OpKind::matmul), 1);
+  expect_sound_top(program, r);
+  // One step fewer leaves no room for it.
+  SearchResult none = search(program, limits(1, 1, 3));
+  EXPECT_TRUE(none.top.empty());
+}
+
+TEST(Search, NTransBecomesOneKernelWithOneRowPerBlock) {
+  // norm(X + α·norm(H − X)): every value is row-local, so a block per row computes it all in
+  // shared memory (the paper's nTrans result); the replay of the program counts as one step.
+  Graph program = parse_program(R"(
+input H[4, 64]
+input X[4, 64]
+input Alpha[4, 64]
+D = sub(H, X)
+N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
+Y = add(X, mul(Alpha, N))
+O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
+output O
+)");
+  SearchResult r = search(program, limits(1, 1, 5));
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  const SearchCandidate& best = r.top.front();
+  EXPECT_EQ(best.metrics.kernels, 1);
+  EXPECT_EQ(best.metrics.device_bytes, 4 * 4 * 64 * 2);  // H, X, Alpha read once, O written once
+  const Graph& body = only_body(best.graph);
+  EXPECT_EQ(body.forloop, 1);
+  EXPECT_EQ(body.grid.x, 4) << "one row per block (a tile extent of 1, below the paper's 8..256)";
+  EXPECT_EQ(count_kind(body, OpKind::sum), 2);
+  expect_sound_top(program, r);
+  expect_computes_program(program, best.graph);
+  // Grown op by op the same kernel needs 16 block ops.
+  SearchOptions op_by_op = limits(1, 1, 5);
+  op_by_op.program_tile_values = false;
+  EXPECT_TRUE(search(program, op_by_op).top.empty());
+}
+
+TEST(Search, QkNormFusesBothNormsIntoTheAttentionKernel) {
+  Graph program = parse_program(R"(
+input Q[2, 16, 8]
+input K[2, 8, 64]
+input V[2, 64, 8]
+QN = div(Q, sqrt(div(sum(sqr(Q), dim=2), 8)))
+KN = div(K, sqrt(div(sum(sqr(K), dim=1), 8)))
+E = exp(matmul(QN, KN))
+O = matmul(div(E, sum(E, dim=2)), V)
+output O
+)");
+  SearchResult r = search(program, limits(2, 1, 4));
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  const SearchCandidate& best = r.top.front();
+  EXPECT_EQ(best.metrics.kernels, 1);
+  const Graph& body = only_body(best.graph);
+  EXPECT_EQ(count_kind(body, OpKind::matmul), 2);
+  EXPECT_EQ(count_kind(body, OpKind::exp), 1);
+  EXPECT_EQ(count_kind(body, OpKind::sum), 3);  // Q's and K's squares, E's row sums
+  expect_sound_top(program, r);
+  expect_computes_program(program, best.graph);
+}
+
+TEST(Search, PartialSumsOnlyPassThroughLinearOps) {
+  // The RMSNorm search splits its sums over the loop: sqrt or exp of such a partial sum, or a
+  // partial sum scaled by the next iteration's tile, is pruned, and the fused kernel is found.
+  Graph program = parse_program(kRmsNorm);
+  SearchResult r = search(program, rms_limits());
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_GT(r.stats.pruned["partial_sum"], 0);
+  EXPECT_GT(r.stats.pruned["program_tile_value"], 0);
 }
 
 TEST(Search, GatedMlpFindsOneKernelWithTwoMatmuls) {
@@ -238,11 +321,10 @@ TEST(Search, TopKBoundsTheNumberOfCandidates) {
 // within the limits (one pre-defined kernel), so the search must find at least that.
 
 TEST(Search, BinaryOpOfATensorWithItselfIsFound) {
-  // The generator never appends a binary op whose operands are one tensor, except mul when the
-  // program has no sqr (generator.cpp, kernel and block level: `if (b != a || (kind ==
-  // OpKind::mul && !ctx_.has_sqr()))`), so add(X, X) cannot be generated at all.
-  for (const char* text : {"input X[4, 64]\nO = add(X, X)\noutput O\n",
-                           "input X[4, 64]\nY = exp(X)\nO = add(Y, Y)\noutput O\n"}) {
+  // The generator once never appended a binary op whose operands are one tensor, so add(X, X)
+  // could not be generated at all; it now does where the program has such an op.
+  for (const char* text :
+       {"input X[4, 64]\nO = add(X, X)\noutput O\n", "input X[4, 64]\nY = exp(X)\nO = add(Y, Y)\noutput O\n"}) {
     Graph program = parse_program(text);
     SearchResult r = search(program, limits(2, 0, 4));
     EXPECT_EQ(r.stop_reason, StopReason::exhausted);
