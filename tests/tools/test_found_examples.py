@@ -49,3 +49,25 @@ def test_rmsnorm_is_figure_3b():
     kinds = [op["op"] for op in body["ops"]]
     assert body["forloop"] > 1
     assert kinds.count("accum") == 2 and "matmul" in kinds and "sum" in kinds and "thread_graph" in kinds
+
+
+def test_qknorm_fuses_both_norms_into_flash_attention():
+    graph = json.loads((FOUND / "qknorm" / "best.json").read_text())["graph"]
+    (kernel,) = [op for op in graph["ops"] if op["op"] != "input"]
+    assert kernel["op"] == "graph_kernel"
+    body = graph["bodies"][0]
+    kinds = [op["op"] for op in body["ops"]]
+    # A loop over the key/value sequence with two accumulators (FlashAttention), and the squares
+    # of Q and K summed in the same kernel, their sqrt/div in thread graphs.
+    assert body["forloop"] > 1
+    assert kinds.count("accum") == 2 and kinds.count("matmul") == 2 and "exp" in kinds
+    assert kinds.count("sqr") == 2 and kinds.count("thread_graph") >= 2
+
+
+def test_ntrans_is_one_kernel_with_everything_in_shared_memory():
+    graph = json.loads((FOUND / "ntrans" / "best.json").read_text())["graph"]
+    (kernel,) = [op for op in graph["ops"] if op["op"] != "input"]
+    assert kernel["op"] == "graph_kernel"
+    body = graph["bodies"][0]
+    assert body["forloop"] == 1 and body["grid"][0] == 8  # a block per row
+    assert [op["op"] for op in body["ops"]].count("sum") == 2
