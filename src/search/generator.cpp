@@ -38,12 +38,6 @@ int count_kernel_ops(const Graph& g) {
   return n;
 }
 
-/// Whether a binary op may take one tensor as both operands: only if the program has an op of
-/// that kind whose operands are one value (add(x, x) is 2x, mul(x, x) is sqr(x); a program
-/// without such an op has no use for them, and the abstract expressions, blind to constant
-/// factors, would otherwise let chains like add(x, x), sub(add(x, x), x) ... through).
-bool self_operand_ok(const SearchContext& ctx, OpKind kind) { return ctx.has_self_operand_op(kind); }
-
 /// Right-aligned broadcast compatibility (NumPy rules) of two shapes.
 bool broadcastable(const Shape& a, const Shape& b, int skip_tail = 0) {
   for (int i = 1 + skip_tail; i <= a.rank() && i <= b.rank(); ++i) {
@@ -88,6 +82,9 @@ bool nonlinear_ok(const ProgramIndices& p, OpKind kind, size_t operands, const s
 bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish) {
   return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
 }
+
+/// The split bit of grid axis x, grid axis y and the for-loop, in that order.
+constexpr int16_t kAxisBits[3] = {kGridXBit, kGridYBit, kLoopBit};
 
 /// Rule (3) of kernel_configs(): every grid axis and the loop split one program index.
 bool one_index_per_axis(const KernelConfig& c, const OperandIndexUse& use) {
@@ -162,20 +159,18 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     }
   }
   kinds_.assign(kinds.begin(), kinds.end());
-  {
-    std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
-    for (const Op& op : program.ops)
-      if (op.inputs.size() == 2 && exprs[op.inputs[0].index()] == exprs[op.inputs[1].index()])
-        self_operand_kinds_.push_back(op.kind);
-  }
+
   // Two matmuls whose results are added is where the paper's concat rewrite applies (§8.1).
   concat_ = matmuls >= 2 && kinds.count(OpKind::add) > 0;
   targets_ = output_expressions(program_, exprs_);
   indices_ = std::make_unique<ProgramIndices>(program_);
+  const std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
+  for (const Op& op : program.ops)
+    if (op.inputs.size() == 2 && exprs[op.inputs[0].index()] == exprs[op.inputs[1].index()])
+      self_operand_kinds_.push_back(op.kind);
   if (options_.program_tile_values) {
     auto labels = kernel_graph_labels(*indices_, program_);
     MUGRAPH_CHECK(labels.has_value()) << "the program breaks its own index rules";
-    std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
     const size_t n = program_.tensors.size();
     for (size_t t = 0; t < n; ++t) {
       ProgramValue v;
@@ -585,7 +580,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
           break;
         case OpCategory::binary:
           for (int32_t b = is_commutative(kind) ? a : 0; b < ntensors; ++b)
-            if (b != a || self_operand_ok(ctx_, kind)) try_op(kind, {ta, TensorId(b)}, {});
+            if (b != a || ctx_.has_self_operand_op(kind)) try_op(kind, {ta, TensorId(b)}, {});
           for (const SearchContext::Constant& c : ctx_.constants())
             if (c.kind == kind) try_op(kind, {ta}, attrs::scalar(c.value, c.pos));
           break;
@@ -683,10 +678,9 @@ class BlockSearch {
     bool partial = false;
     NfId nf;                 ///< normal form of a value the rule checked (invalid: none)
     int program_value = -1;  ///< the program tensor it holds (iterators and replayed ops)
-    /// Split bits (labels.cpp: grid x 1, grid y 2, loop 4) of the dims summed over a slice on the
-    /// way: a partial sum, until an accumulator sums the loop's slices (or a later kernel the
-    /// blocks').
-    uint8_t split_sum = 0;
+    /// Split bits (labels.h) of the dims summed over a slice on the way: a partial sum, until an
+    /// accumulator sums the loop's slices (or a later kernel the blocks').
+    int16_t split_sum = 0;
   };
 
   void push_tensor(ExprId e, Phase p, bool iterator, bool concat, const DimLabels& labels, uint64_t deps) {
@@ -864,7 +858,7 @@ class BlockSearch {
             break;
           case OpCategory::binary:
             for (int32_t b = is_commutative(kind) ? a : 0; b < n; ++b)
-              if (b != a || self_operand_ok(ctx_, kind)) try_op(last, kind, {a, b}, {});
+              if (b != a || ctx_.has_self_operand_op(kind)) try_op(last, kind, {a, b}, {});
             for (const SearchContext::Constant& c : ctx_.constants())
               if (c.kind == kind) try_op(last, kind, {a}, attrs::scalar(c.value, c.pos));
             break;
@@ -946,41 +940,33 @@ class BlockSearch {
       in_labels.push_back(state_[t.index()].labels);
       in_shapes.push_back(bg_.type(t).shape);
     }
-    if (kind == OpKind::sum) partial |= is_split(in_labels[0][attrs.dim]);
-    if (kind == OpKind::matmul) partial |= is_split(in_labels[0][in_labels[0].rank - 1]);
-    if (kind == OpKind::accum && attrs.dim == kPhi) partial = true;
+    // Split bits of the dim a sum or matmul contracts: a slice of its index makes a partial sum.
+    const int16_t contracted_bits = kind == OpKind::sum      ? split_bits(in_labels[0][attrs.dim])
+                                    : kind == OpKind::matmul ? split_bits(in_labels[0][in_labels[0].rank - 1])
+                                                             : 0;
+    partial |= contracted_bits != 0 || (kind == OpKind::accum && attrs.dim == kPhi);
     // Partial sums (a sum over a slice of an index, completed by an accumulator or by a later
     // kernel) only pass through linear ops: no axiom moves a sum into a non-linear op, so
     // sqrt(Σ_slice x) or (Σ_slice x)·(Σ_slice y) is never part of the program's value.
-    uint8_t split_sum = 0;
-    for (TensorId t : inputs) split_sum |= state_[t.index()].split_sum;
-    {
-      const uint8_t a = state_[inputs[0].index()].split_sum;
-      const uint8_t b = inputs.size() > 1 ? state_[inputs[1].index()].split_sum : 0;
-      const OpInfo& info = op_info(kind);
-      if (a != 0 && info.category == OpCategory::unary && kind != OpKind::sqr) return prune("partial_sum");
-      if (a != 0 && kind == OpKind::sqr) return prune("partial_sum");
-      if ((kind == OpKind::mul || kind == OpKind::matmul) && a != 0 && b != 0) return prune("partial_sum");
-      if (kind == OpKind::div && b != 0) return prune("partial_sum");
-      // A slice's partial sum p_k is only meaningful summed over the slices k: scaling it by a
-      // value that changes with the iteration (Σ_k p_k·x_k) or adding such a value, or
-      // concatenating the p_k instead of summing them, is not a sum the program computes.
-      // The same holds for the blocks' partial sums, summed by a later kernel.
-      if (inputs.size() == 2)
-        for (uint8_t bit : {uint8_t{1}, uint8_t{2}, uint8_t{4}}) {
-          if (((a | b) & bit) == 0 || ((a & b) & bit) != 0) continue;
-          const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
-          if ((other.deps & split_iterators_[bit == 4 ? 2 : bit - 1]) != 0) return prune("partial_sum");
-        }
-      if (kind == OpKind::accum && attrs.dim != kPhi && (a & 4) != 0) return prune("partial_sum");
-    }
-    if (kind == OpKind::sum)
-      split_sum |= static_cast<uint8_t>(in_labels[0][attrs.dim] >= 0 ? in_labels[0][attrs.dim] & 7 : 0);
-    if (kind == OpKind::matmul) {
-      const int16_t l = in_labels[0][in_labels[0].rank - 1];
-      split_sum |= static_cast<uint8_t>(l >= 0 ? l & 7 : 0);
-    }
-    if (kind == OpKind::accum && attrs.dim == kPhi) split_sum &= static_cast<uint8_t>(~4);  // the loop's slices summed
+    const int16_t a = state_[inputs[0].index()].split_sum;
+    const int16_t b = inputs.size() > 1 ? state_[inputs[1].index()].split_sum : 0;
+    if (a != 0 && op_info(kind).category == OpCategory::unary) return prune("partial_sum");
+    if ((kind == OpKind::mul || kind == OpKind::matmul) && a != 0 && b != 0) return prune("partial_sum");
+    if (kind == OpKind::div && b != 0) return prune("partial_sum");
+    // A slice's partial sum p_k is only meaningful summed over the slices k: scaling it by a value
+    // that changes with the iteration (Σ_k p_k·x_k) or adding such a value, or concatenating the
+    // p_k instead of summing them, is not a sum the program computes. The same holds for the
+    // blocks' partial sums, summed by a later kernel.
+    if (inputs.size() == 2)
+      for (int axis = 0; axis < 3; ++axis) {
+        const int16_t bit = kAxisBits[axis];
+        if (((a | b) & bit) == 0 || ((a & b) & bit) != 0) continue;
+        const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
+        if ((other.deps & split_iterators_[static_cast<size_t>(axis)]) != 0) return prune("partial_sum");
+      }
+    if (kind == OpKind::accum && attrs.dim != kPhi && (a & kLoopBit) != 0) return prune("partial_sum");
+    int16_t split_sum = static_cast<int16_t>(a | b | contracted_bits);
+    if (kind == OpKind::accum && attrs.dim == kPhi) split_sum &= ~kLoopBit;  // the loop's slices summed
     std::optional<DimLabels> labels = kind == OpKind::accum
                                           ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
                                           : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);

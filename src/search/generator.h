@@ -115,7 +115,10 @@ class SearchContext {
   /// Op kinds the search may use at kernel and block level (derived from the program).
   const std::vector<OpKind>& kinds() const { return kinds_; }
   bool uses_concat() const { return concat_; }
-  /// The program has an op of this kind whose two operands are one value (add(X, X)).
+  /// The program has an op of this kind whose two operands are one value (add(X, X)). Only then
+  /// may the generator give a binary op one tensor as both operands: add(x, x) is 2x and
+  /// mul(x, x) is sqr(x), and the abstract expressions, blind to constant factors and treating
+  /// sub as add, would otherwise let chains like add(x, x), sub(add(x, x), x) … through.
   bool has_self_operand_op(OpKind kind) const {
     return std::find(self_operand_kinds_.begin(), self_operand_kinds_.end(), kind) != self_operand_kinds_.end();
   }

@@ -14,9 +14,6 @@ namespace mugraph::search_detail {
 
 namespace {
 
-constexpr int16_t kLoopBit = 4;
-int16_t base(int16_t l) { return l < 0 ? kNone : static_cast<int16_t>(l >> 3); }
-int16_t bits(int16_t l) { return l < 0 ? 0 : static_cast<int16_t>(l & 7); }
 int16_t with_bits(int16_t b, int16_t bitset) { return static_cast<int16_t>(b * 8 + bitset); }
 
 /// Bases of concatenated indices start here; program indices must stay below.
@@ -92,7 +89,7 @@ Carriers take(Carriers& c, int16_t index) {
 Carriers input_carriers(const DimLabels& l, uint32_t factor) {
   Carriers c;
   for (int d = 0; d < l.rank; ++d)
-    if (base(l[d]) != kNone) c.push_back(CarrierEntry{base(l[d]), factor, 1});
+    if (label_base(l[d]) != kNone) c.push_back(CarrierEntry{label_base(l[d]), factor, 1});
   return normalize(std::move(c));
 }
 
@@ -211,7 +208,7 @@ ProgramIndices::ProgramIndices(const Graph& p) {
       c = op.kind == OpKind::matmul ? product(a, car[op.inputs[1].index()]) : a;
       int16_t k = op.kind == OpKind::matmul ? labels(op.inputs[0])[p.type(op.inputs[0]).shape.rank() - 1]
                                             : labels(op.inputs[0])[op.attrs.dim];
-      if (base(k) != kNone) contractions_.emplace_back(base(k), take(c, base(k)));
+      if (label_base(k) != kNone) contractions_.emplace_back(label_base(k), take(c, label_base(k)));
     }
     car[op.outputs[0].index()] = std::move(c);
   }
@@ -220,7 +217,7 @@ ProgramIndices::ProgramIndices(const Graph& p) {
 uint64_t index_set(const DimLabels& l) {
   uint64_t s = 0;
   for (int i = 0; i < l.rank; ++i) {
-    int16_t b = base(l[i]);
+    int16_t b = label_base(l[i]);
     if (b == kNone) continue;
     s |= uint64_t{1} << (b < kConcatBase ? b : 63);
   }
@@ -242,7 +239,7 @@ const DimLabels& ProgramIndices::input(const std::string& name) const {
 }
 
 bool ProgramIndices::contraction_ok(int16_t l, const std::vector<CarrierEntry>& carried) const {
-  int16_t b = base(l);
+  int16_t b = label_base(l);
   if (b == kNone || b >= kConcatBase) return true;  // concats: the §8.1 expression is checked instead
   for (const CarrierEntry& e : carried)
     if (e.factor == kAnyFactor) return true;
@@ -252,7 +249,7 @@ bool ProgramIndices::contraction_ok(int16_t l, const std::vector<CarrierEntry>& 
 }
 
 bool ProgramIndices::contracted(int16_t l) const {
-  int16_t b = base(l);
+  int16_t b = label_base(l);
   if (b == kNone) return true;  // an extent-1 dimension may always be summed
   if (b >= kConcatBase) {
     int rest = b - kConcatBase;
@@ -263,9 +260,10 @@ bool ProgramIndices::contracted(int16_t l) const {
 }
 
 int16_t ProgramIndices::concat_label(int16_t a, int16_t b) const {
-  int16_t ba = base(a), bb = base(b);
-  if (ba == kNone || bb == kNone || ba >= kConcatBase || bb >= kConcatBase || bits(a) != bits(b)) return kNone;
-  return with_bits(static_cast<int16_t>(kConcatBase + ba * kMaxProgramIndices + bb), bits(a));
+  int16_t ba = label_base(a), bb = label_base(b);
+  if (ba == kNone || bb == kNone || ba >= kConcatBase || bb >= kConcatBase || split_bits(a) != split_bits(b))
+    return kNone;
+  return with_bits(static_cast<int16_t>(kConcatBase + ba * kMaxProgramIndices + bb), split_bits(a));
 }
 
 std::optional<DimLabels> elementwise_labels(const DimLabels& a, const Shape& sa, const DimLabels& b, const Shape& sb,
@@ -334,14 +332,14 @@ std::optional<DimLabels> accum_labels(const ProgramIndices& p, const DimLabels& 
     // Summing over iterations sums the slices the loop split; a dim still holding such a slice
     // would be mixed up, and the split index must be one the program contracts.
     for (int d = 0; d < a.rank; ++d)
-      if (a[d] != kNone && (bits(a[d]) & kLoopBit)) return std::nullopt;
+      if (a[d] != kNone && (split_bits(a[d]) & kLoopBit)) return std::nullopt;
     for (size_t i = 0; i < splits.size(); ++i)
       if (((deps >> i) & 1) && splits[i].loop != kNone && !p.contracted(splits[i].loop)) return std::nullopt;
     return r;
   }
   // Concatenating iterations reassembles the one dim the loop split.
   for (int d = 0; d < a.rank; ++d) {
-    bool split = a[d] != kNone && (bits(a[d]) & kLoopBit);
+    bool split = a[d] != kNone && (split_bits(a[d]) & kLoopBit);
     if (split != (d == dim)) return std::nullopt;
   }
   r[dim] = static_cast<int16_t>(a[dim] & ~kLoopBit);
@@ -357,11 +355,11 @@ std::optional<DimLabels> saver_labels(const ProgramIndices& p, const DimLabels& 
     int d = omap[static_cast<size_t>(ax)];
     if (d == kPhi) return std::nullopt;
     int split_dims = 0;
-    for (int i = 0; i < a.rank; ++i) split_dims += a[i] != kNone && (bits(a[i]) & bit);
+    for (int i = 0; i < a.rank; ++i) split_dims += a[i] != kNone && (split_bits(a[i]) & bit);
     if (split_dims > 1) return std::nullopt;
     if (split_dims == 1) {
       // The tile holds this block's slice of an index: write it there.
-      if (a[d] == kNone || !(bits(a[d]) & bit)) return std::nullopt;
+      if (a[d] == kNone || !(split_bits(a[d]) & bit)) return std::nullopt;
       r[d] = static_cast<int16_t>(r[d] & ~bit);
       continue;
     }
@@ -376,11 +374,11 @@ std::optional<DimLabels> saver_labels(const ProgramIndices& p, const DimLabels& 
     }
     if (split == kNone || a[d] != kNone || !p.contracted(split)) return std::nullopt;
     r[d] = split;
-    r.carriers.push_back(CarrierEntry{base(split), kAnyFactor, 1});
+    r.carriers.push_back(CarrierEntry{label_base(split), kAnyFactor, 1});
     r.carriers = normalize(std::move(r.carriers));
   }
   for (int i = 0; i < r.rank; ++i)
-    if (r[i] != kNone && bits(r[i]) != 0) return std::nullopt;  // still split: not a whole DTensor
+    if (r[i] != kNone && split_bits(r[i]) != 0) return std::nullopt;  // still split: not a whole DTensor
   return r;
 }
 
@@ -434,14 +432,14 @@ std::optional<DimLabels> op_labels(const ProgramIndices& p, OpKind kind, const O
   else if (kind == OpKind::matmul || kind == OpKind::sum) {
     Carriers c = kind == OpKind::matmul ? product(a, in[1].carriers) : a;
     int16_t k = kind == OpKind::matmul ? in[0][shapes[0].rank() - 1] : in[0][attrs.dim];
-    if (base(k) != kNone && !p.contraction_ok(k, take(c, base(k)))) return std::nullopt;
+    if (label_base(k) != kNone && !p.contraction_ok(k, take(c, label_base(k)))) return std::nullopt;
     r->carriers = std::move(c);
   } else if (kind == OpKind::concat) {
     Carriers ca = in[0].carriers, cb = in[1].carriers;
-    Carriers pa = take(ca, base(in[0][attrs.dim])), pb = take(cb, base(in[1][attrs.dim]));
+    Carriers pa = take(ca, label_base(in[0][attrs.dim])), pb = take(cb, label_base(in[1][attrs.dim]));
     Carriers c = either(ca, cb);
-    for (CarrierEntry e : pa) c.push_back(CarrierEntry{base((*r)[attrs.dim]), e.factor, e.count});
-    for (CarrierEntry e : pb) c.push_back(CarrierEntry{base((*r)[attrs.dim]), e.factor, e.count});
+    for (CarrierEntry e : pa) c.push_back(CarrierEntry{label_base((*r)[attrs.dim]), e.factor, e.count});
+    for (CarrierEntry e : pb) c.push_back(CarrierEntry{label_base((*r)[attrs.dim]), e.factor, e.count});
     r->carriers = normalize(std::move(c));
   }
   return r;

@@ -26,9 +26,14 @@ namespace mugraph::search_detail {
 /// stands for no index (a reduced or broadcast dimension).
 inline constexpr int16_t kNone = -1;
 
-/// Whether a block tile's label marks its index as split by a grid axis or the for-loop (such a
-/// tile holds a slice of the index: summing over it gives a partial result).
-inline bool is_split(int16_t label) { return label >= 0 && (label & 7) != 0; }
+/// Block-level labels carry split bits: label = base · 8 + bits, with these bits for the grid's x
+/// and y axes and the for-loop (a tile holding a slice of the index: summing over it gives a
+/// partial result).
+inline constexpr int16_t kGridXBit = 1, kGridYBit = 2, kLoopBit = 4;
+/// The split bits of a label (0 for kNone).
+inline int16_t split_bits(int16_t label) { return label < 0 ? 0 : static_cast<int16_t>(label & 7); }
+/// Whether a block tile's label marks its index as split by a grid axis or the for-loop.
+inline bool is_split(int16_t label) { return split_bits(label) != 0; }
 /// The program index a label stands for, without its split bits (kNone stays kNone).
 inline int16_t label_base(int16_t label) { return label < 0 ? kNone : static_cast<int16_t>(label >> 3); }
 
