@@ -102,8 +102,8 @@ struct SearchProgress {
 };
 
 /// How a μGraph ranks until the cost model exists: fewest device-memory bytes, then fewest
-/// kernels, then least load traffic per SM, then fewest block ops, then least shared memory;
-/// ties by the canonical JSON text.
+/// kernels, then least load traffic per SM, then fewest block ops, then least shared memory,
+/// then least shared-memory traffic per SM; ties by the canonical JSON text.
 struct CandidateMetrics {
   /// Compulsory device-memory traffic: per kernel, the bytes of every distinct DTensor it reads
   /// plus every DTensor it writes (re-reads of one tensor by many blocks are taken to hit L2).
@@ -115,9 +115,20 @@ struct CandidateMetrics {
   int64_t load_bytes_per_sm = 0;
   int kernels = 0;
   int graph_defined_kernels = 0;
-  int64_t block_ops = 0;            ///< ops in all block graphs before fusion
-  int64_t shared_memory_bytes = 0;  ///< largest block graph (all STensors live)
+  int64_t block_ops = 0;  ///< ops in all block graphs before fusion
+  /// Bytes block ops read and write in shared memory per SM (block_shared_traffic_bytes over all
+  /// blocks, spread over min(blocks, SMs) SMs), before thread-graph fusion.
+  int64_t shared_traffic_bytes_per_sm = 0;
+  /// Largest block graph's (block_shared_memory_bytes: all STensors live, a concat's operands
+  /// in its buffer). LoRA's (X‖X·A)·(W‖B) thus needs less than X·W + (X·A)·B (Figure 9b).
+  int64_t shared_memory_bytes = 0;
 };
+
+/// Shared-memory bytes one block's ops read and write: each op's distinct inputs and its outputs,
+/// once per loop iteration (once for ops after an accumulator). Input iterators and output
+/// savers are device traffic, a concat is free (its operands are placed side by side) and an
+/// accumulator lives in registers.
+int64_t block_shared_traffic_bytes(const Graph& block_graph);
 
 /// Metrics of a complete μGraph on a target.
 CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& target = default_target());

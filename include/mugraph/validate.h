@@ -38,7 +38,8 @@ const Target& default_target();
 std::optional<Rejection> validate(const Graph& kernel_graph, const Target& target = default_target());
 
 /// Bytes of shared memory a block graph needs if all its STensors are live at once (the
-/// paper's conservative rule; the memory planner later does better).
+/// paper's conservative rule; the memory planner later does better), a concat's operands
+/// placed in its buffer when they are concatenated nowhere else.
 int64_t block_shared_memory_bytes(const Graph& block_graph);
 
 /// Registers per thread a thread graph needs, by the rule documented in validate.cpp.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <vector>
 
 namespace mugraph {
 
@@ -28,8 +29,16 @@ std::optional<Target> find_target(std::string_view name) {
 const Target& default_target() { return all_targets()[1]; }
 
 int64_t block_shared_memory_bytes(const Graph& g) {
+  // A tensor that is an operand of exactly one concat, once, is stored in its part of the
+  // concat's buffer (the concat itself moves nothing); a tensor concatenated twice would need
+  // two places, so it keeps its own.
+  std::vector<int> concat_uses(g.tensors.size(), 0);
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::concat)
+      for (TensorId t : op.inputs) ++concat_uses[t.index()];
   int64_t bytes = 0;
-  for (const Tensor& t : g.tensors) bytes += t.type.shape.numel() * dtype_bytes(t.type.dtype);
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    if (concat_uses[i] != 1) bytes += g.tensors[i].type.shape.numel() * dtype_bytes(g.tensors[i].type.dtype);
   return bytes;
 }
 

@@ -811,8 +811,9 @@ class BlockSearch {
   }
 
   /// Ops still needed to close the graph: unused iterators and open concats must be consumed,
-  /// and with a loop every loop-body sink must reach an accumulator; one op lowers these counts
-  /// by at most one (two unused iterators at once when there is no loop).
+  /// and with a loop every loop-body sink must reach an accumulator. With a loop one op lowers
+  /// these counts by at most one (what consumes two open ends makes a loop sink); without, it
+  /// consumes at most two open ends (two iterators, two concats, or one of each).
   /// Also, every sink becomes an output of the kernel, and outputs beyond what later kernels
   /// (or the program's outputs) can read would be dead: each op merges at most two open ends.
   int ops_needed() const {
@@ -829,7 +830,7 @@ class BlockSearch {
           ++loop_sinks;
       }
     }
-    int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + 1) / 2 + concats;
+    int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + concats + 1) / 2;
     return std::max(needed, sinks + unused_iters - max_sinks_);
   }
 

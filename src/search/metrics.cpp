@@ -1,10 +1,39 @@
 // Ranking metrics of a complete μGraph (until the cost model exists, search.h).
 #include <algorithm>
 #include <set>
+#include <vector>
 
 #include "mugraph/search.h"
 
 namespace mugraph {
+
+int64_t block_shared_traffic_bytes(const Graph& body) {
+  auto bytes = [&](TensorId t) {
+    const TensorType& type = body.type(t);
+    return type.shape.numel() * dtype_bytes(type.dtype);
+  };
+  // Ops downstream of an accumulator run once, after the loop; the others once per iteration.
+  std::vector<bool> after_loop(body.tensors.size(), false);
+  int64_t traffic = 0;
+  for (const Op& op : body.ops) {
+    bool after = false;
+    for (TensorId t : op.inputs) after = after || after_loop[t.index()];
+    for (TensorId t : op.outputs) after_loop[t.index()] = after || op.kind == OpKind::accum;
+    // Iterators and savers move device bytes (load_bytes_per_sm, device_bytes); a concat is a
+    // placement (its operands are written into adjacent parts of one buffer); an accumulator
+    // lives in registers.
+    if (op.kind == OpKind::input_iterator || op.kind == OpKind::output_saver || op.kind == OpKind::concat ||
+        op.kind == OpKind::accum)
+      continue;
+    int64_t op_bytes = 0;
+    std::set<int32_t> read;
+    for (TensorId t : op.inputs)
+      if (read.insert(t.value).second) op_bytes += bytes(t);
+    for (TensorId t : op.outputs) op_bytes += bytes(t);
+    traffic += op_bytes * (after ? 1 : body.forloop);
+  }
+  return traffic;
+}
 
 CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
   CandidateMetrics m;
@@ -34,6 +63,7 @@ CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
       }
     m.load_bytes_per_sm += loads / std::min(blocks, target.sms);
     for (const Op& b : body.ops) m.block_ops += b.kind != OpKind::output_saver;
+    m.shared_traffic_bytes_per_sm += block_shared_traffic_bytes(body) * blocks / std::min(blocks, target.sms);
     m.shared_memory_bytes = std::max(m.shared_memory_bytes, block_shared_memory_bytes(body));
   }
   return m;

@@ -15,6 +15,7 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
   j["device_bytes"] = c.metrics.device_bytes;
   j["load_bytes_per_sm"] = c.metrics.load_bytes_per_sm;
   j["block_ops"] = c.metrics.block_ops;
+  j["shared_traffic_bytes_per_sm"] = c.metrics.shared_traffic_bytes_per_sm;
   j["shared_memory_bytes"] = c.metrics.shared_memory_bytes;
   j["found_seconds"] = c.found_seconds;
   const VerifyResult& v = c.verification;

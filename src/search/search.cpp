@@ -32,7 +32,8 @@ bool rank_less(const RankedCandidate& a, const RankedCandidate& b) {
   const CandidateMetrics& x = a.found.metrics;
   const CandidateMetrics& y = b.found.metrics;
   auto key = [](const CandidateMetrics& m) {
-    return std::make_tuple(m.device_bytes, m.kernels, m.load_bytes_per_sm, m.block_ops, m.shared_memory_bytes);
+    return std::make_tuple(m.device_bytes, m.kernels, m.load_bytes_per_sm, m.block_ops, m.shared_memory_bytes,
+                           m.shared_traffic_bytes_per_sm);
   };
   if (key(x) != key(y)) return key(x) < key(y);
   return a.json < b.json;

@@ -1,6 +1,7 @@
+#include "mugraph/validate.h"
+
 #include <gtest/gtest.h>
 
-#include "mugraph/validate.h"
 #include "test_graphs.h"
 
 namespace mugraph {
@@ -24,6 +25,30 @@ TEST(Validate, SharedMemoryLimitPerTarget) {
   EXPECT_LT(block_shared_memory_bytes(small.bodies[0]), 227 * 1024);
   EXPECT_TRUE(validate(small, *find_target("a100")));
   EXPECT_FALSE(validate(small, *find_target("h100")));
+}
+
+TEST(Validate, ConcatOperandsLiveInTheConcatBuffer) {
+  Graph body =
+      make_block_graph({TensorType{Shape{4, 8}, DType::f32}, TensorType{Shape{4, 8}, DType::f32}}, Dim3{1, 1, 1}, 1);
+  TensorId a = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));
+  TensorId b = body.add(OpKind::input_iterator, {}, test::iter(1, {kPhi, kPhi, kPhi}, kPhi));
+  OpAttrs cat;
+  cat.dim = 1;
+  Graph once = body;
+  once.add(OpKind::exp, {once.add(OpKind::concat, {a, b}, cat)});
+  // a and b (32 floats each) inside the 64-float concat, then exp's 64 floats.
+  EXPECT_EQ(block_shared_memory_bytes(once), (64 + 64) * 4);
+  // a concatenated twice keeps its own place (copied into the concats); b lives in the first
+  // concat's buffer, which lives in the second's.
+  Graph twice = body;
+  TensorId c1 = twice.add(OpKind::concat, {a, b}, cat);
+  TensorId c2 = twice.add(OpKind::concat, {a, c1}, cat);
+  EXPECT_EQ(block_shared_memory_bytes(twice), (32 + 96) * 4);
+  (void)c2;
+  // concat(a, a) is two places as well.
+  Graph self = body;
+  self.add(OpKind::concat, {a, a}, cat);
+  EXPECT_EQ(block_shared_memory_bytes(self), (32 + 32 + 64) * 4);
 }
 
 TEST(Validate, PathRuleNeedsAnAccumulatorWhenLooping) {

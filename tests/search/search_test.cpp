@@ -23,6 +23,7 @@
 #include "mugraph/json.h"
 #include "mugraph/validate.h"
 #include "search_fixtures.h"
+#include "test_graphs.h"
 
 namespace mugraph {
 namespace {
@@ -272,6 +273,43 @@ TEST(Search, GatedMlpFindsOneKernelWithTwoMatmuls) {
   EXPECT_EQ(best.metrics.device_bytes, (4 * 64 + 2 * 64 * 64 + 4 * 64) * 2);
   expect_sound_top(program, r);
   expect_computes_program(program, best.graph);
+}
+
+TEST(Search, LoraPrefersOneMatmulOverConcatenatedOperands) {
+  // X·W + (X·A)·B = (X‖X·A)·(W‖B) (the paper's Figure 9b): both one kernel with the same device
+  // bytes and block ops, but the concat form does one matmul instead of two and an add.
+  Graph program = parse_program(R"(
+input X[4, 64]
+input W[64, 64]
+input A[64, 8]
+input B[8, 64]
+O = add(matmul(X, W), matmul(matmul(X, A), B))
+output O
+)");
+  SearchOptions o = limits(1, 1, 8);
+  o.top_k = 8;
+  SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  const SearchCandidate& best = r.top.front();
+  EXPECT_EQ(best.metrics.kernels, 1);
+  const Graph& body = only_body(best.graph);
+  EXPECT_EQ(count_kind(body, OpKind::concat), 2);
+  EXPECT_EQ(count_kind(body, OpKind::matmul), 2);
+  expect_sound_top(program, r);
+  expect_computes_program(program, best.graph);
+  // The two-matmul form is found too: same device bytes, loads and block ops, but the concat's
+  // operands sit in its buffer, so the concat form needs less shared memory, and it moves less.
+  bool plain_found = false;
+  for (const SearchCandidate& c : r.top) {
+    if (c.graph.bodies.size() != 1 || count_kind(c.graph.bodies[0], OpKind::concat) != 0) continue;
+    if (c.metrics.device_bytes != best.metrics.device_bytes || c.metrics.block_ops != best.metrics.block_ops) continue;
+    if (c.metrics.load_bytes_per_sm != best.metrics.load_bytes_per_sm) continue;
+    plain_found = true;
+    EXPECT_GT(c.metrics.shared_memory_bytes, best.metrics.shared_memory_bytes);
+    EXPECT_GT(c.metrics.shared_traffic_bytes_per_sm, best.metrics.shared_traffic_bytes_per_sm);
+  }
+  EXPECT_TRUE(plain_found);
 }
 
 TEST(Search, ElementwiseProgramBecomesOneKernel) {
@@ -565,6 +603,34 @@ TEST(Search, CandidateMetricsOfAProgram) {
   // A kernel that reads one tensor twice counts it once.
   Graph sq = parse_program("input X[4, 64]\nO = mul(X, X)\noutput O\n");
   EXPECT_EQ(candidate_metrics(sq).device_bytes, (256 + 256) * 2);
+}
+
+TEST(Search, SharedTrafficCountsEachBlockOpPerIteration) {
+  // Figure 3b at X[4, 8], W[8, 8], f32, 2 blocks, 2 iterations: tiles X 4×4, G 4, W 4×4.
+  const Graph g = test::rmsnorm_fig3b(4, 8, 8, 2, 2);
+  // Per iteration (in floats): sqr 16+16, sum 16+4, mul 16+4+16, matmul 16+16+16; after the
+  // loop the thread graph reads 16+4 and writes 16. Iterators and the saver are device traffic,
+  // accumulators registers.
+  const int64_t floats = 2 * (32 + 20 + 36 + 48) + 36;
+  EXPECT_EQ(block_shared_traffic_bytes(g.bodies[0]), floats * 4);
+  // Two blocks on two SMs: each SM sees one block's traffic; on one SM, both.
+  Target two = default_target(), one = default_target();
+  two.sms = 2;
+  one.sms = 1;
+  EXPECT_EQ(candidate_metrics(g, two).shared_traffic_bytes_per_sm, floats * 4);
+  EXPECT_EQ(candidate_metrics(g, one).shared_traffic_bytes_per_sm, 2 * floats * 4);
+}
+
+TEST(Search, SharedTrafficTakesConcatAsFree) {
+  Graph body =
+      make_block_graph({TensorType{Shape{4, 8}, DType::f32}, TensorType{Shape{4, 8}, DType::f32}}, Dim3{1, 1, 1}, 1);
+  TensorId a = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));
+  TensorId b = body.add(OpKind::input_iterator, {}, test::iter(1, {kPhi, kPhi, kPhi}, kPhi));
+  OpAttrs cat;
+  cat.dim = 1;
+  TensorId c = body.add(OpKind::concat, {a, b}, cat);
+  body.add(OpKind::output_saver, {body.add(OpKind::exp, {c})}, test::saver(0, {kPhi, kPhi, kPhi}));
+  EXPECT_EQ(block_shared_traffic_bytes(body), (64 + 64) * 4);  // only exp: 4×16 in, 4×16 out
 }
 
 TEST(Search, ReportHasTheDocumentedFields) {

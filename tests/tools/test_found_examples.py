@@ -71,3 +71,12 @@ def test_ntrans_is_one_kernel_with_everything_in_shared_memory():
     body = graph["bodies"][0]
     assert body["forloop"] == 1 and body["grid"][0] == 8  # a block per row
     assert [op["op"] for op in body["ops"]].count("sum") == 2
+
+
+def test_lora_is_one_kernel_with_concat():
+    # (X‖X·A)·(W‖B), the paper's Figure 9b: X·A, two concats, and one matmul instead of two.
+    graph = json.loads((FOUND / "lora" / "best.json").read_text())["graph"]
+    (kernel,) = [op for op in graph["ops"] if op["op"] != "input"]
+    assert kernel["op"] == "graph_kernel"
+    kinds = [op["op"] for op in graph["bodies"][0]["ops"]]
+    assert kinds.count("concat") == 2 and kinds.count("matmul") == 2 and "add" not in kinds
