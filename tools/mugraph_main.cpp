@@ -16,6 +16,7 @@
 #include <map>
 #include <new>
 
+#include "mugraph/codegen.h"
 #include "mugraph/error.h"
 #include "mugraph/interp.h"
 #include "mugraph/json.h"
@@ -44,6 +45,17 @@ Graph load_valid(const std::string& path, const Target& target) {
   if (auto r = validate(g, target))
     throw UserError("not a valid μGraph for " + std::string(target.name) + ": " + r->str(), SourceLoc{path});
   return g;
+}
+
+int cmd_codegen(const std::string& path, const std::string& arch, const std::string& out_dir) {
+  const CudaTarget& target = find_cuda_target(arch);
+  Graph g = load_valid(path, *target.limits);
+  GeneratedCode code = generate_cuda(g, target);
+  write_generated_code(code, out_dir);
+  std::cout << "codegen " << path << " for " << target.arch << ": " << code.kernels << " kernel launch"
+            << (code.kernels == 1 ? "" : "es") << ", " << code.workspace_bytes << " bytes of workspace\n"
+            << "  wrote " << out_dir << "/ugraph.cu, ugraph.h, CMakeLists.txt, manifest.json, mugraph_device/\n";
+  return 0;
 }
 
 int cmd_check(const std::string& path, const std::string& target_name) {
@@ -373,6 +385,14 @@ int run_main(int argc, char** argv) {
                  "grow tile-local values op by op instead of replaying the program's (ablation)");
   srch->add_flag("-q,--quiet", quiet, "no progress line");
 
+  std::string codegen_target = "sm_90a";
+  auto* cgen = app.add_subcommand("codegen",
+                                  "Generate CUDA for a μGraph: writes DIR/ugraph.cu, ugraph.h, CMakeLists.txt, "
+                                  "manifest.json and the device library");
+  cgen->add_option("FILE", file, "μGraph (.json) or program (.mg, one pre-defined kernel per op)")->required();
+  cgen->add_option("--target", codegen_target, "sm_80 or sm_90a (default sm_90a)");
+  cgen->add_option("-o,--output", out_dir, "output directory")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -383,6 +403,7 @@ int run_main(int argc, char** argv) {
   if (*check) return cmd_check(file, target);
   if (*run) return cmd_run(file, input_args, seed, out_dir, threads);
   if (*exp) return cmd_export(file, out_json);
+  if (*cgen) return cmd_codegen(file, codegen_target, out_dir);
   if (*srch) {
     sopts.target = target_or_throw(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;

@@ -1,0 +1,96 @@
+/// \file codegen.h
+/// CUDA code generation (DESIGN.md §8): a μGraph becomes one CUDA source that fills in the
+/// device library (runtime/include/mugraph_device): one kernel per graph-defined kernel op, a
+/// generated element-wise, reduction, layout or matmul kernel per pre-defined op, and a host
+/// function that launches them in order on the caller's stream with one workspace for the
+/// intermediate DTensors.
+///
+/// The same source compiles with nvcc for a GPU and with a C++ compiler against the device
+/// library's host emulation (mugraph_device/emulate.h), which is how CI checks every generated
+/// kernel against the CPU interpreter without a GPU.
+///
+/// Identifiers in generated code are derived from positions (kernel_0, t3, in_0), never copied
+/// from names in the μGraph; names appear only in comments and the manifest, escaped.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mugraph/graph.h"
+#include "mugraph/validate.h"
+
+namespace mugraph {
+
+/// A code-generation target: the CUDA architecture and the limits its GPUs have.
+struct CudaTarget {
+  std::string_view arch;        ///< "sm_80", "sm_90a"
+  std::string_view cmake_arch;  ///< CMAKE_CUDA_ARCHITECTURES: "80", "90a"
+  const Target* limits;         ///< A100 for sm_80, H100 for sm_90a (H200 has the same per-SM limits)
+};
+
+/// The known code-generation targets.
+const std::vector<CudaTarget>& cuda_targets();
+/// Looks a target up by its arch name; throws UserError naming the known ones if there is none.
+const CudaTarget& find_cuda_target(std::string_view arch);
+
+/// What the generated host function takes and returns, in order.
+struct GeneratedTensor {
+  std::string name;  ///< from the μGraph (program input or output name)
+  TensorType type;
+};
+
+/// The files code generation writes, as text.
+struct GeneratedCode {
+  std::string source;    ///< ugraph.cu: kernels and the host launcher
+  std::string header;    ///< ugraph.h: the host interface
+  std::string cmake;     ///< CMakeLists.txt: builds ugraph.cu into a shared library
+  std::string manifest;  ///< manifest.json: target, inputs, outputs, workspace bytes
+  std::vector<GeneratedTensor> inputs, outputs;
+  int64_t workspace_bytes = 0;
+  int kernels = 0;  ///< CUDA kernels launched by the host function
+};
+
+/// Generates CUDA for a valid μGraph (kernel level). Throws UserError with the reason if the
+/// μGraph is invalid for the target or uses something code generation does not support yet.
+GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target);
+
+/// Writes code into dir (created if needed): ugraph.cu, ugraph.h, CMakeLists.txt,
+/// manifest.json and the device library headers under mugraph_device/, so that dir builds on
+/// its own. Throws UserError if a file cannot be written.
+void write_generated_code(const GeneratedCode& code, const std::string& dir);
+
+namespace codegen {
+
+/// Row-major element strides of a shape (rank 0 is treated as [1]).
+std::vector<int64_t> row_major_strides(const Shape& shape);
+
+/// Strides that read an operand of shape `operand` as if it had shape `result` (NumPy
+/// broadcasting: dims aligned from the right; missing dims and extent-1 dims broadcast with
+/// stride 0). @pre operand broadcasts to result
+std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& result);
+
+/// Where block b's tile of an input iterator or output saver starts in its DTensor, in elements:
+/// sum over grid axes of block_coeff[axis] · blockIdx[axis], plus loop_coeff · iteration.
+struct TileOrigin {
+  std::array<int64_t, 3> block_coeff{0, 0, 0};
+  int64_t loop_coeff = 0;
+};
+
+/// The origin of an input iterator's tile (imap, fmap) in a row-major DTensor of shape `whole`,
+/// for a block graph with the given grid and for-loop.
+TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
+                           int64_t forloop);
+
+/// The origin of the region an output saver (omap) writes in a DTensor of shape `whole`.
+TileOrigin saver_origin(const Shape& whole, const Shape& tile, const std::array<int8_t, 3>& omap);
+
+/// Text safe in a C++ comment or string literal: characters outside [A-Za-z0-9_ .,:[]=-] are
+/// written as three-digit octal escapes (\ooo), which end where they start.
+std::string escape_name(std::string_view name);
+
+}  // namespace codegen
+
+}  // namespace mugraph

@@ -1,0 +1,8 @@
+/// \file device.h
+/// The mugraph device library: everything a generated kernel includes.
+#pragma once
+
+#include "mugraph_device/dims.h"
+#include "mugraph_device/elementwise.h"
+#include "mugraph_device/platform.h"
+#include "mugraph_device/tile.h"

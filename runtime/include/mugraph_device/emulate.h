@@ -1,0 +1,201 @@
+/// \file emulate.h
+/// A host emulation of the CUDA execution model, enough for the device library and the code
+/// mugraph generates: a grid of blocks, each block's threads run as cooperative fibers
+/// (ucontext) that switch only at __syncthreads, dynamic shared memory per block, and the
+/// element types. Blocks run one after another, threads in rank order between barriers, so a
+/// run is deterministic. No warp-level primitives: library code that uses them (tensor cores,
+/// shuffles) is compiled only for a GPU.
+///
+/// Not a performance tool: it exists so that every generated kernel is checked against the CPU
+/// interpreter in CI, where there is no GPU.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#define MGD_DEVICE inline
+#define MGD_HOST_DEVICE inline
+#define MGD_GLOBAL
+#define MGD_UNROLL
+#define MGD_LAUNCH_BOUNDS(threads)
+#define MGD_RESTRICT __restrict__
+#define MGD_DYNAMIC_SHARED(name) unsigned char* name = ::mgd::emu::dynamic_shared()
+#define MGD_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  ::mgd::emu::launch(grid, block, smem, stream, [=] { kernel(__VA_ARGS__); })
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+using cudaStream_t = void*;
+using cudaError_t = int;
+constexpr cudaError_t cudaSuccess = 0;
+
+namespace mgd {
+
+/// IEEE binary16 (GCC and Clang provide _Float16 on x86-64 and AArch64; conversions round to
+/// nearest even).
+using half = _Float16;
+
+/// bfloat16: the high half of an f32, rounded to nearest even.
+struct bfloat16 {
+  uint16_t bits = 0;
+};
+
+inline float to_float(float x) { return x; }
+inline float to_float(half x) { return static_cast<float>(x); }
+inline float to_float(bfloat16 x) {
+  uint32_t u = static_cast<uint32_t>(x.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+template <typename T>
+inline T from_float(float x);
+template <>
+inline float from_float<float>(float x) {
+  return x;
+}
+template <>
+inline half from_float<half>(float x) {
+  return static_cast<half>(x);
+}
+template <>
+inline bfloat16 from_float<bfloat16>(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if (std::isnan(x)) return bfloat16{static_cast<uint16_t>((u >> 16) | 0x40)};
+  u += 0x7fff + ((u >> 16) & 1);
+  return bfloat16{static_cast<uint16_t>(u >> 16)};
+}
+
+namespace emu {
+
+/// The state of the block being run, and of the thread (fiber) running in it.
+struct BlockState {
+  dim3 grid, block, block_idx;
+  std::vector<unsigned char> shared;
+  ucontext_t scheduler;
+  std::vector<ucontext_t> fibers;
+  std::vector<std::unique_ptr<char[]>> stacks;
+  std::vector<bool> finished;
+  unsigned current = 0;
+  const std::function<void()>* body = nullptr;
+};
+
+inline BlockState*& state() {
+  static thread_local BlockState* s = nullptr;
+  return s;
+}
+
+inline unsigned char* dynamic_shared() { return state()->shared.data(); }
+
+/// swapcontext returns twice; kept out of line so that the callers' locals are not at risk.
+[[gnu::noinline]] inline void switch_context(ucontext_t* from, ucontext_t* to) { swapcontext(from, to); }
+
+inline void fiber_main() {
+  BlockState* s = state();
+  (*s->body)();
+  s->finished[s->current] = true;
+  switch_context(&s->fibers[s->current], &s->scheduler);
+}
+
+/// Every thread of the block reaches the barrier before any goes on: the fiber yields to the
+/// scheduler, which runs the others up to the same point.
+inline void barrier() {
+  BlockState* s = state();
+  switch_context(&s->fibers[s->current], &s->scheduler);
+}
+
+constexpr size_t kStackBytes = size_t{256} << 10;
+
+/// A fiber that runs fiber_main on stack (getcontext returns twice: out of line, as above).
+[[gnu::noinline]] inline void make_fiber(ucontext_t* fiber, char* stack) {
+  getcontext(fiber);
+  fiber->uc_stack.ss_sp = stack;
+  fiber->uc_stack.ss_size = kStackBytes;
+  fiber->uc_link = nullptr;
+  makecontext(fiber, fiber_main, 0);
+}
+
+/// Runs body as kernel<<<grid, block, smem>>>: every block, every thread. A thread that leaves
+/// the kernel while others wait at a barrier is a bug in the kernel (CUDA leaves it undefined);
+/// here it aborts with a message.
+inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::function<void()>& body) {
+  const unsigned n = block.x * block.y * block.z;
+  BlockState s;
+  s.grid = grid;
+  s.block = block;
+  s.body = &body;
+  s.fibers.resize(n);
+  s.finished.assign(n, false);
+  for (unsigned t = 0; t < n; ++t) s.stacks.emplace_back(new char[kStackBytes]);
+  BlockState* saved = state();
+  state() = &s;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        s.block_idx = dim3(bx, by, bz);
+        s.shared.assign(smem, 0xCD);  // poisoned: a kernel must not read what it did not write
+        s.finished.assign(n, false);
+        for (unsigned t = 0; t < n; ++t) make_fiber(&s.fibers[t], s.stacks[t].get());
+        // Rounds: every thread runs to its next barrier (or to its end); then the next round.
+        while (true) {
+          unsigned finished = 0;
+          for (unsigned t = 0; t < n; ++t) {
+            if (s.finished[t]) continue;
+            s.current = t;
+            switch_context(&s.scheduler, &s.fibers[t]);
+          }
+          for (unsigned t = 0; t < n; ++t) finished += s.finished[t] ? 1 : 0;
+          if (finished == n) break;
+          if (finished != 0) {
+            std::fprintf(stderr, "mgd::emu: %u of %u threads left the kernel while others wait at a barrier\n",
+                         finished, n);
+            std::abort();
+          }
+        }
+      }
+  state() = saved;
+}
+
+inline dim3 thread_index() {
+  BlockState* s = state();
+  unsigned t = s->current;
+  return dim3(t % s->block.x, (t / s->block.x) % s->block.y, t / (s->block.x * s->block.y));
+}
+
+}  // namespace emu
+
+template <typename Kernel>
+inline cudaError_t allow_dynamic_shared(Kernel*, int64_t) {
+  return cudaSuccess;
+}
+
+inline void sync_block() { emu::barrier(); }
+inline unsigned thread_rank() { return emu::state()->current; }
+inline unsigned block_threads() {
+  const dim3& b = emu::state()->block;
+  return b.x * b.y * b.z;
+}
+
+}  // namespace mgd
+
+#define threadIdx (::mgd::emu::thread_index())
+#define blockIdx (::mgd::emu::state()->block_idx)
+#define blockDim (::mgd::emu::state()->block)
+#define gridDim (::mgd::emu::state()->grid)
+#define __syncthreads() ::mgd::sync_block()
+
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char* cudaGetErrorString(cudaError_t) { return "no error (host emulation)"; }

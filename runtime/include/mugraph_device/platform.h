@@ -1,0 +1,71 @@
+/// \file platform.h
+/// What the device library needs from the platform: CUDA when compiled by nvcc, or the host
+/// emulation of the CUDA execution model (emulate.h) when compiled by a C++ compiler, so that
+/// generated kernels run, and are tested, on machines without a GPU.
+///
+/// Element types: mgd::half (IEEE binary16), mgd::bfloat16, float. Tiles hold elements in their
+/// type; all arithmetic is in f32 (to_float / from_float), as in the CPU interpreter.
+#pragma once
+
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#define MGD_DEVICE __device__ __forceinline__
+#define MGD_HOST_DEVICE __host__ __device__ __forceinline__
+#define MGD_GLOBAL __global__
+#define MGD_RESTRICT __restrict__
+#if defined(__CUDA_ARCH__)
+#define MGD_UNROLL _Pragma("unroll")
+#else
+#define MGD_UNROLL
+#endif
+/// The block's dynamic shared memory, 128-byte aligned.
+#define MGD_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]
+#define MGD_LAUNCH_BOUNDS(threads) __launch_bounds__(threads)
+/// Launches kernel on (grid, block) with smem bytes of dynamic shared memory on stream.
+#define MGD_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+
+namespace mgd {
+using half = __half;
+using bfloat16 = __nv_bfloat16;
+
+MGD_DEVICE float to_float(float x) { return x; }
+MGD_DEVICE float to_float(half x) { return __half2float(x); }
+MGD_DEVICE float to_float(bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+MGD_DEVICE T from_float(float x);
+template <>
+MGD_DEVICE float from_float<float>(float x) {
+  return x;
+}
+template <>
+MGD_DEVICE half from_float<half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+MGD_DEVICE bfloat16 from_float<bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+
+/// Lets kernel use more than the default 48 KiB of dynamic shared memory.
+template <typename Kernel>
+inline cudaError_t allow_dynamic_shared(Kernel* kernel, int64_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
+MGD_DEVICE void sync_block() { __syncthreads(); }
+MGD_DEVICE unsigned thread_rank() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+MGD_DEVICE unsigned block_threads() { return blockDim.x * blockDim.y * blockDim.z; }
+}  // namespace mgd
+
+#else  // host emulation
+
+#include "mugraph_device/emulate.h"
+
+#endif

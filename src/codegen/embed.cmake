@@ -1,0 +1,15 @@
+# Writes OUT, a C++ source that holds the files in FILES (a list) as raw string literals, for
+# codegen::device_library_files(). Run as: cmake -DOUT=... -DFILES=a.h|b.h -P embed.cmake
+string(REPLACE "|" ";" FILES "${FILES}")
+set(body "// Generated from runtime/include/mugraph_device by src/codegen/embed.cmake. Do not edit.\n")
+string(APPEND body "#include \"files.h\"\n\nnamespace mugraph::codegen {\n\n")
+string(APPEND body "const std::vector<EmbeddedFile>& device_library_files() {\n")
+string(APPEND body "  static const std::vector<EmbeddedFile> files = {\n")
+foreach(f IN LISTS FILES)
+  file(READ "${f}" text)
+  get_filename_component(name "${f}" NAME)
+  string(APPEND body "      {\"${name}\", R\"mgd_embed(${text})mgd_embed\"},\n")
+endforeach()
+string(APPEND body "  };\n  return files;\n}\n\n}  // namespace mugraph::codegen\n")
+file(WRITE "${OUT}.tmp" "${body}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

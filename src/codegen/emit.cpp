@@ -1,0 +1,622 @@
+// The CUDA emitter: a μGraph in, one CUDA source out (codegen.h). Each graph-defined kernel op
+// becomes one kernel that calls the device library's tile ops on shared-memory tiles; each
+// pre-defined op becomes a small kernel over device memory (the Grid scope of the same ops); a
+// host function launches them in order.
+//
+// The generated code is meant to be read: one line per block op, named after the op, with the
+// shape and dtype of what it makes in a comment.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "files.h"
+#include "mugraph/codegen.h"
+#include "mugraph/error.h"
+#include "mugraph/validate.h"
+
+namespace mugraph {
+
+namespace {
+
+using codegen::broadcast_strides;
+using codegen::row_major_strides;
+using codegen::TileOrigin;
+
+constexpr int64_t kSharedAlign = 16;      // bytes: every STensor starts on a 16-byte boundary
+constexpr int64_t kWorkspaceAlign = 256;  // bytes: every intermediate DTensor in the workspace
+constexpr int kGridThreads = 256;         // threads per block of a pre-defined op's kernel
+constexpr int64_t kGridMaxBlocks = 4096;  // its blocks stride over the elements beyond this
+
+int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+std::string ctype(DType t) {
+  switch (t) {
+    case DType::f16:
+      return "mgd::half";
+    case DType::bf16:
+      return "mgd::bfloat16";
+    case DType::f32:
+      return "float";
+  }
+  return "?";
+}
+
+std::string dims(const std::vector<int64_t>& v) {
+  std::string s = "mgd::Dims<";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + ">";
+}
+
+/// Shapes as Dims (rank 0 as [1], which has the same single element).
+std::vector<int64_t> extents(const Shape& s) {
+  if (s.rank() == 0) return {1};
+  return s.to_vector();
+}
+std::string dims(const Shape& s) { return dims(extents(s)); }
+
+std::string functor(OpKind k) {
+  switch (k) {
+    case OpKind::add:
+      return "mgd::op::Add";
+    case OpKind::sub:
+      return "mgd::op::Sub";
+    case OpKind::mul:
+      return "mgd::op::Mul";
+    case OpKind::div:
+      return "mgd::op::Div";
+    case OpKind::exp:
+      return "mgd::op::Exp";
+    case OpKind::sqr:
+      return "mgd::op::Sqr";
+    case OpKind::sqrt:
+      return "mgd::op::Sqrt";
+    case OpKind::silu:
+      return "mgd::op::Silu";
+    case OpKind::relu:
+      return "mgd::op::Relu";
+    case OpKind::gelu:
+      return "mgd::op::Gelu";
+    default:
+      MUGRAPH_CHECK(false) << "no element-wise functor for " << op_name(k);
+  }
+  return "";
+}
+
+/// A float literal that reads back as the same float.
+std::string float_literal(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.9ef", v);
+  return buf;
+}
+
+std::string type_comment(const TensorType& t) { return t.shape.str() + " " + std::string(dtype_name(t.dtype)); }
+
+/// "bx * 256 + it * 16", the origin of a tile as code ("0" if it is always the start).
+std::string origin_expr(const TileOrigin& o, bool in_loop) {
+  static const char* block_vars[3] = {"bx", "by", "bz"};
+  std::string s;
+  auto term = [&](const char* var, int64_t coeff) {
+    if (coeff == 0) return;
+    if (!s.empty()) s += " + ";
+    s += std::string(var) + " * " + std::to_string(coeff);
+  };
+  for (int axis = 0; axis < 3; ++axis) term(block_vars[axis], o.block_coeff[static_cast<size_t>(axis)]);
+  if (in_loop) term("it", o.loop_coeff);
+  return s.empty() ? "0" : s;
+}
+
+/// The matmul of operands of shapes a, b into result c (batched, NumPy broadcasting of the batch
+/// dims) as the template arguments of mgd::matmul after the scope and result shape.
+std::string matmul_args(const Shape& a, const Shape& b, const Shape& c) {
+  const int rank = c.rank();
+  const std::vector<int64_t> as = row_major_strides(a), bs = row_major_strides(b);
+  std::vector<int64_t> ast(static_cast<size_t>(rank), 0), bst(static_cast<size_t>(rank), 0);
+  // Batch dims: broadcast like element-wise operands.
+  for (int d = 0; d < a.rank() - 2; ++d) {
+    const int r = rank - a.rank() + d;
+    ast[static_cast<size_t>(r)] = a[d] == 1 && c[r] != 1 ? 0 : as[static_cast<size_t>(d)];
+  }
+  for (int d = 0; d < b.rank() - 2; ++d) {
+    const int r = rank - b.rank() + d;
+    bst[static_cast<size_t>(r)] = b[d] == 1 && c[r] != 1 ? 0 : bs[static_cast<size_t>(d)];
+  }
+  ast[static_cast<size_t>(rank - 2)] = as[static_cast<size_t>(a.rank() - 2)];  // A's row stride for M
+  bst[static_cast<size_t>(rank - 1)] = bs[static_cast<size_t>(b.rank() - 1)];  // B's column stride for N
+  const int64_t k = a[a.rank() - 1];
+  return dims(ast) + ", " + std::to_string(as[static_cast<size_t>(a.rank() - 1)]) + ", " + dims(bst) + ", " +
+         std::to_string(bs[static_cast<size_t>(b.rank() - 2)]) + ", " + std::to_string(k);
+}
+
+/// The call of a tile op that computes `op` (an element-wise, reduction, matmul or layout op)
+/// into `out` from `ins` within `scope` ("mgd::Block" or "mgd::Grid"). Operands are dense
+/// row-major. Layout ops other than repeat return several statements.
+std::string compute_call(const std::string& scope, const Op& op, const std::vector<TensorType>& in_types,
+                         const TensorType& out_type, const std::string& out, const std::vector<std::string>& ins) {
+  const Shape& s = out_type.shape;
+  const OpInfo& info = op_info(op.kind);
+  std::ostringstream c;
+  switch (info.category) {
+    case OpCategory::unary:
+      c << "mgd::unary<" << scope << ", " << dims(s) << ", " << dims(broadcast_strides(in_types[0].shape, s)) << ", "
+        << functor(op.kind) << ">(" << out << ", " << ins[0] << ");";
+      break;
+    case OpCategory::binary:
+      if (op.attrs.has_scalar) {
+        c << "mgd::binary_scalar<" << scope << ", " << dims(s) << ", " << dims(broadcast_strides(in_types[0].shape, s))
+          << ", " << functor(op.kind) << ", " << (op.attrs.scalar_pos == 0 ? "true" : "false") << ">(" << out << ", "
+          << ins[0] << ", " << float_literal(op.attrs.scalar.value()) << ");";
+      } else {
+        c << "mgd::binary<" << scope << ", " << dims(s) << ", " << dims(broadcast_strides(in_types[0].shape, s)) << ", "
+          << dims(broadcast_strides(in_types[1].shape, s)) << ", " << functor(op.kind) << ">(" << out << ", " << ins[0]
+          << ", " << ins[1] << ");";
+      }
+      break;
+    case OpCategory::reduction: {
+      const int64_t group = in_types[0].shape[op.attrs.dim] / s[op.attrs.dim];
+      c << "mgd::sum<" << scope << ", " << dims(s) << ", " << dims(row_major_strides(in_types[0].shape)) << ", "
+        << op.attrs.dim << ", " << group << ">(" << out << ", " << ins[0] << ");";
+      break;
+    }
+    case OpCategory::matmul:
+      c << "mgd::matmul<" << scope << ", " << dims(s) << ", " << matmul_args(in_types[0].shape, in_types[1].shape, s)
+        << ">(" << out << ", " << ins[0] << ", " << ins[1] << ");";
+      break;
+    case OpCategory::layout:
+      if (op.kind == OpKind::repeat) {
+        c << "mgd::repeat<" << scope << ", " << dims(s) << ", " << dims(row_major_strides(in_types[0].shape)) << ", "
+          << op.attrs.dim << ", " << in_types[0].shape[op.attrs.dim] << ">(" << out << ", " << ins[0] << ");";
+      } else if (op.kind == OpKind::reshape) {
+        // A dense row-major reshape keeps the element order: a flat copy.
+        const std::vector<int64_t> flat{s.numel()};
+        c << "mgd::copy<" << scope << ", " << dims(flat) << ", mgd::Dims<1>, mgd::Dims<1>>(" << out << ", " << ins[0]
+          << ");";
+      } else {  // concat: each operand into its slice of the result
+        const std::vector<int64_t> os = row_major_strides(s);
+        int64_t at = 0;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          const Shape& is = in_types[i].shape;
+          if (i) c << "\n";
+          c << "mgd::copy<" << scope << ", " << dims(is) << ", " << dims(os) << ", " << dims(row_major_strides(is))
+            << ">(" << out << " + " << at * os[static_cast<size_t>(op.attrs.dim)] << ", " << ins[i] << ");";
+          at += is[op.attrs.dim];
+        }
+      }
+      break;
+    default:
+      MUGRAPH_CHECK(false) << "compute_call: " << op_name(op.kind) << " is not a compute op";
+  }
+  return c.str();
+}
+
+std::string indent(const std::string& text, int spaces) {
+  std::string pad(static_cast<size_t>(spaces), ' '), out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) out += pad + line + "\n";
+  return out;
+}
+
+/// Emits the kernel of one graph_kernel op.
+class BlockKernelEmitter {
+ public:
+  BlockKernelEmitter(const Graph& body, int index, const std::vector<TensorType>& outputs, const Target& limits)
+      : body_(body), index_(index), output_types_(outputs), limits_(limits) {}
+
+  /// The kernel's source; shared_bytes() is known afterwards.
+  std::string emit() {
+    plan();
+    std::ostringstream k;
+    k << "// kernel_" << index_ << ": grid (" << body_.grid.x << ", " << body_.grid.y << ", " << body_.grid.z << "), "
+      << body_.threads.volume() << " threads, for-loop " << body_.forloop << ", " << shared_bytes_
+      << " bytes of shared memory\n";
+    k << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << body_.threads.volume() << ") kernel_" << index_ << "(";
+    for (size_t i = 0; i < body_.params.size(); ++i)
+      k << (i ? ", " : "") << "const " << ctype(body_.params[i].dtype) << "* MGD_RESTRICT in_" << i;
+    for (size_t i = 0; i < output_types_.size(); ++i)
+      k << ", " << ctype(output_types_[i].dtype) << "* MGD_RESTRICT out_" << i;
+    k << ") {\n";
+    k << "  MGD_DYNAMIC_SHARED(smem);\n";
+    for (size_t t = 0; t < body_.tensors.size(); ++t) {
+      const Storage& st = storage_[t];
+      if (st.offset < 0 || st.alias_of >= 0) continue;
+      k << "  " << st.ctype << "* const t" << t << " = reinterpret_cast<" << st.ctype << "*>(smem + " << st.offset
+        << ");  // " << type_comment(body_.tensors[t].type)
+        << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "") << "\n";
+    }
+    for (size_t t = 0; t < body_.tensors.size(); ++t)
+      if (storage_[t].alias_of >= 0)
+        k << "  " << storage_[t].ctype << "* const t" << t << " = t" << storage_[t].alias_of << ";  // reshape\n";
+    k << "  const int64_t bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;\n";
+    k << "  (void)bx; (void)by; (void)bz;\n";
+    const bool loop = body_.forloop > 1;
+    // Loop-invariant tiles (fmap φ) are loaded once, before the loop.
+    std::string hoisted;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (live_[i] && body_.ops[i].kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi && loop)
+        hoisted += statement(i, false);
+    if (!hoisted.empty()) k << indent(hoisted, 2) << "  mgd::sync_block();\n";
+    // A barrier between dependent steps: before an op, unless it and the op before are both
+    // loads or both stores (independent copies); at the end of each iteration, so the next one
+    // does not overwrite tiles still being read.
+    std::string loop_body, post;
+    OpKind prev_loop = OpKind::input, prev_post = OpKind::input;
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      const OpKind kind = body_.ops[i].kind;
+      if (!live_[i] || (loop && kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi)) continue;
+      std::string s = statement(i, loop && !post_op_[i]);
+      if (s.empty()) continue;
+      std::string& text = post_op_[i] ? post : loop_body;
+      OpKind& prev = post_op_[i] ? prev_post : prev_loop;
+      const bool independent = prev == kind && (kind == OpKind::input_iterator || kind == OpKind::output_saver);
+      if (prev != OpKind::input && !independent) text += "mgd::sync_block();\n";
+      text += s;
+      prev = kind;
+    }
+    if (loop) {
+      k << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
+        << indent(loop_body + "mgd::sync_block();\n", 4) << "  }\n";
+    } else {
+      k << indent(loop_body, 2);
+    }
+    k << indent(post, 2);
+    k << "}\n";
+    return k.str();
+  }
+
+  int64_t shared_bytes() const { return shared_bytes_; }
+
+ private:
+  struct Storage {
+    int64_t offset = -1;
+    int32_t alias_of = -1;
+    std::string ctype;
+  };
+
+  void plan() {
+    live_ = live_ops(body_);
+    post_op_.assign(body_.ops.size(), false);
+    std::vector<bool> post_tensor(body_.tensors.size(), false);
+    storage_.assign(body_.tensors.size(), Storage{});
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      const Op& op = body_.ops[i];
+      if (!live_[i]) continue;
+      bool post = false;
+      if (body_.forloop > 1 && op.kind != OpKind::accum && !op.inputs.empty()) {
+        post = true;
+        for (TensorId t : op.inputs) post = post && post_tensor[t.index()];
+      }
+      post_op_[i] = post;
+      for (TensorId t : op.outputs) post_tensor[t.index()] = post || op.kind == OpKind::accum;
+      if (op.kind == OpKind::output_saver) continue;
+      if (op.kind == OpKind::reshape) {
+        const size_t out = op.outputs[0].index();
+        storage_[out].alias_of = op.inputs[0].value;
+        storage_[out].ctype = storage_[op.inputs[0].index()].ctype;
+        storage_[out].offset = storage_[op.inputs[0].index()].offset;
+        continue;
+      }
+      const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
+      for (TensorId t : op.outputs) {
+        const TensorType& type = body_.type(t);
+        Storage& st = storage_[t.index()];
+        st.ctype = f32_acc ? "float" : ctype(type.dtype);
+        st.offset = shared_bytes_;
+        shared_bytes_ += align_up(type.shape.numel() * (f32_acc ? 4 : dtype_bytes(type.dtype)), kSharedAlign);
+      }
+    }
+    if (shared_bytes_ > limits_.shared_memory_bytes)
+      throw UserError("codegen: kernel " + std::to_string(index_) + " needs " + std::to_string(shared_bytes_) +
+                      " bytes of shared memory with every STensor in its own buffer (f32 accumulators), more than "
+                      "the " +
+                      std::to_string(limits_.shared_memory_bytes) + " the target allows");
+  }
+
+  std::string tensor(TensorId t) const { return "t" + std::to_string(t.value); }
+
+  /// The statement(s) of op i, each line ending in a newline ("" for ops that emit nothing).
+  std::string statement(size_t i, bool in_loop) {
+    const Op& op = body_.ops[i];
+    std::ostringstream s;
+    switch (op_info(op.kind).category) {
+      case OpCategory::iterator: {
+        const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
+        const TensorType& tile = body_.type(op.outputs[0]);
+        TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
+        s << "mgd::copy<mgd::Block, " << dims(tile.shape) << ", " << dims(row_major_strides(tile.shape)) << ", "
+          << dims(row_major_strides(whole.shape)) << ">(" << tensor(op.outputs[0]) << ", in_" << op.attrs.io_index
+          << " + " << origin_expr(o, in_loop) << ");  // tile " << type_comment(tile) << "\n";
+        break;
+      }
+      case OpCategory::saver: {
+        const TensorType& whole = output_types_[static_cast<size_t>(op.attrs.io_index)];
+        const TensorType& tile = body_.type(op.inputs[0]);
+        TileOrigin o = codegen::saver_origin(whole.shape, tile.shape, op.attrs.omap);
+        s << "mgd::copy<mgd::Block, " << dims(tile.shape) << ", " << dims(row_major_strides(whole.shape)) << ", "
+          << dims(row_major_strides(tile.shape)) << ">(out_" << op.attrs.io_index << " + " << origin_expr(o, false)
+          << ", " << tensor(op.inputs[0]) << ");  // save " << type_comment(tile) << "\n";
+        break;
+      }
+      case OpCategory::accumulator: {
+        const TensorType& in = body_.type(op.inputs[0]);
+        if (op.attrs.dim == kPhi) {
+          s << "mgd::accumulate<mgd::Block, " << dims(in.shape) << ">(" << tensor(op.outputs[0]) << ", "
+            << tensor(op.inputs[0]) << ", " << (in_loop ? "it == 0" : "true") << ");\n";
+        } else {
+          const Shape& whole = body_.type(op.outputs[0]).shape;
+          const std::vector<int64_t> ws = row_major_strides(whole);
+          const int64_t step = in.shape[op.attrs.dim] * ws[static_cast<size_t>(op.attrs.dim)];
+          s << "mgd::copy<mgd::Block, " << dims(in.shape) << ", " << dims(ws) << ", "
+            << dims(row_major_strides(in.shape)) << ">(" << tensor(op.outputs[0]) << " + "
+            << (in_loop ? "it * " + std::to_string(step) : std::string("0")) << ", " << tensor(op.inputs[0])
+            << ");  // accumulate by concatenation\n";
+        }
+        break;
+      }
+      case OpCategory::thread_body:
+        s << thread_graph(op);
+        break;
+      default: {
+        if (op.kind == OpKind::reshape) return "";  // an alias
+        std::vector<TensorType> in_types;
+        std::vector<std::string> ins;
+        for (TensorId t : op.inputs) {
+          in_types.push_back(body_.type(t));
+          ins.push_back(tensor(t));
+        }
+        s << compute_call("mgd::Block", op, in_types, body_.type(op.outputs[0]), tensor(op.outputs[0]), ins) << "  // "
+          << op_name(op.kind) << " -> " << type_comment(body_.type(op.outputs[0])) << "\n";
+        break;
+      }
+    }
+    return s.str();
+  }
+
+  /// A thread graph: one pass over the elements per saved shape, the element-wise chain on f32
+  /// values in registers.
+  std::string thread_graph(const Op& tg_op) {
+    const Graph& tg = body_.bodies[static_cast<size_t>(tg_op.attrs.body)];
+    // The savers, grouped by the shape they save.
+    std::map<std::vector<int64_t>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < tg.ops.size(); ++i)
+      if (tg.ops[i].kind == OpKind::output_saver) groups[extents(tg.type(tg.ops[i].inputs[0]).shape)].push_back(i);
+    std::ostringstream s;
+    s << "// thread graph: " << tg.ops.size() << " ops in registers\n";
+    for (const auto& [shape_v, savers] : groups) {
+      const Shape shape(shape_v);
+      // The ops these savers need.
+      std::vector<bool> need(tg.tensors.size(), false);
+      for (size_t i : savers) need[tg.ops[i].inputs[0].index()] = true;
+      for (size_t i = tg.ops.size(); i-- > 0;) {
+        const Op& op = tg.ops[i];
+        bool needed = false;
+        for (TensorId t : op.outputs) needed = needed || need[t.index()];
+        if (needed)
+          for (TensorId t : op.inputs) need[t.index()] = true;
+      }
+      s << "mgd::for_each<mgd::Block, " << dims(shape) << ">([&](int64_t e) {\n";
+      for (size_t i = 0; i < tg.ops.size(); ++i) {
+        const Op& op = tg.ops[i];
+        const std::string v = op.outputs.empty() ? "" : "v" + std::to_string(op.outputs[0].value);
+        if (op.kind == OpKind::output_saver) {
+          if (std::find(savers.begin(), savers.end(), i) == savers.end()) continue;
+          const TensorId dst = tg_op.outputs[static_cast<size_t>(op.attrs.io_index)];
+          s << "  " << tensor(dst) << "[e] = mgd::from_float<" << storage_[dst.index()].ctype << ">(v"
+            << op.inputs[0].value << ");\n";
+          continue;
+        }
+        if (!need[op.outputs[0].index()]) continue;
+        const Shape& vs = tg.type(op.outputs[0]).shape;
+        if (op.kind == OpKind::input_iterator) {
+          const TensorId src = tg_op.inputs[static_cast<size_t>(op.attrs.io_index)];
+          s << "  const float " << v << " = mgd::to_float(" << tensor(src) << "[mgd::offset<" << dims(shape) << ", "
+            << dims(broadcast_strides(vs, shape)) << ">(e)]);\n";
+        } else if (op_info(op.kind).category == OpCategory::unary) {
+          s << "  const float " << v << " = " << functor(op.kind) << "{}(v" << op.inputs[0].value << ");\n";
+        } else if (op_info(op.kind).category == OpCategory::binary) {
+          const std::string a = "v" + std::to_string(op.inputs[0].value);
+          std::string b =
+              op.attrs.has_scalar ? float_literal(op.attrs.scalar.value()) : "v" + std::to_string(op.inputs[1].value);
+          const bool left = op.attrs.has_scalar && op.attrs.scalar_pos == 0;
+          s << "  const float " << v << " = " << functor(op.kind) << "{}(" << (left ? b : a) << ", " << (left ? a : b)
+            << ");\n";
+        } else {
+          throw UserError("codegen: a thread graph holds " + std::string(op_name(op.kind)) +
+                          ", which is not element-wise");
+        }
+      }
+      s << "});\n";
+    }
+    return s.str();
+  }
+
+  const Graph& body_;
+  int index_;
+  const std::vector<TensorType>& output_types_;
+  const Target& limits_;
+  std::vector<bool> live_, post_op_;
+  std::vector<Storage> storage_;
+  int64_t shared_bytes_ = 0;
+};
+
+/// One launch of the host function.
+struct Launch {
+  std::string kernel;
+  std::array<int64_t, 3> grid{1, 1, 1};
+  int64_t threads = 1;
+  int64_t shared_bytes = 0;
+  std::vector<std::string> args;
+};
+
+}  // namespace
+
+GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
+  if (g.level != Level::kernel) throw UserError("codegen: the μGraph's top graph must be a kernel graph");
+  if (auto r = validate(g, *target.limits))
+    throw UserError("codegen: the μGraph is not valid for " + std::string(target.arch) + ": " + r->str());
+  for (const Tensor& t : g.tensors)
+    for (size_t d = 0; d < t.layout.size(); ++d)
+      if (t.layout[d] != static_cast<int8_t>(d))
+        throw UserError("codegen: tensor layouts other than row-major are not supported yet");
+
+  GeneratedCode code;
+  std::ostringstream kernels, host;
+  const std::vector<bool> live = live_ops(g);
+
+  // DTensor buffers: inputs and outputs are the caller's, intermediates live in the workspace.
+  std::vector<std::string> buf(g.tensors.size());
+  std::vector<bool> is_input(g.tensors.size(), false);
+  int n_inputs = 0;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) {
+      const TensorId t = op.outputs[0];
+      is_input[t.index()] = true;
+      host << "  const " << ctype(g.type(t).dtype) << "* const d" << t.value << " = static_cast<const "
+           << ctype(g.type(t).dtype) << "*>(inputs[" << n_inputs << "]);  // input " << n_inputs << ": "
+           << codegen::escape_name(op.attrs.name) << " " << type_comment(g.type(t)) << "\n";
+      code.inputs.push_back({op.attrs.name, g.type(t)});
+      buf[t.index()] = "d" + std::to_string(t.value);
+      ++n_inputs;
+    }
+  // Program outputs written in place by the kernel that makes them; an output that is an input,
+  // or a tensor output twice, is copied at the end.
+  std::vector<int> output_of(g.tensors.size(), -1);
+  std::vector<size_t> copied_outputs;
+  for (size_t j = 0; j < g.outputs.size(); ++j) {
+    const TensorId t = g.outputs[j];
+    const std::string name = j < g.output_names.size() ? g.output_names[j] : "";
+    code.outputs.push_back({name, g.type(t)});
+    host << "  " << ctype(g.type(t).dtype) << "* const o" << j << " = static_cast<" << ctype(g.type(t).dtype)
+         << "*>(outputs[" << j << "]);  // output " << j << ": " << codegen::escape_name(name) << " "
+         << type_comment(g.type(t)) << "\n";
+    if (is_input[t.index()] || output_of[t.index()] >= 0) {
+      copied_outputs.push_back(j);
+    } else {
+      output_of[t.index()] = static_cast<int>(j);
+      buf[t.index()] = "o" + std::to_string(j);
+    }
+  }
+  host << "  unsigned char* const ws = static_cast<unsigned char*>(workspace);\n  (void)ws;\n";
+  int64_t ws_bytes = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (!live[i]) continue;
+    for (TensorId t : g.ops[i].outputs) {
+      if (!buf[t.index()].empty()) continue;
+      const TensorType& type = g.type(t);
+      host << "  " << ctype(type.dtype) << "* const d" << t.value << " = reinterpret_cast<" << ctype(type.dtype)
+           << "*>(ws + " << ws_bytes << ");  // " << type_comment(type) << "\n";
+      buf[t.index()] = "d" + std::to_string(t.value);
+      ws_bytes = align_up(ws_bytes + type.shape.numel() * dtype_bytes(type.dtype), kWorkspaceAlign);
+    }
+  }
+
+  std::vector<Launch> launches;
+  auto grid_launch = [&](const std::string& name, int64_t elements) {
+    Launch l;
+    l.kernel = name;
+    l.threads = kGridThreads;
+    l.grid[0] = std::max<int64_t>(1, std::min(kGridMaxBlocks, (elements + kGridThreads - 1) / kGridThreads));
+    return l;
+  };
+  int index = 0;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (!live[i] || op.kind == OpKind::input) continue;
+    const std::string name = "kernel_" + std::to_string(index);
+    if (op.kind == OpKind::graph_kernel) {
+      const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
+      std::vector<TensorType> out_types;
+      for (TensorId t : op.outputs) out_types.push_back(g.type(t));
+      BlockKernelEmitter e(body, index, out_types, *target.limits);
+      kernels << e.emit() << "\n";
+      Launch l;
+      l.kernel = name;
+      l.grid = {body.grid.x, body.grid.y, body.grid.z};
+      l.threads = body.threads.volume();
+      l.shared_bytes = e.shared_bytes();
+      for (TensorId t : op.inputs) l.args.push_back(buf[t.index()]);
+      for (TensorId t : op.outputs) l.args.push_back(buf[t.index()]);
+      launches.push_back(l);
+    } else {
+      const TensorType& out = g.type(op.outputs[0]);
+      std::vector<TensorType> in_types;
+      std::vector<std::string> params, ins;
+      for (size_t k = 0; k < op.inputs.size(); ++k) {
+        in_types.push_back(g.type(op.inputs[k]));
+        params.push_back("const " + ctype(in_types.back().dtype) + "* MGD_RESTRICT a" + std::to_string(k));
+        ins.push_back("a" + std::to_string(k));
+      }
+      kernels << "// " << name << ": pre-defined " << op_name(op.kind) << " -> " << type_comment(out) << "\n";
+      kernels << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << kGridThreads << ") " << name << "(";
+      for (const std::string& p : params) kernels << p << ", ";
+      kernels << ctype(out.dtype) << "* MGD_RESTRICT out) {\n";
+      kernels << indent(compute_call("mgd::Grid", op, in_types, out, "out", ins), 2) << "}\n\n";
+      Launch l = grid_launch(name, out.shape.numel());
+      for (TensorId t : op.inputs) l.args.push_back(buf[t.index()]);
+      l.args.push_back(buf[op.outputs[0].index()]);
+      launches.push_back(l);
+    }
+    ++index;
+  }
+  // Outputs that need a copy share one copy kernel per dtype and size.
+  for (size_t j : copied_outputs) {
+    const TensorId t = g.outputs[j];
+    const TensorType& type = g.type(t);
+    const std::string name = "kernel_" + std::to_string(index++);
+    const std::vector<int64_t> flat{type.shape.numel()};
+    kernels << "// " << name << ": copy of output " << j << "\n";
+    kernels << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << kGridThreads << ") " << name << "(const " << ctype(type.dtype)
+            << "* MGD_RESTRICT src, " << ctype(type.dtype) << "* MGD_RESTRICT dst) {\n"
+            << "  mgd::copy<mgd::Grid, " << dims(flat) << ", mgd::Dims<1>, mgd::Dims<1>>(dst, src);\n}\n\n";
+    Launch l = grid_launch(name, type.shape.numel());
+    l.args = {buf[t.index()], "o" + std::to_string(j)};
+    launches.push_back(l);
+  }
+
+  std::ostringstream src;
+  src << "// Generated by mugraph codegen for " << target.arch << ". Do not edit: regenerate instead.\n"
+      << "// " << launches.size() << " kernel launches, " << ws_bytes << " bytes of workspace.\n"
+      << "#include \"mugraph_device/device.h\"\n#include \"ugraph.h\"\n\nnamespace {\n\n"
+      << kernels.str() << "}  // namespace\n\n"
+      << "extern \"C\" int64_t mugraph_workspace_bytes(void) { return " << ws_bytes << "; }\n\n"
+      << "extern \"C\" int mugraph_run(const void* const* inputs, void* const* outputs, void* workspace,\n"
+      << "                             cudaStream_t stream) {\n"
+      << host.str() << "  cudaError_t err = cudaSuccess;\n";
+  for (const Launch& l : launches) {
+    if (l.shared_bytes > 0)
+      src << "  if ((err = mgd::allow_dynamic_shared(" << l.kernel << ", " << l.shared_bytes
+          << ")) != cudaSuccess) return static_cast<int>(err);\n";
+    src << "  MGD_LAUNCH(" << l.kernel << ", dim3(" << l.grid[0] << ", " << l.grid[1] << ", " << l.grid[2] << "), dim3("
+        << l.threads << "), " << l.shared_bytes << ", stream";
+    for (const std::string& a : l.args) src << ", " << a;
+    src << ");\n  if ((err = cudaGetLastError()) != cudaSuccess) return static_cast<int>(err);\n";
+  }
+  src << "  return 0;\n}\n";
+
+  std::ostringstream hdr;
+  hdr << "// Generated by mugraph codegen for " << target.arch << ": the host interface.\n#pragma once\n\n"
+      << "#include <stdint.h>\n\n#include \"mugraph_device/platform.h\"\n\n"
+      << "// Bytes of device memory mugraph_run needs as its workspace (may be 0).\n"
+      << "extern \"C\" int64_t mugraph_workspace_bytes(void);\n\n"
+      << "// Runs the μGraph on stream: inputs and outputs are device pointers to dense row-major\n"
+      << "// tensors, in this order:\n";
+  for (size_t i = 0; i < code.inputs.size(); ++i)
+    hdr << "//   inputs[" << i << "]: " << codegen::escape_name(code.inputs[i].name) << " "
+        << type_comment(code.inputs[i].type) << "\n";
+  for (size_t j = 0; j < code.outputs.size(); ++j)
+    hdr << "//   outputs[" << j << "]: " << codegen::escape_name(code.outputs[j].name) << " "
+        << type_comment(code.outputs[j].type) << "\n";
+  hdr << "// Returns 0, or the cudaError_t of the first launch that failed.\n"
+      << "extern \"C\" int mugraph_run(const void* const* inputs, void* const* outputs, void* workspace,\n"
+      << "                             cudaStream_t stream);\n";
+
+  code.source = src.str();
+  code.header = hdr.str();
+  code.workspace_bytes = ws_bytes;
+  code.kernels = static_cast<int>(launches.size());
+  code.manifest = codegen::manifest_json(code, target);
+  code.cmake = codegen::cmake_file(target);
+  return code;
+}
+
+}  // namespace mugraph

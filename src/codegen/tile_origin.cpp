@@ -1,0 +1,83 @@
+// Host-side layout and indexing for code generation: DTensor strides, broadcasting, and where a
+// block's tile starts. The generated kernels get these as constants, so they are computed and
+// tested here once rather than in every kernel.
+#include <cstdio>
+
+#include "mugraph/codegen.h"
+
+namespace mugraph::codegen {
+
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+  if (shape.rank() == 0) return {1};
+  std::vector<int64_t> s(static_cast<size_t>(shape.rank()));
+  int64_t stride = 1;
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    s[static_cast<size_t>(d)] = stride;
+    stride *= shape[d];
+  }
+  return s;
+}
+
+std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& result) {
+  const int rank = std::max(1, result.rank());
+  std::vector<int64_t> own = row_major_strides(operand);
+  std::vector<int64_t> s(static_cast<size_t>(rank), 0);
+  for (int d = 0; d < operand.rank(); ++d) {
+    const int r = rank - operand.rank() + d;
+    MUGRAPH_CHECK(r >= 0) << "operand " << operand.str() << " has more dims than " << result.str();
+    const bool broadcast = operand[d] == 1 && result[r] != 1;
+    MUGRAPH_CHECK(broadcast || operand[d] == result[r]) << operand.str() << " does not broadcast to " << result.str();
+    s[static_cast<size_t>(r)] = broadcast ? 0 : own[static_cast<size_t>(d)];
+  }
+  return s;
+}
+
+TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
+                           int64_t forloop) {
+  const std::vector<int64_t> stride = row_major_strides(whole);
+  TileOrigin o;
+  // As the interpreter's iterator_tile: the grid axes slice in order x, y, z, each taking its
+  // part of what the previous left; the loop then slices the block's part.
+  std::vector<int64_t> extent = whole.to_vector();
+  for (int axis = 0; axis < 3; ++axis) {
+    const int d = imap[static_cast<size_t>(axis)];
+    if (d == kPhi) continue;
+    const size_t du = static_cast<size_t>(d);
+    extent[du] /= grid[axis];
+    o.block_coeff[static_cast<size_t>(axis)] = extent[du] * stride[du];
+  }
+  if (fmap != kPhi) {
+    const size_t du = static_cast<size_t>(fmap);
+    o.loop_coeff = extent[du] / forloop * stride[du];
+  }
+  return o;
+}
+
+TileOrigin saver_origin(const Shape& whole, const Shape& tile, const std::array<int8_t, 3>& omap) {
+  const std::vector<int64_t> stride = row_major_strides(whole);
+  TileOrigin o;
+  for (int axis = 0; axis < 3; ++axis) {
+    const int d = omap[static_cast<size_t>(axis)];
+    if (d == kPhi) continue;
+    o.block_coeff[static_cast<size_t>(axis)] = tile[d] * stride[static_cast<size_t>(d)];
+  }
+  return o;
+}
+
+std::string escape_name(std::string_view name) {
+  std::string out;
+  for (unsigned char c : name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                       c == ' ' || c == '.' || c == ',' || c == ':' || c == '[' || c == ']' || c == '=' || c == '-';
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\%03o", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+}  // namespace mugraph::codegen

@@ -1,0 +1,95 @@
+// Host-side layout and indexing of code generation (codegen.h): strides, broadcasting, tile
+// origins, and the escaping of names.
+#include <gtest/gtest.h>
+
+#include "mugraph/codegen.h"
+
+namespace mugraph::codegen {
+namespace {
+
+TEST(RowMajorStrides, LastDimIsContiguous) {
+  EXPECT_EQ(row_major_strides(Shape{2, 3, 4}), (std::vector<int64_t>{12, 4, 1}));
+  EXPECT_EQ(row_major_strides(Shape{7}), (std::vector<int64_t>{1}));
+  EXPECT_EQ(row_major_strides(Shape{}), (std::vector<int64_t>{1}));  // rank 0 reads as [1]
+}
+
+TEST(BroadcastStrides, MissingAndUnitDimsGetStrideZero) {
+  EXPECT_EQ(broadcast_strides(Shape{16, 1}, Shape{16, 32}), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(broadcast_strides(Shape{32}, Shape{16, 32}), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(broadcast_strides(Shape{2, 1, 4}, Shape{2, 3, 4}), (std::vector<int64_t>{4, 0, 1}));
+  EXPECT_EQ(broadcast_strides(Shape{1, 1}, Shape{1, 1}), (std::vector<int64_t>{1, 1}));  // no broadcast
+}
+
+/// The tile origin by brute force: the interpreter's slicing (grid axes x, y, z in order, then
+/// the loop) applied to coordinates.
+int64_t slice_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
+                     int64_t forloop, const std::array<int64_t, 3>& b, int64_t it) {
+  std::vector<int64_t> start(static_cast<size_t>(whole.rank()), 0), extent = whole.to_vector();
+  for (int axis = 0; axis < 3; ++axis) {
+    const int d = imap[static_cast<size_t>(axis)];
+    if (d == kPhi) continue;
+    extent[static_cast<size_t>(d)] /= grid[axis];
+    start[static_cast<size_t>(d)] += b[static_cast<size_t>(axis)] * extent[static_cast<size_t>(d)];
+  }
+  if (fmap != kPhi) {
+    extent[static_cast<size_t>(fmap)] /= forloop;
+    start[static_cast<size_t>(fmap)] += it * extent[static_cast<size_t>(fmap)];
+  }
+  const std::vector<int64_t> stride = row_major_strides(whole);
+  int64_t off = 0;
+  for (size_t d = 0; d < start.size(); ++d) off += start[d] * stride[d];
+  return off;
+}
+
+TEST(IteratorOrigin, AgreesWithSlicingForEveryBlockAndIteration) {
+  struct Case {
+    Shape whole;
+    std::array<int8_t, 3> imap;
+    int8_t fmap;
+    Dim3 grid;
+    int64_t forloop;
+  };
+  const std::vector<Case> cases = {
+      {Shape{16, 4096}, {kPhi, kPhi, kPhi}, 1, Dim3{128, 1, 1}, 16},  // Figure 3b's X
+      {Shape{4096, 4096}, {1, kPhi, kPhi}, 0, Dim3{128, 1, 1}, 16},   // Figure 3b's W
+      {Shape{2, 64, 4096}, {kPhi, 0, kPhi}, 2, Dim3{64, 2, 1}, 16},   // GQA's K
+      {Shape{8, 64, 32}, {2, 0, 1}, kPhi, Dim3{4, 2, 8}, 1},          // every axis a dim
+      {Shape{64, 32}, {1, kPhi, kPhi}, 1, Dim3{4, 1, 1}, 2},          // grid and loop on one dim
+      {Shape{64, 32}, {1, 1, kPhi}, kPhi, Dim3{2, 4, 1}, 1},          // two axes on one dim
+  };
+  for (const Case& c : cases) {
+    const TileOrigin o = iterator_origin(c.whole, c.imap, c.fmap, c.grid, c.forloop);
+    for (int64_t bz = 0; bz < c.grid.z; ++bz)
+      for (int64_t by = 0; by < c.grid.y; ++by)
+        for (int64_t bx = 0; bx < c.grid.x; bx += std::max<int64_t>(1, c.grid.x / 8))
+          for (int64_t it = 0; it < c.forloop; ++it) {
+            const int64_t got =
+                bx * o.block_coeff[0] + by * o.block_coeff[1] + bz * o.block_coeff[2] + it * o.loop_coeff;
+            ASSERT_EQ(got, slice_origin(c.whole, c.imap, c.fmap, c.grid, c.forloop, {bx, by, bz}, it))
+                << c.whole.str() << " block " << bx << "," << by << "," << bz << " iteration " << it;
+          }
+  }
+}
+
+TEST(SaverOrigin, BlocksWriteTheirTileAlongTheOmapDims) {
+  // Figure 3b's output: [16, 4096] from 128 tiles of [16, 32] along dim 1.
+  TileOrigin o = saver_origin(Shape{16, 4096}, Shape{16, 32}, {1, kPhi, kPhi});
+  EXPECT_EQ(o.block_coeff, (std::array<int64_t, 3>{32, 0, 0}));
+  EXPECT_EQ(o.loop_coeff, 0);
+  // GQA's output [2, 256, 64] from tiles [1, 4, 64]: x over rows, y over the batch.
+  o = saver_origin(Shape{2, 256, 64}, Shape{1, 4, 64}, {1, 0, kPhi});
+  EXPECT_EQ(o.block_coeff, (std::array<int64_t, 3>{4 * 64, 256 * 64, 0}));
+}
+
+TEST(EscapeName, OnlyPlainCharactersSurvive) {
+  EXPECT_EQ(escape_name("X_1 [a, b]"), "X_1 [a, b]");
+  EXPECT_EQ(escape_name("*/"), "\\052\\057");
+  EXPECT_EQ(escape_name("a\"b\nc"), "a\\042b\\012c");
+  EXPECT_EQ(escape_name("\\"), "\\134");
+  // Octal escapes end after three digits, so a following digit stays a digit.
+  EXPECT_EQ(escape_name("\t7"), "\\0117");
+  EXPECT_EQ(escape_name("μ"), "\\316\\274");
+}
+
+}  // namespace
+}  // namespace mugraph::codegen

@@ -1,0 +1,154 @@
+// The device library's tile ops (runtime/include/mugraph_device), run by its host emulation of
+// the CUDA execution model: each op against a plain loop, in Block and Grid scope, with thread
+// counts that do and do not divide the element count; the emulation's barrier; conversions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "mugraph_device/device.h"
+
+namespace {
+
+using mgd::Dims;
+
+std::vector<float> randoms(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(Dims, OffsetAndCoord) {
+  using S = Dims<2, 3, 4>;
+  EXPECT_EQ(S::numel, 24);
+  EXPECT_EQ(S::rank, 3);
+  // Element 17 = (1, 1, 1); with strides (100, 10, 1) it sits at 111; broadcasting dim 1 away, 101.
+  EXPECT_EQ((mgd::offset<S, Dims<100, 10, 1>>(17)), 111);
+  EXPECT_EQ((mgd::offset<S, Dims<100, 0, 1>>(17)), 101);
+  EXPECT_EQ(mgd::coord<S>(17, 0), 1);
+  EXPECT_EQ(mgd::coord<S>(23, 2), 3);
+}
+
+TEST(Conversions, HalfAndBfloat16RoundToNearestEven) {
+  EXPECT_EQ(mgd::to_float(mgd::from_float<mgd::half>(1.0f + 1.0f / 4096)), 1.0f);  // ties to even
+  EXPECT_EQ(mgd::to_float(mgd::from_float<mgd::half>(65504.0f)), 65504.0f);
+  EXPECT_EQ(mgd::to_float(mgd::from_float<mgd::bfloat16>(1.0f + 1.0f / 256)), 1.0f);
+  EXPECT_EQ(mgd::to_float(mgd::from_float<mgd::bfloat16>(1.0f + 3.0f / 256)), 1.0f + 1.0f / 64);
+  EXPECT_TRUE(std::isnan(mgd::to_float(mgd::from_float<mgd::bfloat16>(NAN))));
+}
+
+/// Runs body on one block of `threads` threads with `smem` bytes of shared memory.
+template <typename F>
+void run_block(unsigned threads, size_t smem, F body) {
+  std::function<void()> f = body;
+  mgd::emu::launch(dim3(1), dim3(threads), smem, nullptr, f);
+}
+
+TEST(Emulation, BarrierMakesEveryThreadsWritesVisible) {
+  std::vector<int> seen(96, -1);
+  run_block(96, 96 * sizeof(int), [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    int* s = reinterpret_cast<int*>(smem);
+    const unsigned t = mgd::thread_rank();
+    s[t] = static_cast<int>(t) * 3;
+    __syncthreads();
+    seen[t] = s[(t + 1) % 96];  // written by another thread
+  });
+  for (int t = 0; t < 96; ++t) EXPECT_EQ(seen[static_cast<size_t>(t)], ((t + 1) % 96) * 3);
+}
+
+TEST(Emulation, GridAndBlockIndices) {
+  std::vector<int> hits(4 * 3 * 2 * 32, 0);
+  std::function<void()> f = [&] {
+    const int64_t i = mgd::Grid::first();
+    EXPECT_EQ(mgd::Grid::step(), 4 * 3 * 2 * 32);
+    EXPECT_EQ(blockDim.x, 32u);
+    ++hits[static_cast<size_t>(i)];
+  };
+  mgd::emu::launch(dim3(4, 3, 2), dim3(32), 0, nullptr, f);
+  for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+TEST(TileOps, MatmulWithABroadcastBatch) {
+  // out[b, m, n] = Σ_k a[m, k] · x[b, k, n]: A has no batch dim (stride 0), B has one.
+  constexpr int B = 3, M = 5, N = 7, K = 9;
+  std::vector<float> a = randoms(M * K, 1), x = randoms(B * K * N, 2), out(B * M * N, NAN);
+  for (unsigned threads : {32u, 100u}) {
+    run_block(threads, 0, [&] {
+      mgd::matmul<mgd::Block, Dims<B, M, N>, Dims<0, K, 0>, 1, Dims<K * N, 0, 1>, N, K>(out.data(), a.data(), x.data());
+    });
+    for (int b = 0; b < B; ++b)
+      for (int m = 0; m < M; ++m)
+        for (int n = 0; n < N; ++n) {
+          float want = 0;
+          for (int k = 0; k < K; ++k) want += a[m * K + k] * x[(b * K + k) * N + n];
+          ASSERT_NEAR(out[(b * M + m) * N + n], want, 1e-4f) << threads << " threads";
+        }
+  }
+}
+
+TEST(TileOps, SumToGroups) {
+  // [4, 12] summed along dim 1 to 3: groups of 4 consecutive elements.
+  std::vector<float> in = randoms(48, 3), out(12, NAN);
+  run_block(7, 0, [&] { mgd::sum<mgd::Block, Dims<4, 3>, Dims<12, 1>, 1, 4>(out.data(), in.data()); });
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 3; ++j) {
+      float want = 0;
+      for (int g = 0; g < 4; ++g) want += in[r * 12 + j * 4 + g];
+      EXPECT_NEAR(out[r * 3 + j], want, 1e-5f);
+    }
+}
+
+TEST(TileOps, RepeatCopiesAlongADim) {
+  std::vector<float> in = randoms(6, 4), out(18, NAN);  // [2, 3] repeated 3 times along dim 1
+  run_block(5, 0, [&] { mgd::repeat<mgd::Block, Dims<2, 9>, Dims<3, 1>, 1, 3>(out.data(), in.data()); });
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 9; ++c) EXPECT_EQ(out[r * 9 + c], in[r * 3 + c % 3]);
+}
+
+TEST(TileOps, ElementwiseBroadcastAndScalars) {
+  std::vector<float> a = randoms(32, 5), row(8, 0), out(32, NAN), out2(32, NAN);
+  for (int i = 0; i < 8; ++i) row[i] = 1.0f + i;
+  run_block(13, 0, [&] {
+    mgd::binary<mgd::Block, Dims<4, 8>, Dims<8, 1>, Dims<0, 1>, mgd::op::Div>(out.data(), a.data(), row.data());
+    mgd::binary_scalar<mgd::Block, Dims<4, 8>, Dims<8, 1>, mgd::op::Sub, true>(out2.data(), a.data(), 2.0f);
+  });
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_FLOAT_EQ(out[i], a[i] / row[i % 8]);
+    EXPECT_FLOAT_EQ(out2[i], 2.0f - a[i]);
+  }
+  std::vector<mgd::half> h(32);
+  run_block(32, 0, [&] { mgd::unary<mgd::Block, Dims<32>, Dims<1>, mgd::op::Silu>(h.data(), a.data()); });
+  for (int i = 0; i < 32; ++i) EXPECT_NEAR(mgd::to_float(h[i]), a[i] / (1 + std::exp(-a[i])), 2e-3);
+}
+
+TEST(TileOps, StridedCopyAndAccumulate) {
+  // A [3, 4] tile at column 2 of a [3, 10] tensor, into a dense tile, converted to f16.
+  std::vector<float> whole = randoms(30, 6);
+  std::vector<mgd::half> tile(12);
+  std::vector<float> acc(12, NAN);
+  run_block(8, 0, [&] {
+    mgd::copy<mgd::Block, Dims<3, 4>, Dims<4, 1>, Dims<10, 1>>(tile.data(), whole.data() + 2);
+    mgd::sync_block();
+    mgd::accumulate<mgd::Block, Dims<3, 4>>(acc.data(), tile.data(), true);
+    mgd::accumulate<mgd::Block, Dims<3, 4>>(acc.data(), tile.data(), false);
+  });
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) {
+      const float want = mgd::to_float(mgd::from_float<mgd::half>(whole[r * 10 + 2 + c]));
+      EXPECT_EQ(mgd::to_float(tile[r * 4 + c]), want);
+      EXPECT_EQ(acc[r * 4 + c], 2 * want);
+    }
+}
+
+TEST(TileOps, GridScopeCoversEveryElementOnce) {
+  std::vector<float> in = randoms(1000, 7), out(1000, NAN);
+  std::function<void()> f = [&] { mgd::unary<mgd::Grid, Dims<1000>, Dims<1>, mgd::op::Exp>(out.data(), in.data()); };
+  mgd::emu::launch(dim3(3), dim3(64), 0, nullptr, f);
+  for (int i = 0; i < 1000; ++i) EXPECT_FLOAT_EQ(out[i], std::exp(in[i]));
+}
+
+}  // namespace
