@@ -90,6 +90,69 @@ TEST(TileOps, MatmulWithABroadcastBatch) {
   }
 }
 
+/// The tensor-core path against f32 arithmetic on the same rounded operands: odd M, N and K (zero
+/// padding), a batch that A broadcasts, and warp counts that do and do not divide the blocks.
+template <typename T>
+void check_tensor_core_matmul(unsigned threads) {
+  constexpr int B = 2, M = 20, N = 12, K = 40;
+  std::vector<float> fa = randoms(M * K, 8), fb = randoms(B * K * N, 9);
+  std::vector<T> a(fa.size()), b(fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  std::vector<float> out(B * M * N, NAN);
+  static_assert(mgd::kTensorCoreOperands<T, T>);
+  run_block(threads, 0, [&] {
+    mgd::matmul<mgd::Block, Dims<B, M, N>, Dims<0, K, 0>, 1, Dims<K * N, 0, 1>, N, K>(out.data(), a.data(), b.data());
+  });
+  for (int bi = 0; bi < B; ++bi)
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        float want = 0;
+        for (int k = 0; k < K; ++k) want += mgd::to_float(a[m * K + k]) * mgd::to_float(b[(bi * K + k) * N + n]);
+        ASSERT_NEAR(out[(bi * M + m) * N + n], want, 1e-3f) << bi << "," << m << "," << n << " with " << threads;
+      }
+}
+
+TEST(TileOps, TensorCoreMatmulF16) {
+  check_tensor_core_matmul<mgd::half>(128);
+  check_tensor_core_matmul<mgd::half>(96);  // 3 warps: 2·2·2 result blocks do not divide evenly
+}
+
+TEST(TileOps, TensorCoreMatmulBf16) { check_tensor_core_matmul<mgd::bfloat16>(64); }
+
+TEST(TileOps, MmaFragmentsFollowThePtxLayout) {
+  // One mma with A = row index · 16 + column and B = the unit matrix in its first 8 rows:
+  // D(r, n) = A(r, n). Any mix-up of rows, columns, registers or halves shows.
+  std::vector<float> d(16 * 8, NAN);
+  run_block(32, 0, [&] {
+    const unsigned lane = mgd::thread_rank(), g = lane / 4, t = lane % 4;
+    auto A = [](unsigned r, unsigned k) { return mgd::from_float<mgd::half>(static_cast<float>(r * 16 + k)); };
+    auto B = [](unsigned k, unsigned n) { return mgd::from_float<mgd::half>(k == n ? 1.0f : 0.0f); };
+    const uint32_t a[4] = {mgd::pack2(A(g, 2 * t), A(g, 2 * t + 1)), mgd::pack2(A(g + 8, 2 * t), A(g + 8, 2 * t + 1)),
+                           mgd::pack2(A(g, 2 * t + 8), A(g, 2 * t + 9)),
+                           mgd::pack2(A(g + 8, 2 * t + 8), A(g + 8, 2 * t + 9))};
+    const uint32_t b[2] = {mgd::pack2(B(2 * t, g), B(2 * t + 1, g)), mgd::pack2(B(2 * t + 8, g), B(2 * t + 9, g))};
+    const float c[4] = {0, 0, 0, 0};
+    float out[4];
+    mgd::mma_m16n8k16<mgd::half>(out, a, b, c);
+    for (int i = 0; i < 4; ++i) d[(g + (i >= 2 ? 8 : 0)) * 8 + 2 * t + (i & 1)] = out[i];
+  });
+  for (int r = 0; r < 16; ++r)
+    for (int n = 0; n < 8; ++n) EXPECT_EQ(d[r * 8 + n], static_cast<float>(r * 16 + n)) << r << "," << n;
+}
+
+TEST(Emulation, WarpBarriersOnlyWaitForTheirWarp) {
+  // Warp 0 meets at warp barriers 3 times, warp 1 once, then everyone at a block barrier.
+  std::vector<int> order;
+  run_block(64, 0, [&] {
+    const unsigned warp = mgd::thread_rank() / 32;
+    for (int i = 0; i < (warp == 0 ? 3 : 1); ++i) mgd::emu::warp_barrier();
+    if (mgd::thread_rank() % 32 == 0) order.push_back(static_cast<int>(warp));
+    __syncthreads();
+  });
+  EXPECT_EQ(order.size(), 2u);
+}
+
 TEST(TileOps, SumToGroups) {
   // [4, 12] summed along dim 1 to 3: groups of 4 consecutive elements.
   std::vector<float> in = randoms(48, 3), out(12, NAN);

@@ -4,5 +4,6 @@
 
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"
+#include "mugraph_device/mma.h"
 #include "mugraph_device/platform.h"
 #include "mugraph_device/tile.h"

@@ -12,6 +12,7 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -81,6 +83,18 @@ inline bfloat16 from_float<bfloat16>(float x) {
 
 namespace emu {
 
+/// Where a fiber stands: runnable, waiting at a block barrier, at a warp barrier, or done.
+enum class Wait : unsigned char { none, block, warp, done };
+
+/// One warp's fragments of an emulated mma (two buffers, alternating per call, so that one warp
+/// barrier per call suffices: a lane can only refill a buffer after every lane passed the next
+/// call's barrier, i.e. finished reading it).
+struct MmaStage {
+  uint32_t a[2][32][4];
+  uint32_t b[2][32][2];
+  unsigned calls[32] = {};
+};
+
 /// The state of the block being run, and of the thread (fiber) running in it.
 struct BlockState {
   dim3 grid, block, block_idx;
@@ -88,7 +102,8 @@ struct BlockState {
   ucontext_t scheduler;
   std::vector<ucontext_t> fibers;
   std::vector<std::unique_ptr<char[]>> stacks;
-  std::vector<bool> finished;
+  std::vector<Wait> wait;
+  std::vector<MmaStage> mma;  // per warp
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
 };
@@ -106,7 +121,7 @@ inline unsigned char* dynamic_shared() { return state()->shared.data(); }
 inline void fiber_main() {
   BlockState* s = state();
   (*s->body)();
-  s->finished[s->current] = true;
+  s->wait[s->current] = Wait::done;
   switch_context(&s->fibers[s->current], &s->scheduler);
 }
 
@@ -114,7 +129,57 @@ inline void fiber_main() {
 /// scheduler, which runs the others up to the same point.
 inline void barrier() {
   BlockState* s = state();
+  s->wait[s->current] = Wait::block;
   switch_context(&s->fibers[s->current], &s->scheduler);
+}
+
+/// Every thread of the calling thread's warp (32 consecutive ranks) reaches it before any goes on.
+inline void warp_barrier() {
+  BlockState* s = state();
+  s->wait[s->current] = Wait::warp;
+  switch_context(&s->fibers[s->current], &s->scheduler);
+}
+
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "mgd::emu: %s\n", what);
+  std::abort();
+}
+
+/// Runs the fibers of the current block until all are done, releasing barriers as they fill.
+inline void run_fibers(BlockState& s) {
+  const unsigned n = static_cast<unsigned>(s.fibers.size());
+  while (true) {
+    for (unsigned t = 0; t < n; ++t) {
+      if (s.wait[t] != Wait::none) continue;
+      s.current = t;
+      switch_context(&s.scheduler, &s.fibers[t]);
+    }
+    // A warp barrier opens when every lane of the warp that has not finished waits at it.
+    bool released = false;
+    for (unsigned w = 0; w * 32 < n; ++w) {
+      const unsigned end = std::min(n, w * 32 + 32);
+      bool any = false, all = true;
+      for (unsigned t = w * 32; t < end; ++t) {
+        any = any || s.wait[t] == Wait::warp;
+        all = all && (s.wait[t] == Wait::warp || s.wait[t] == Wait::done);
+      }
+      if (!any) continue;
+      if (!all) fail("a warp's lanes wait at different barriers (a warp-level op under divergent control flow)");
+      for (unsigned t = w * 32; t < end; ++t)
+        if (s.wait[t] == Wait::warp) s.wait[t] = Wait::none;
+      released = true;
+    }
+    if (released) continue;
+    unsigned done = 0, at_block = 0;
+    for (unsigned t = 0; t < n; ++t) {
+      done += s.wait[t] == Wait::done;
+      at_block += s.wait[t] == Wait::block;
+    }
+    if (done == n) return;
+    if (done != 0) fail("threads left the kernel while others wait at a barrier");
+    if (at_block != n) fail("deadlock: threads wait at different barriers");
+    for (unsigned t = 0; t < n; ++t) s.wait[t] = Wait::none;
+  }
 }
 
 constexpr size_t kStackBytes = size_t{256} << 10;
@@ -129,8 +194,8 @@ constexpr size_t kStackBytes = size_t{256} << 10;
 }
 
 /// Runs body as kernel<<<grid, block, smem>>>: every block, every thread. A thread that leaves
-/// the kernel while others wait at a barrier is a bug in the kernel (CUDA leaves it undefined);
-/// here it aborts with a message.
+/// the kernel while others wait at a barrier, or a deadlock, is a bug in the kernel (CUDA leaves
+/// it undefined); here it aborts with a message.
 inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::function<void()>& body) {
   const unsigned n = block.x * block.y * block.z;
   BlockState s;
@@ -138,7 +203,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
   s.block = block;
   s.body = &body;
   s.fibers.resize(n);
-  s.finished.assign(n, false);
+  s.mma.resize((n + 31) / 32);
   for (unsigned t = 0; t < n; ++t) s.stacks.emplace_back(new char[kStackBytes]);
   BlockState* saved = state();
   state() = &s;
@@ -147,24 +212,10 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         s.block_idx = dim3(bx, by, bz);
         s.shared.assign(smem, 0xCD);  // poisoned: a kernel must not read what it did not write
-        s.finished.assign(n, false);
+        s.wait.assign(n, Wait::none);
+        for (MmaStage& m : s.mma) std::fill(std::begin(m.calls), std::end(m.calls), 0u);
         for (unsigned t = 0; t < n; ++t) make_fiber(&s.fibers[t], s.stacks[t].get());
-        // Rounds: every thread runs to its next barrier (or to its end); then the next round.
-        while (true) {
-          unsigned finished = 0;
-          for (unsigned t = 0; t < n; ++t) {
-            if (s.finished[t]) continue;
-            s.current = t;
-            switch_context(&s.scheduler, &s.fibers[t]);
-          }
-          for (unsigned t = 0; t < n; ++t) finished += s.finished[t] ? 1 : 0;
-          if (finished == n) break;
-          if (finished != 0) {
-            std::fprintf(stderr, "mgd::emu: %u of %u threads left the kernel while others wait at a barrier\n",
-                         finished, n);
-            std::abort();
-          }
-        }
+        run_fibers(s);
       }
   state() = saved;
 }

@@ -12,6 +12,7 @@
 
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"
+#include "mugraph_device/mma.h"
 
 namespace mgd {
 
@@ -88,6 +89,13 @@ MGD_DEVICE void sum(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
 template <typename Scope, typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, typename TO,
           typename TA, typename TB>
 MGD_DEVICE void matmul(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, const TB* MGD_RESTRICT b) {
+  // Tiles of f16 or bf16 operands go to the tensor cores (mma.h) when the block is whole warps.
+  if constexpr (std::is_same_v<Scope, Block> && kTensorCoreOperands<TA, TB>) {
+    if (block_threads() % 32 == 0) {
+      matmul_tc<OutS, ASt, AK, BSt, BK, K>(out, a, b);
+      return;
+    }
+  }
   for_each<Scope, OutS>([&](int64_t e) {
     const TA* pa = a + offset<OutS, ASt>(e);
     const TB* pb = b + offset<OutS, BSt>(e);
