@@ -87,6 +87,11 @@ TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap
 /// The origin of the region an output saver (omap) writes in a DTensor of shape `whole`.
 TileOrigin saver_origin(const Shape& whole, const Shape& tile, const std::array<int8_t, 3>& omap);
 
+/// Whether an input iterator's tile can be loaded in 16-byte vectors (asynchronously on sm_80
+/// and later): its rows are whole vectors, and every row of every tile, in every block and
+/// iteration, starts 16-byte aligned in the row-major DTensor (given a 16-byte aligned base).
+bool vector_load_ok(const Shape& whole, const Shape& tile, const TileOrigin& origin, DType dtype);
+
 /// Text safe in a C++ comment or string literal: characters outside [A-Za-z0-9_ .,:[]=-] are
 /// written as three-digit octal escapes (\ooo), which end where they start.
 std::string escape_name(std::string_view name);

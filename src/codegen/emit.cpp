@@ -235,7 +235,7 @@ class BlockKernelEmitter {
     for (size_t i = 0; i < body_.ops.size(); ++i)
       if (live_[i] && body_.ops[i].kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi && loop)
         hoisted += statement(i, false);
-    if (!hoisted.empty()) k << indent(hoisted, 2) << "  mgd::sync_block();\n";
+    if (!hoisted.empty()) k << indent(hoisted + barrier_after(OpKind::input_iterator), 2);
     // A barrier between dependent steps: before an op, unless it and the op before are both
     // loads or both stores (independent copies); at the end of each iteration, so the next one
     // does not overwrite tiles still being read.
@@ -249,7 +249,7 @@ class BlockKernelEmitter {
       std::string& text = post_op_[i] ? post : loop_body;
       OpKind& prev = post_op_[i] ? prev_post : prev_loop;
       const bool independent = prev == kind && (kind == OpKind::input_iterator || kind == OpKind::output_saver);
-      if (prev != OpKind::input && !independent) text += "mgd::sync_block();\n";
+      if (prev != OpKind::input && !independent) text += barrier_after(prev);
       text += s;
       prev = kind;
     }
@@ -265,6 +265,11 @@ class BlockKernelEmitter {
   }
 
   int64_t shared_bytes() const { return shared_bytes_; }
+
+  /// The barrier after a step of `kind`: loads may be asynchronous, so they are waited for first.
+  static std::string barrier_after(OpKind kind) {
+    return kind == OpKind::input_iterator ? "mgd::async_wait_all();\nmgd::sync_block();\n" : "mgd::sync_block();\n";
+  }
 
  private:
   struct Storage {
@@ -323,9 +328,12 @@ class BlockKernelEmitter {
         const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
         const TensorType& tile = body_.type(op.outputs[0]);
         TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
-        s << "mgd::copy<mgd::Block, " << dims(tile.shape) << ", " << dims(row_major_strides(tile.shape)) << ", "
-          << dims(row_major_strides(whole.shape)) << ">(" << tensor(op.outputs[0]) << ", in_" << op.attrs.io_index
-          << " + " << origin_expr(o, in_loop) << ");  // tile " << type_comment(tile) << "\n";
+        const bool vector =
+            whole.dtype == tile.dtype && codegen::vector_load_ok(whole.shape, tile.shape, o, tile.dtype);
+        s << (vector ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
+          << dims(row_major_strides(tile.shape)) << ", " << dims(row_major_strides(whole.shape)) << ">("
+          << tensor(op.outputs[0]) << ", in_" << op.attrs.io_index << " + " << origin_expr(o, in_loop) << ");  // tile "
+          << type_comment(tile) << "\n";
         break;
       }
       case OpCategory::saver: {

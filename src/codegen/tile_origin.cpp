@@ -64,6 +64,18 @@ TileOrigin saver_origin(const Shape& whole, const Shape& tile, const std::array<
   return o;
 }
 
+bool vector_load_ok(const Shape& whole, const Shape& tile, const TileOrigin& origin, DType dtype) {
+  constexpr int64_t kVector = 16;
+  const int64_t bytes = dtype_bytes(dtype);
+  if (whole.rank() == 0 || tile.rank() != whole.rank()) return false;
+  const int last = whole.rank() - 1;
+  // Rows of the tile are whole vectors; rows of the tensor too, so every row starts aligned.
+  if (tile[last] * bytes % kVector != 0 || whole[last] * bytes % kVector != 0) return false;
+  for (int64_t c : origin.block_coeff)
+    if (c * bytes % kVector != 0) return false;
+  return origin.loop_coeff * bytes % kVector == 0;
+}
+
 std::string escape_name(std::string_view name) {
   std::string out;
   for (unsigned char c : name) {

@@ -81,6 +81,25 @@ TEST(SaverOrigin, BlocksWriteTheirTileAlongTheOmapDims) {
   EXPECT_EQ(o.block_coeff, (std::array<int64_t, 3>{4 * 64, 256 * 64, 0}));
 }
 
+TEST(VectorLoad, OnlyWholeAlignedRows) {
+  const Dim3 grid{128, 1, 1};
+  // Figure 3b's W tile [256, 32] f16: rows of 64 bytes, origins multiples of 32 elements.
+  TileOrigin w = iterator_origin(Shape{4096, 4096}, {1, kPhi, kPhi}, 0, grid, 16);
+  EXPECT_TRUE(vector_load_ok(Shape{4096, 4096}, Shape{256, 32}, w, DType::f16));
+  // One f16 column per block (a row of 2 bytes) is not a vector.
+  TileOrigin col = iterator_origin(Shape{64, 64}, {1, kPhi, kPhi}, kPhi, Dim3{64, 1, 1}, 1);
+  EXPECT_FALSE(vector_load_ok(Shape{64, 64}, Shape{64, 1}, col, DType::f16));
+  // Rows of 8 f16 (16 bytes) in a tensor whose rows are 12 f16: the second row starts misaligned.
+  TileOrigin none{};
+  EXPECT_FALSE(vector_load_ok(Shape{4, 12}, Shape{4, 8}, none, DType::f16));
+  // Tiles of 8 columns starting at column 4·b: the origin is misaligned for odd b.
+  TileOrigin odd{};
+  odd.block_coeff[0] = 4;
+  EXPECT_FALSE(vector_load_ok(Shape{4, 64}, Shape{4, 8}, odd, DType::f16));
+  // f32 rows of 4 elements are vectors.
+  EXPECT_TRUE(vector_load_ok(Shape{4, 64}, Shape{4, 4}, none, DType::f32));
+}
+
 TEST(EscapeName, OnlyPlainCharactersSurvive) {
   EXPECT_EQ(escape_name("X_1 [a, b]"), "X_1 [a, b]");
   EXPECT_EQ(escape_name("*/"), "\\052\\057");

@@ -207,6 +207,18 @@ TEST(TileOps, StridedCopyAndAccumulate) {
     }
 }
 
+TEST(TileOps, AsyncLoadOfATile) {
+  // A [4, 16] f16 tile at column 32 of a [4, 64] tensor, in 16-byte vectors.
+  std::vector<mgd::half> whole(256), tile(64);
+  for (int i = 0; i < 256; ++i) whole[i] = mgd::from_float<mgd::half>(static_cast<float>(i));
+  run_block(3, 0, [&] {
+    mgd::load_async<Dims<4, 16>, Dims<16, 1>, Dims<64, 1>>(tile.data(), whole.data() + 32);
+    mgd::async_wait_all();
+  });
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 16; ++c) EXPECT_EQ(mgd::to_float(tile[r * 16 + c]), static_cast<float>(r * 64 + 32 + c));
+}
+
 TEST(TileOps, GridScopeCoversEveryElementOnce) {
   std::vector<float> in = randoms(1000, 7), out(1000, NAN);
   std::function<void()> f = [&] { mgd::unary<mgd::Grid, Dims<1000>, Dims<1>, mgd::op::Exp>(out.data(), in.data()); };

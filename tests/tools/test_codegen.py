@@ -110,8 +110,9 @@ def test_generated_code_compiles_with_nvcc_without_warnings(mugraph_bin, tmp_pat
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
-def test_block_matmuls_use_tensor_cores(mugraph_bin, tmp_path, name, target):
-    # f16 tiles go through mma.sync.m16n8k16 on both targets (SASS HMMA is checked on a GPU).
+def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, name, target):
+    # f16 tiles go through mma.sync.m16n8k16 on both targets (SASS HMMA is checked on a GPU), and
+    # tiles load with cp.async.
     if NVCC is None:
         pytest.skip("nvcc not found (install the CUDA toolkit)")
     codegen(mugraph_bin, EXAMPLES / "ugraphs" / f"{name}.json", target, tmp_path)
@@ -120,7 +121,9 @@ def test_block_matmuls_use_tensor_cores(mugraph_bin, tmp_path, name, target):
                         str(tmp_path / "ugraph.cu"), "-o", str(tmp_path / "ugraph.ptx")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in (tmp_path / "ugraph.ptx").read_text()
+    ptx = (tmp_path / "ugraph.ptx").read_text()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_all" in ptx  # the tile loads
 
 
 def test_codegen_writes_a_self_contained_directory(mugraph_bin, tmp_path):
