@@ -16,6 +16,7 @@
 #include <map>
 #include <new>
 
+#include "mugraph/bench.h"
 #include "mugraph/codegen.h"
 #include "mugraph/error.h"
 #include "mugraph/interp.h"
@@ -75,9 +76,8 @@ std::pair<std::string, std::string> split_assignment(const std::string& text) {
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-int cmd_run(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
-            const std::string& out_dir, int threads) {
-  Graph g = load_valid(path, default_target());
+/// The inputs of g: NAME=PATH.npy arguments, the others drawn from a standard normal by seed.
+std::vector<HostTensor> load_inputs(const Graph& g, const std::vector<std::string>& input_args, uint64_t seed) {
   std::vector<HostTensor> inputs = random_inputs(g, seed);
   // Map input names to their positions among the input ops.
   std::map<std::string, size_t> position;
@@ -104,6 +104,13 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
     slot.data = std::move(t.data);
     round_tensor(slot);
   }
+  return inputs;
+}
+
+int cmd_run(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
+            const std::string& out_dir, int threads) {
+  Graph g = load_valid(path, default_target());
+  std::vector<HostTensor> inputs = load_inputs(g, input_args, seed);
   InterpOptions options;
   options.threads = threads;
   std::vector<HostTensor> outputs = run_float(g, inputs, options);
@@ -117,6 +124,27 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
     std::cout << g.output_names[i] << " " << outputs[i].type.str() << " -> " << file << "\n";
   }
   return 0;
+}
+
+int cmd_bench(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
+              const BenchOptions& options) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  Graph g = load_valid(path, *target.limits);
+  std::vector<HostTensor> inputs = load_inputs(g, input_args, seed);
+  BenchResult r = bench_ugraph(g, inputs, options);
+  std::printf("bench %s on %s (%s%s)\n", path.c_str(), r.device.c_str(), std::string(target.arch).c_str(),
+              r.cached ? ", cached build" : "");
+  for (const BenchOutputCheck& c : r.outputs) {
+    const double rel = c.max_abs_reference > 0 ? c.max_abs_error / c.max_abs_reference : c.max_abs_error;
+    std::printf("  check %s: max |error| %.3g of max |reference| %.3g (%.3g relative, tolerance %.3g)", c.name.c_str(),
+                c.max_abs_error, c.max_abs_reference, rel, options.tolerance);
+    if (c.not_finite) std::printf(", %lld elements not finite", static_cast<long long>(c.not_finite));
+    std::printf(": %s\n", c.ok ? "OK" : "FAILED");
+  }
+  std::printf("  time: median %.2f us, min %.2f us over %d runs (inputs rotated over %d copies)%s\n", r.median_us,
+              r.min_us, r.runs, r.input_copies, options.emulate ? " -- host emulation, not a GPU time" : "");
+  std::printf("  build: %s\n", r.build_dir.c_str());
+  return r.ok ? 0 : kExitUser;
 }
 
 int cmd_export(const std::string& path, const std::string& out_path) {
@@ -393,6 +421,23 @@ int run_main(int argc, char** argv) {
   cgen->add_option("--target", codegen_target, "sm_80 or sm_90a (default sm_90a)");
   cgen->add_option("-o,--output", out_dir, "output directory")->required();
 
+  BenchOptions bopts;
+  auto* bnch =
+      app.add_subcommand("bench",
+                         "Build a μGraph's generated code, run it on the GPU (or --emulate on the CPU), check it "
+                         "against the interpreter and print the median time");
+  bnch->add_option("FILE", file, "μGraph (.json) or program (.mg)")->required();
+  bnch->add_option("--target", bopts.target, "sm_80 or sm_90a (default sm_90a)");
+  bnch->add_flag("--emulate", bopts.emulate,
+                 "build against the host emulation (checks without a GPU; times mean nothing)");
+  bnch->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal");
+  bnch->add_option("--seed", seed, "seed for the inputs that are not given (default 0)");
+  bnch->add_option("--warmup", bopts.warmup, "untimed runs first (default 10)")->check(CLI::Range(0, 100000));
+  bnch->add_option("--repeats", bopts.repeats, "timed runs (default 100)")->check(CLI::Range(1, 100000));
+  bnch->add_option("--tolerance", bopts.tolerance, "largest error relative to the largest output (default 1e-2)")
+      ->check(CLI::NonNegativeNumber);
+  bnch->add_option("--cache-dir", bopts.cache_dir, "where builds are cached (default ~/.cache/mugraph)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -404,6 +449,7 @@ int run_main(int argc, char** argv) {
   if (*run) return cmd_run(file, input_args, seed, out_dir, threads);
   if (*exp) return cmd_export(file, out_json);
   if (*cgen) return cmd_codegen(file, codegen_target, out_dir);
+  if (*bnch) return cmd_bench(file, input_args, seed, bopts);
   if (*srch) {
     sopts.target = target_or_throw(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;

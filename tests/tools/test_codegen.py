@@ -164,3 +164,23 @@ def test_names_never_reach_the_source_unescaped(mugraph_bin, tmp_path):
         text = (out / f).read_text()
         assert "*/" not in text and '"evil.h"' not in text and "\nq" not in text, f
         assert "X\\052\\057 \\043include \\042evil.h\\042 \\057\\057\\012q" in text, f
+
+
+def test_bench_checks_emulated_code_and_caches_the_build(mugraph_bin, tmp_path):
+    args = ["bench", EXAMPLES / "ugraphs" / "exp_scale_concat.json", "--emulate", "--warmup", "0", "--repeats", "2",
+            "--cache-dir", tmp_path]
+    r = run_cli(mugraph_bin, *args, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "on host emulation (sm_90a)" in r.stdout and "check O:" in r.stdout and ": OK" in r.stdout
+    assert "over 2 runs" in r.stdout and "cached build" not in r.stdout
+    r = run_cli(mugraph_bin, *args, timeout=600)
+    assert r.returncode == 0 and "cached build" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
+def test_bench_without_a_gpu_says_so(mugraph_bin, tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc not found (install the CUDA toolkit)")
+    r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "exp_scale_concat.json", "--cache-dir", tmp_path,
+                timeout=600)
+    assert r.returncode == 1 and "needs a GPU" in r.stderr and "no CUDA device" in r.stderr, r.stderr

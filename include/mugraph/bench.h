@@ -1,0 +1,56 @@
+/// \file bench.h
+/// Running generated code (mugraph bench): a μGraph is generated (codegen.h), built with nvcc
+/// into the benchmark harness (mugraph_device/bench_main.cu) — or with the host compiler against
+/// the host emulation — cached on disk by a hash of everything that goes into the build, run on
+/// the given inputs with its outputs poisoned, checked against the CPU interpreter, and timed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mugraph/codegen.h"
+#include "mugraph/graph.h"
+#include "mugraph/interp.h"
+
+namespace mugraph {
+
+struct BenchOptions {
+  std::string target = "sm_90a";
+  /// Build against the host emulation instead of a GPU (checks the code on a machine without
+  /// one; its times say nothing about a GPU).
+  bool emulate = false;
+  int warmup = 10;
+  int repeats = 100;
+  /// Largest error allowed, relative to the largest magnitude of each reference output.
+  double tolerance = 1e-2;
+  /// Where built harnesses are cached; empty: $MUGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/mugraph,
+  /// else ~/.cache/mugraph.
+  std::string cache_dir;
+};
+
+struct BenchOutputCheck {
+  std::string name;
+  double max_abs_error = 0;
+  double max_abs_reference = 0;
+  int64_t not_finite = 0;  ///< elements of the result that are NaN or infinite
+  bool ok = false;
+};
+
+struct BenchResult {
+  std::string device;  ///< the GPU's name, or "host emulation"
+  std::string build_dir;
+  bool cached = false;  ///< the harness was already built
+  std::vector<BenchOutputCheck> outputs;
+  bool ok = false;  ///< every output within tolerance and finite
+  int runs = 0;
+  double median_us = 0, min_us = 0;
+  int input_copies = 1;  ///< how many copies of the inputs the timed runs rotate over
+};
+
+/// Builds (or reuses), runs, checks and times `ugraph` on `inputs` (one per program input, in
+/// order, as random_inputs makes them). Throws UserError when no compiler or no GPU is there,
+/// or when the build or a run fails, with the tool's message.
+BenchResult bench_ugraph(const Graph& ugraph, const std::vector<HostTensor>& inputs, const BenchOptions& options);
+
+}  // namespace mugraph
