@@ -125,7 +125,7 @@ struct CandidateMetrics {
 };
 
 /// Shared-memory bytes one block's ops read and write: each op's distinct inputs and its outputs,
-/// once per loop iteration (once for ops after an accumulator). Input iterators and output
+/// once per loop iteration (once for ops after the loop, as the interpreters phase them). Input iterators and output
 /// savers are device traffic, a concat is free (its operands are placed side by side) and an
 /// accumulator lives in registers.
 int64_t block_shared_traffic_bytes(const Graph& block_graph);

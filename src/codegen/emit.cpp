@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "block_structure.h"
 #include "files.h"
 #include "mugraph/codegen.h"
 #include "mugraph/error.h"
@@ -22,6 +23,7 @@ namespace {
 using codegen::broadcast_strides;
 using codegen::row_major_strides;
 using codegen::TileOrigin;
+using Phase = interp::BlockPhase;
 
 constexpr int64_t kSharedAlign = 16;      // bytes: every STensor starts on a 16-byte boundary
 constexpr int64_t kWorkspaceAlign = 256;  // bytes: every intermediate DTensor in the workspace
@@ -110,22 +112,21 @@ std::string origin_expr(const TileOrigin& o, bool in_loop) {
 /// dims) as the template arguments of mgd::matmul after the scope and result shape.
 std::string matmul_args(const Shape& a, const Shape& b, const Shape& c) {
   const int rank = c.rank();
-  const std::vector<int64_t> as = row_major_strides(a), bs = row_major_strides(b);
-  std::vector<int64_t> ast(static_cast<size_t>(rank), 0), bst(static_cast<size_t>(rank), 0);
-  // Batch dims: broadcast like element-wise operands.
-  for (int d = 0; d < a.rank() - 2; ++d) {
-    const int r = rank - a.rank() + d;
-    ast[static_cast<size_t>(r)] = a[d] == 1 && c[r] != 1 ? 0 : as[static_cast<size_t>(d)];
-  }
-  for (int d = 0; d < b.rank() - 2; ++d) {
-    const int r = rank - b.rank() + d;
-    bst[static_cast<size_t>(r)] = b[d] == 1 && c[r] != 1 ? 0 : bs[static_cast<size_t>(d)];
-  }
-  ast[static_cast<size_t>(rank - 2)] = as[static_cast<size_t>(a.rank() - 2)];  // A's row stride for M
-  bst[static_cast<size_t>(rank - 1)] = bs[static_cast<size_t>(b.rank() - 1)];  // B's column stride for N
-  const int64_t k = a[a.rank() - 1];
-  return dims(ast) + ", " + std::to_string(as[static_cast<size_t>(a.rank() - 1)]) + ", " + dims(bst) + ", " +
-         std::to_string(bs[static_cast<size_t>(b.rank() - 2)]) + ", " + std::to_string(k);
+  // Each operand read as if it had the result's batch dims and its own last two (broadcasting
+  // the batch dims), then its contracted dim's stride taken out: A's for k, B's for k.
+  auto operand = [&](const Shape& x, int contracted) {
+    Shape as_result = c;
+    as_result[rank - 2] = x[x.rank() - 2];
+    as_result[rank - 1] = x[x.rank() - 1];
+    std::vector<int64_t> st = broadcast_strides(x, as_result);
+    const int64_t k = st[static_cast<size_t>(contracted)];
+    st[static_cast<size_t>(contracted)] = 0;  // along the result's N (for A) or M (for B): no step
+    return std::make_pair(st, k);
+  };
+  const auto [ast, ak] = operand(a, rank - 1);
+  const auto [bst, bk] = operand(b, rank - 2);
+  return dims(ast) + ", " + std::to_string(ak) + ", " + dims(bst) + ", " + std::to_string(bk) + ", " +
+         std::to_string(a[a.rank() - 1]);
 }
 
 /// The call of a tile op that computes `op` (an element-wise, reduction, matmul or layout op)
@@ -231,10 +232,12 @@ class BlockKernelEmitter {
     k << "  (void)bx; (void)by; (void)bz;\n";
     const bool loop = body_.forloop > 1;
     // Loop-invariant tiles (fmap φ) are loaded once, before the loop.
+    auto hoisted_load = [&](size_t i) {
+      return loop && body_.ops[i].kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi;
+    };
     std::string hoisted;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (live_[i] && body_.ops[i].kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi && loop)
-        hoisted += statement(i, false);
+      if (phase_[i] != Phase::dead && hoisted_load(i)) hoisted += statement(i, false);
     if (!hoisted.empty()) k << indent(hoisted + barrier_after(OpKind::input_iterator), 2);
     // A barrier between dependent steps: before an op, unless it and the op before are both
     // loads or both stores (independent copies); at the end of each iteration, so the next one
@@ -243,11 +246,12 @@ class BlockKernelEmitter {
     OpKind prev_loop = OpKind::input, prev_post = OpKind::input;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const OpKind kind = body_.ops[i].kind;
-      if (!live_[i] || (loop && kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi)) continue;
-      std::string s = statement(i, loop && !post_op_[i]);
+      if (phase_[i] == Phase::dead || hoisted_load(i)) continue;
+      const bool after_loop = phase_[i] == Phase::post;
+      std::string s = statement(i, loop && !after_loop);
       if (s.empty()) continue;
-      std::string& text = post_op_[i] ? post : loop_body;
-      OpKind& prev = post_op_[i] ? prev_post : prev_loop;
+      std::string& text = after_loop ? post : loop_body;
+      OpKind& prev = after_loop ? prev_post : prev_loop;
       const bool independent = prev == kind && (kind == OpKind::input_iterator || kind == OpKind::output_saver);
       if (prev != OpKind::input && !independent) text += barrier_after(prev);
       text += s;
@@ -279,21 +283,12 @@ class BlockKernelEmitter {
   };
 
   void plan() {
-    live_ = live_ops(body_);
-    post_op_.assign(body_.ops.size(), false);
-    std::vector<bool> post_tensor(body_.tensors.size(), false);
+    // Which ops run, in the loop or after it: the interpreters' definition (block_structure.h).
+    phase_ = interp::block_phases(body_);
     storage_.assign(body_.tensors.size(), Storage{});
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
-      if (!live_[i]) continue;
-      bool post = false;
-      if (body_.forloop > 1 && op.kind != OpKind::accum && !op.inputs.empty()) {
-        post = true;
-        for (TensorId t : op.inputs) post = post && post_tensor[t.index()];
-      }
-      post_op_[i] = post;
-      for (TensorId t : op.outputs) post_tensor[t.index()] = post || op.kind == OpKind::accum;
-      if (op.kind == OpKind::output_saver) continue;
+      if (phase_[i] == Phase::dead || op.kind == OpKind::output_saver) continue;
       if (op.kind == OpKind::reshape) {
         const size_t out = op.outputs[0].index();
         storage_[out].alias_of = op.inputs[0].value;
@@ -442,7 +437,7 @@ class BlockKernelEmitter {
   int index_;
   const std::vector<TensorType>& output_types_;
   const Target& limits_;
-  std::vector<bool> live_, post_op_;
+  std::vector<Phase> phase_;
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <set>
 #include <vector>
 
+#include "block_structure.h"
 #include "mugraph/search.h"
 
 namespace mugraph {
@@ -12,13 +13,12 @@ int64_t block_shared_traffic_bytes(const Graph& body) {
     const TensorType& type = body.type(t);
     return type.shape.numel() * dtype_bytes(type.dtype);
   };
-  // Ops downstream of an accumulator run once, after the loop; the others once per iteration.
-  std::vector<bool> after_loop(body.tensors.size(), false);
+  // Ops after the loop run once, the others once per iteration (block_structure.h).
+  const std::vector<interp::BlockPhase> phase = interp::block_phases(body);
   int64_t traffic = 0;
-  for (const Op& op : body.ops) {
-    bool after = false;
-    for (TensorId t : op.inputs) after = after || after_loop[t.index()];
-    for (TensorId t : op.outputs) after_loop[t.index()] = after || op.kind == OpKind::accum;
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    const Op& op = body.ops[i];
+    if (phase[i] == interp::BlockPhase::dead) continue;
     // Iterators and savers move device bytes (load_bytes_per_sm, device_bytes); a concat is a
     // placement (its operands are written into adjacent parts of one buffer); an accumulator
     // lives in registers.
@@ -30,7 +30,7 @@ int64_t block_shared_traffic_bytes(const Graph& body) {
     for (TensorId t : op.inputs)
       if (read.insert(t.value).second) op_bytes += bytes(t);
     for (TensorId t : op.outputs) op_bytes += bytes(t);
-    traffic += op_bytes * (after ? 1 : body.forloop);
+    traffic += op_bytes * (phase[i] == interp::BlockPhase::post ? 1 : body.forloop);
   }
   return traffic;
 }

@@ -14,6 +14,23 @@ inline OpAttrs accum_sum() { return attrs::accum(kPhi); }
 inline OpAttrs saver(int io, std::array<int8_t, 3> omap) { return attrs::saver(io, omap); }
 inline OpAttrs scalar(const char* text, int pos = 1) { return attrs::scalar(*parse_scalar(text), static_cast<int8_t>(pos)); }
 
+/// A one-block, one-iteration block graph whose first two ops load two [4, 8] f32 tiles, whole
+/// (tensors 0 and 1), for tests that build on them.
+inline Graph two_tile_body() {
+  const TensorType tile{Shape{4, 8}, DType::f32};
+  Graph body = make_block_graph({tile, tile}, Dim3{1, 1, 1}, 1);
+  body.add(OpKind::input_iterator, {}, iter(0, {kPhi, kPhi, kPhi}, kPhi));
+  body.add(OpKind::input_iterator, {}, iter(1, {kPhi, kPhi, kPhi}, kPhi));
+  return body;
+}
+
+/// The attributes of a concat along dim.
+inline OpAttrs concat_dim(int32_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  return a;
+}
+
 /// RMSNorm + matmul fused as in the paper's Figure 3b: X [b, h], G [h], W [h, n]; grid over W's
 /// columns, for-loop over h; accumulators for sum(X²) and (X⊙G)·W; a thread graph computes
 /// acc / sqrt(ssq / h) after the loop.

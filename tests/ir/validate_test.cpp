@@ -28,12 +28,9 @@ TEST(Validate, SharedMemoryLimitPerTarget) {
 }
 
 TEST(Validate, ConcatOperandsLiveInTheConcatBuffer) {
-  Graph body =
-      make_block_graph({TensorType{Shape{4, 8}, DType::f32}, TensorType{Shape{4, 8}, DType::f32}}, Dim3{1, 1, 1}, 1);
-  TensorId a = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));
-  TensorId b = body.add(OpKind::input_iterator, {}, test::iter(1, {kPhi, kPhi, kPhi}, kPhi));
-  OpAttrs cat;
-  cat.dim = 1;
+  const Graph body = test::two_tile_body();
+  const TensorId a(0), b(1);
+  const OpAttrs cat = test::concat_dim(1);
   Graph once = body;
   once.add(OpKind::exp, {once.add(OpKind::concat, {a, b}, cat)});
   // a and b (32 floats each) inside the 64-float concat, then exp's 64 floats.
@@ -42,9 +39,8 @@ TEST(Validate, ConcatOperandsLiveInTheConcatBuffer) {
   // concat's buffer, which lives in the second's.
   Graph twice = body;
   TensorId c1 = twice.add(OpKind::concat, {a, b}, cat);
-  TensorId c2 = twice.add(OpKind::concat, {a, c1}, cat);
+  twice.add(OpKind::concat, {a, c1}, cat);
   EXPECT_EQ(block_shared_memory_bytes(twice), (32 + 96) * 4);
-  (void)c2;
   // concat(a, a) is two places as well.
   Graph self = body;
   self.add(OpKind::concat, {a, a}, cat);

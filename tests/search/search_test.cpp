@@ -622,13 +622,8 @@ TEST(Search, SharedTrafficCountsEachBlockOpPerIteration) {
 }
 
 TEST(Search, SharedTrafficTakesConcatAsFree) {
-  Graph body =
-      make_block_graph({TensorType{Shape{4, 8}, DType::f32}, TensorType{Shape{4, 8}, DType::f32}}, Dim3{1, 1, 1}, 1);
-  TensorId a = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));
-  TensorId b = body.add(OpKind::input_iterator, {}, test::iter(1, {kPhi, kPhi, kPhi}, kPhi));
-  OpAttrs cat;
-  cat.dim = 1;
-  TensorId c = body.add(OpKind::concat, {a, b}, cat);
+  Graph body = test::two_tile_body();
+  TensorId c = body.add(OpKind::concat, {TensorId(0), TensorId(1)}, test::concat_dim(1));
   body.add(OpKind::output_saver, {body.add(OpKind::exp, {c})}, test::saver(0, {kPhi, kPhi, kPhi}));
   EXPECT_EQ(block_shared_traffic_bytes(body), (64 + 64) * 4);  // only exp: 4×16 in, 4×16 out
 }
