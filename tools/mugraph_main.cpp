@@ -48,13 +48,16 @@ Graph load_valid(const std::string& path, const Target& target) {
   return g;
 }
 
-int cmd_codegen(const std::string& path, const std::string& arch, const std::string& out_dir) {
+int cmd_codegen(const std::string& path, const std::string& arch, const std::string& out_dir,
+                const CodegenOptions& options) {
   const CudaTarget& target = find_cuda_target(arch);
   Graph g = load_valid(path, *target.limits);
-  GeneratedCode code = generate_cuda(g, target);
+  GeneratedCode code = generate_cuda(g, target, options);
   write_generated_code(code, out_dir);
   std::cout << "codegen " << path << " for " << target.arch << ": " << code.kernels << " kernel launch"
-            << (code.kernels == 1 ? "" : "es") << ", " << code.workspace_bytes << " bytes of workspace\n"
+            << (code.kernels == 1 ? "" : "es");
+  if (code.blas_calls > 0) std::cout << ", " << code.blas_calls << " cuBLAS call" << (code.blas_calls == 1 ? "" : "s");
+  std::cout << ", " << code.workspace_bytes << " bytes of workspace\n"
             << "  wrote " << out_dir << "/ugraph.cu, ugraph.h, CMakeLists.txt, manifest.json, mugraph_device/\n";
   return 0;
 }
@@ -127,11 +130,15 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
 }
 
 int cmd_bench(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
-              const BenchOptions& options) {
+              const BenchOptions& options, bool json) {
   const CudaTarget& target = find_cuda_target(options.target);
   Graph g = load_valid(path, *target.limits);
   std::vector<HostTensor> inputs = load_inputs(g, input_args, seed);
   BenchResult r = bench_ugraph(g, inputs, options);
+  if (json) {
+    std::printf("%s\n", bench_result_json(r, options).c_str());
+    return r.ok ? 0 : kExitUser;
+  }
   std::printf("bench %s on %s (%s%s)\n", path.c_str(), r.device.c_str(), std::string(target.arch).c_str(),
               r.cached ? ", cached build" : "");
   for (const BenchOutputCheck& c : r.outputs) {
@@ -420,6 +427,11 @@ int run_main(int argc, char** argv) {
   cgen->add_option("FILE", file, "μGraph (.json) or program (.mg, one pre-defined kernel per op)")->required();
   cgen->add_option("--target", codegen_target, "sm_80 or sm_90a (default sm_90a)");
   cgen->add_option("-o,--output", out_dir, "output directory")->required();
+  CodegenOptions cgopts;
+  const std::string stages_help = "stages of each kernel's for-loop load pipeline, 1 to " +
+                                  std::to_string(kMaxPipelineStages) +
+                                  " (default: 2 where it loads asynchronously and fits)";
+  cgen->add_option("--stages", cgopts.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
 
   BenchOptions bopts;
   auto* bnch =
@@ -432,10 +444,15 @@ int run_main(int argc, char** argv) {
                  "build against the host emulation (checks without a GPU; times mean nothing)");
   bnch->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal");
   bnch->add_option("--seed", seed, "seed for the inputs that are not given (default 0)");
-  bnch->add_option("--warmup", bopts.warmup, "untimed runs first (default 10)")->check(CLI::Range(0, 100000));
-  bnch->add_option("--repeats", bopts.repeats, "timed runs (default 100)")->check(CLI::Range(1, 100000));
+  bnch->add_option("--stages", bopts.codegen.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
+  auto* warmup_opt = bnch->add_option("--warmup", bopts.warmup, "untimed runs first (default 10; 0 with --emulate)")
+                         ->check(CLI::Range(0, 100000));
+  auto* repeats_opt = bnch->add_option("--repeats", bopts.repeats, "timed runs (default 100; 1 with --emulate)")
+                          ->check(CLI::Range(1, 100000));
   bnch->add_option("--tolerance", bopts.tolerance, "largest error relative to the largest output (default 1e-2)")
       ->check(CLI::NonNegativeNumber);
+  bool bench_json = false;
+  bnch->add_flag("--json", bench_json, "print the result as one JSON object");
   bnch->add_option("--cache-dir", bopts.cache_dir, "where builds are cached (default ~/.cache/mugraph)");
 
   try {
@@ -448,8 +465,13 @@ int run_main(int argc, char** argv) {
   if (*check) return cmd_check(file, target);
   if (*run) return cmd_run(file, input_args, seed, out_dir, threads);
   if (*exp) return cmd_export(file, out_json);
-  if (*cgen) return cmd_codegen(file, codegen_target, out_dir);
-  if (*bnch) return cmd_bench(file, input_args, seed, bopts);
+  if (*cgen) return cmd_codegen(file, codegen_target, out_dir, cgopts);
+  if (*bnch) {
+    // The emulation runs a kernel in seconds, not microseconds: one run checks it.
+    if (bopts.emulate && warmup_opt->count() == 0) bopts.warmup = 0;
+    if (bopts.emulate && repeats_opt->count() == 0) bopts.repeats = 1;
+    return cmd_bench(file, input_args, seed, bopts, bench_json);
+  }
   if (*srch) {
     sopts.target = target_or_throw(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;

@@ -22,6 +22,7 @@ struct BenchOptions {
   bool emulate = false;
   int warmup = 10;
   int repeats = 100;
+  CodegenOptions codegen;
   /// Largest error allowed, relative to the largest magnitude of each reference output.
   double tolerance = 1e-2;
   /// Where built harnesses are cached; empty: $MUGRAPH_CACHE_DIR, else $XDG_CACHE_HOME/mugraph,
@@ -52,5 +53,10 @@ struct BenchResult {
 /// order, as random_inputs makes them). Throws UserError when no compiler or no GPU is there,
 /// or when the build or a run fails, with the tool's message.
 BenchResult bench_ugraph(const Graph& ugraph, const std::vector<HostTensor>& inputs, const BenchOptions& options);
+
+/// The result as one JSON object (mugraph bench --json): device, target, emulated, stages, ok,
+/// runs, median_us, min_us, input_copies, cached, build_dir, and per output name, max_abs_error,
+/// max_abs_reference, not_finite, ok.
+std::string bench_result_json(const BenchResult& result, const BenchOptions& options);
 
 }  // namespace mugraph

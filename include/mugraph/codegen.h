@@ -1,7 +1,9 @@
 /// \file codegen.h
 /// CUDA code generation (DESIGN.md §8): a μGraph becomes one CUDA source that fills in the
 /// device library (runtime/include/mugraph_device): one kernel per graph-defined kernel op, a
-/// generated element-wise, reduction, layout or matmul kernel per pre-defined op, and a host
+/// cuBLAS call per pre-defined matmul (a generated kernel where cuBLAS cannot express its
+/// broadcasting or dtypes), a generated element-wise, reduction or layout kernel per other
+/// pre-defined op, and a host
 /// function that launches them in order on the caller's stream with one workspace for the
 /// intermediate DTensors.
 ///
@@ -50,12 +52,24 @@ struct GeneratedCode {
   std::string manifest;  ///< manifest.json: target, inputs, outputs, workspace bytes
   std::vector<GeneratedTensor> inputs, outputs;
   int64_t workspace_bytes = 0;
-  int kernels = 0;  ///< CUDA kernels launched by the host function
+  int kernels = 0;     ///< CUDA kernels launched by the host function
+  int blas_calls = 0;  ///< cuBLAS calls it makes (pre-defined matmuls)
 };
 
+/// Choices code generation makes that do not change what the μGraph computes.
+struct CodegenOptions {
+  /// Stages of the for-loop's load pipeline: with S stages the tiles of iterations i + 1 …
+  /// i + S − 1 are being loaded (asynchronously) while iteration i computes, in S buffers per
+  /// tile. 0 chooses: 2 where the kernel loads tiles asynchronously in its loop and the buffers
+  /// fit in shared memory, else 1 (no pipeline). At most kMaxPipelineStages.
+  int pipeline_stages = 0;
+};
+inline constexpr int kMaxPipelineStages = 4;
+
 /// Generates CUDA for a valid μGraph (kernel level). Throws UserError with the reason if the
-/// μGraph is invalid for the target or uses something code generation does not support yet.
-GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target);
+/// μGraph is invalid for the target, uses something code generation does not support yet, or
+/// the options ask for more shared memory than the target has.
+GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const CodegenOptions& options = {});
 
 /// Writes code into dir (created if needed): ugraph.cu, ugraph.h, CMakeLists.txt,
 /// manifest.json and the device library headers under mugraph_device/, so that dir builds on

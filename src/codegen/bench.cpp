@@ -144,7 +144,7 @@ HostTensor from_bytes(const std::string& bytes, const TensorType& type) {
 
 BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, const BenchOptions& opt) {
   const CudaTarget& target = find_cuda_target(opt.target);
-  GeneratedCode code = generate_cuda(g, target);
+  GeneratedCode code = generate_cuda(g, target, opt.codegen);
   if (inputs.size() != code.inputs.size())
     throw UserError("bench: " + std::to_string(inputs.size()) + " inputs given, the μGraph takes " +
                     std::to_string(code.inputs.size()));
@@ -188,6 +188,7 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
              "-I" + dir.string(),
              (dir / "ugraph.cu").string(),
              (dir / "mugraph_device" / "bench_main.cu").string(),
+             "-lcublas",
              "-o",
              exe.string()};
     }
@@ -212,6 +213,10 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
     cmd.push_back((io / ("out_" + std::to_string(j) + ".bin")).string() + ":" +
                   std::to_string(t.shape.numel() * dtype_bytes(t.dtype)));
   }
+  // The harness's file arguments, for running it again by hand (under compute-sanitizer, say).
+  std::string file_args;
+  for (size_t i = 5; i < cmd.size(); ++i) file_args += (i > 5 ? " " : "") + cmd[i];
+  write_bytes(io / "args.txt", std::vector<unsigned char>(file_args.begin(), file_args.end()));
   ProcessResult r = run_process(cmd, io);
   while (!r.err.empty() && std::isspace(static_cast<unsigned char>(r.err.back()))) r.err.pop_back();
   if (r.status == 3) throw UserError("mugraph bench needs a GPU: " + r.err);
@@ -248,6 +253,30 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
     result.outputs.push_back(c);
   }
   return result;
+}
+
+std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {
+  nlohmann::ordered_json j;
+  j["device"] = r.device;
+  j["target"] = opt.target;
+  j["emulated"] = opt.emulate;
+  j["pipeline_stages"] = opt.codegen.pipeline_stages;  // 0: chosen per kernel
+  j["ok"] = r.ok;
+  j["runs"] = r.runs;
+  j["median_us"] = r.median_us;
+  j["min_us"] = r.min_us;
+  j["input_copies"] = r.input_copies;
+  j["cached"] = r.cached;
+  j["build_dir"] = r.build_dir;
+  nlohmann::ordered_json outs = nlohmann::ordered_json::array();
+  for (const BenchOutputCheck& c : r.outputs)
+    outs.push_back({{"name", c.name},
+                    {"max_abs_error", c.max_abs_error},
+                    {"max_abs_reference", c.max_abs_reference},
+                    {"not_finite", c.not_finite},
+                    {"ok", c.ok}});
+  j["outputs"] = outs;
+  return j.dump();
 }
 
 }  // namespace mugraph

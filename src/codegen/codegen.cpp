@@ -75,6 +75,7 @@ std::string manifest_json(const GeneratedCode& code, const CudaTarget& target) {
   j["target"] = std::string(target.arch);
   j["workspace_bytes"] = code.workspace_bytes;
   j["kernels"] = code.kernels;
+  j["blas_calls"] = code.blas_calls;
   j["inputs"] = nlohmann::json::array();
   for (const GeneratedTensor& t : code.inputs) j["inputs"].push_back(tensor_json(t));
   j["outputs"] = nlohmann::json::array();
@@ -92,7 +93,9 @@ std::string cmake_file(const CudaTarget& target) {
          ")\n"
          "add_library(ugraph SHARED ugraph.cu)\n"
          "target_include_directories(ugraph PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})\n"
-         "target_compile_options(ugraph PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-spills>)\n";
+         "target_compile_options(ugraph PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-warn-spills>)\n"
+         "find_package(CUDAToolkit REQUIRED)\n"
+         "target_link_libraries(ugraph PRIVATE CUDA::cublas)  # pre-defined matmuls\n";
 }
 
 }  // namespace codegen

@@ -6,6 +6,7 @@
 // The generated code is meant to be read: one line per block op, named after the op, with the
 // shape and dtype of what it makes in a comment.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -94,17 +95,25 @@ std::string float_literal(double v) {
 
 std::string type_comment(const TensorType& t) { return t.shape.str() + " " + std::string(dtype_name(t.dtype)); }
 
-/// "bx * 256 + it * 16", the origin of a tile as code ("0" if it is always the start).
-std::string origin_expr(const TileOrigin& o, bool in_loop) {
+/// "bx * 256 + it * 16", the origin of a tile as code ("0" if it is always the start). The
+/// iteration is `iteration`: an expression ("it", "(it + 1)"), a number (folded in), or ""
+/// outside the loop.
+std::string origin_expr(const TileOrigin& o, const std::string& iteration) {
   static const char* block_vars[3] = {"bx", "by", "bz"};
   std::string s;
-  auto term = [&](const char* var, int64_t coeff) {
+  auto term = [&](const std::string& var, int64_t coeff) {
     if (coeff == 0) return;
     if (!s.empty()) s += " + ";
-    s += std::string(var) + " * " + std::to_string(coeff);
+    s += var + " * " + std::to_string(coeff);
   };
   for (int axis = 0; axis < 3; ++axis) term(block_vars[axis], o.block_coeff[static_cast<size_t>(axis)]);
-  if (in_loop) term("it", o.loop_coeff);
+  const bool constant = !iteration.empty() && std::all_of(iteration.begin(), iteration.end(), ::isdigit);
+  if (constant) {
+    const int64_t at = std::stoll(iteration) * o.loop_coeff;
+    if (at != 0) s += (s.empty() ? "" : " + ") + std::to_string(at);
+  } else if (!iteration.empty()) {
+    term(iteration, o.loop_coeff);
+  }
   return s.empty() ? "0" : s;
 }
 
@@ -201,16 +210,18 @@ std::string indent(const std::string& text, int spaces) {
 /// Emits the kernel of one graph_kernel op.
 class BlockKernelEmitter {
  public:
-  BlockKernelEmitter(const Graph& body, int index, const std::vector<TensorType>& outputs, const Target& limits)
-      : body_(body), index_(index), output_types_(outputs), limits_(limits) {}
+  BlockKernelEmitter(const Graph& body, int index, const std::vector<TensorType>& outputs, const Target& limits,
+                     int requested_stages)
+      : body_(body), index_(index), output_types_(outputs), limits_(limits), requested_stages_(requested_stages) {}
 
-  /// The kernel's source; shared_bytes() is known afterwards.
+  /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
     plan();
     std::ostringstream k;
     k << "// kernel_" << index_ << ": grid (" << body_.grid.x << ", " << body_.grid.y << ", " << body_.grid.z << "), "
-      << body_.threads.volume() << " threads, for-loop " << body_.forloop << ", " << shared_bytes_
-      << " bytes of shared memory\n";
+      << body_.threads.volume() << " threads, for-loop " << body_.forloop;
+    if (stages_ > 1) k << " (" << stages_ << "-stage load pipeline)";
+    k << ", " << shared_bytes_ << " bytes of shared memory\n";
     k << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << body_.threads.volume() << ") kernel_" << index_ << "(";
     for (size_t i = 0; i < body_.params.size(); ++i)
       k << (i ? ", " : "") << "const " << ctype(body_.params[i].dtype) << "* MGD_RESTRICT in_" << i;
@@ -221,34 +232,31 @@ class BlockKernelEmitter {
     for (size_t t = 0; t < body_.tensors.size(); ++t) {
       const Storage& st = storage_[t];
       if (st.offset < 0 || st.alias_of >= 0) continue;
-      k << "  " << st.ctype << "* const t" << t << " = reinterpret_cast<" << st.ctype << "*>(smem + " << st.offset
-        << ");  // " << type_comment(body_.tensors[t].type)
+      k << "  " << st.ctype << "* const t" << t << (st.staged ? "_stages" : "") << " = reinterpret_cast<" << st.ctype
+        << "*>(smem + " << st.offset << ");  // " << (st.staged ? std::to_string(stages_) + " stages of " : "")
+        << type_comment(body_.tensors[t].type)
         << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "") << "\n";
     }
-    for (size_t t = 0; t < body_.tensors.size(); ++t)
-      if (storage_[t].alias_of >= 0)
-        k << "  " << storage_[t].ctype << "* const t" << t << " = t" << storage_[t].alias_of << ";  // reshape\n";
+    k << aliases(false, 2);
     k << "  const int64_t bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;\n";
     k << "  (void)bx; (void)by; (void)bz;\n";
     const bool loop = body_.forloop > 1;
     // Loop-invariant tiles (fmap φ) are loaded once, before the loop.
-    auto hoisted_load = [&](size_t i) {
-      return loop && body_.ops[i].kind == OpKind::input_iterator && body_.ops[i].attrs.fmap == kPhi;
-    };
     std::string hoisted;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (phase_[i] != Phase::dead && hoisted_load(i)) hoisted += statement(i, false);
+      if (phase_[i] != Phase::dead && hoisted_load(i)) hoisted += statement(i, "");
     if (!hoisted.empty()) k << indent(hoisted + barrier_after(OpKind::input_iterator), 2);
     // A barrier between dependent steps: before an op, unless it and the op before are both
     // loads or both stores (independent copies); at the end of each iteration, so the next one
-    // does not overwrite tiles still being read.
+    // does not overwrite tiles still being read. With a pipeline the loop's loads are not in
+    // the body: they were issued iterations ahead, and the body starts by waiting for them.
     std::string loop_body, post;
     OpKind prev_loop = OpKind::input, prev_post = OpKind::input;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const OpKind kind = body_.ops[i].kind;
-      if (phase_[i] == Phase::dead || hoisted_load(i)) continue;
+      if (phase_[i] == Phase::dead || hoisted_load(i) || (stages_ > 1 && streamed_load(i))) continue;
       const bool after_loop = phase_[i] == Phase::post;
-      std::string s = statement(i, loop && !after_loop);
+      std::string s = statement(i, loop && !after_loop ? "it" : "");
       if (s.empty()) continue;
       std::string& text = after_loop ? post : loop_body;
       OpKind& prev = after_loop ? prev_post : prev_loop;
@@ -256,6 +264,22 @@ class BlockKernelEmitter {
       if (prev != OpKind::input && !independent) text += barrier_after(prev);
       text += s;
       prev = kind;
+    }
+    if (stages_ > 1) {
+      const std::string ahead = std::to_string(stages_ - 1);
+      std::string prologue = "// The load pipeline: the tiles of iteration" +
+                             (stages_ == 2 ? std::string(" it + 1 are") : "s it + 1 ... it + " + ahead + " are") +
+                             " in flight while iteration it computes.\n";
+      for (int s = 0; s + 1 < stages_; ++s) prologue += streamed_loads(std::to_string(s)) + "mgd::async_commit();\n";
+      k << indent(prologue, 2);
+      std::string head = "if (it + " + ahead + " < " + std::to_string(body_.forloop) + ") {\n" +
+                         indent(streamed_loads("(it + " + ahead + ")"), 2) + "}\n" + "mgd::async_commit();\n" +
+                         "mgd::async_wait<" + ahead + ">();  // this iteration's tiles\nmgd::sync_block();\n";
+      for (size_t t = 0; t < body_.tensors.size(); ++t)
+        if (storage_[t].staged)
+          head += storage_[t].ctype + "* const t" + std::to_string(t) + " = t" + std::to_string(t) + "_stages + it % " +
+                  std::to_string(stages_) + " * " + std::to_string(storage_[t].stage_elements) + ";\n";
+      loop_body = head + aliases(true, 0) + loop_body;
     }
     if (loop) {
       k << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
@@ -269,6 +293,7 @@ class BlockKernelEmitter {
   }
 
   int64_t shared_bytes() const { return shared_bytes_; }
+  int stages() const { return stages_; }
 
   /// The barrier after a step of `kind`: loads may be asynchronous, so they are waited for first.
   static std::string barrier_after(OpKind kind) {
@@ -280,11 +305,90 @@ class BlockKernelEmitter {
     int64_t offset = -1;
     int32_t alias_of = -1;
     std::string ctype;
+    bool staged = false;         // one buffer per pipeline stage
+    int64_t stage_elements = 0;  // elements from one stage's buffer to the next
   };
+
+  bool is_load(size_t i) const { return body_.ops[i].kind == OpKind::input_iterator; }
+  /// A loop-invariant tile (fmap φ) of a kernel with a loop: loaded once, before it.
+  bool hoisted_load(size_t i) const { return body_.forloop > 1 && is_load(i) && body_.ops[i].attrs.fmap == kPhi; }
+  /// A tile loaded afresh in every iteration of the loop.
+  bool streamed_load(size_t i) const {
+    return body_.forloop > 1 && is_load(i) && phase_[i] == Phase::loop && !hoisted_load(i);
+  }
+  /// Whether load i goes in 16-byte asynchronous vectors (codegen::vector_load_ok).
+  bool vector_load(size_t i) const {
+    const Op& op = body_.ops[i];
+    const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
+    const TensorType& tile = body_.type(op.outputs[0]);
+    const TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
+    return whole.dtype == tile.dtype && codegen::vector_load_ok(whole.shape, tile.shape, o, tile.dtype);
+  }
+
+  /// The tensor an alias (reshape) finally reads.
+  size_t alias_root(size_t t) const {
+    while (storage_[t].alias_of >= 0) t = static_cast<size_t>(storage_[t].alias_of);
+    return t;
+  }
+
+  /// Declarations of the aliases of staged tiles (inside the loop, after the stage pointers) or
+  /// of the others (at the top of the kernel).
+  std::string aliases(bool of_staged, int spaces) const {
+    std::string s;
+    for (size_t t = 0; t < body_.tensors.size(); ++t)
+      if (storage_[t].alias_of >= 0 && storage_[alias_root(t)].staged == of_staged)
+        s += storage_[t].ctype + "* const t" + std::to_string(t) + " = t" + std::to_string(storage_[t].alias_of) +
+             ";  // reshape\n";
+    return indent(s, spaces);
+  }
+
+  /// The loads of every streamed tile for iteration `iteration`, into that iteration's stage.
+  std::string streamed_loads(const std::string& iteration) const {
+    std::string s;
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      if (!streamed_load(i)) continue;
+      const size_t t = body_.ops[i].outputs[0].index();
+      const std::string stage = std::all_of(iteration.begin(), iteration.end(), ::isdigit)
+                                    ? std::to_string(std::stoll(iteration) % stages_)
+                                    : iteration + " % " + std::to_string(stages_);
+      s += load(i, "t" + std::to_string(t) + "_stages + " + stage + " * " + std::to_string(storage_[t].stage_elements),
+                iteration);
+    }
+    return s;
+  }
 
   void plan() {
     // Which ops run, in the loop or after it: the interpreters' definition (block_structure.h).
     phase_ = interp::block_phases(body_);
+    storage_.assign(body_.tensors.size(), Storage{});
+    // Stages: a pipeline pays where the loop loads tiles asynchronously (requested explicitly,
+    // synchronous loads are pipelined too: they are issued an iteration ahead).
+    bool streams = false, streams_async = false;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (streamed_load(i)) {
+        streams = true;
+        streams_async = streams_async || vector_load(i);
+      }
+    const bool automatic = requested_stages_ == 0;
+    int stages = automatic ? (streams_async ? 2 : 1) : requested_stages_;
+    if (!streams) stages = 1;
+    stages = static_cast<int>(std::min<int64_t>(stages, body_.forloop));
+    // Automatic pipelines fall back to fewer stages where they do not fit.
+    for (;; --stages) {
+      lay_out(stages);
+      if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
+    }
+    stages_ = stages;
+    if (shared_bytes_ > limits_.shared_memory_bytes)
+      throw UserError("codegen: kernel " + std::to_string(index_) + " needs " + std::to_string(shared_bytes_) +
+                      " bytes of shared memory with every STensor in its own buffer (f32 accumulators" +
+                      (stages_ > 1 ? ", " + std::to_string(stages_) + " buffers per loaded tile" : std::string()) +
+                      "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
+  }
+
+  /// Places every STensor in shared memory, `stages` buffers for each streamed tile.
+  void lay_out(int stages) {
+    shared_bytes_ = 0;
     storage_.assign(body_.tensors.size(), Storage{});
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
@@ -297,47 +401,53 @@ class BlockKernelEmitter {
         continue;
       }
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
+      const bool staged = stages > 1 && streamed_load(i);
       for (TensorId t : op.outputs) {
         const TensorType& type = body_.type(t);
+        const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
+        const int64_t bytes = align_up(type.shape.numel() * elem, kSharedAlign);
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
         st.offset = shared_bytes_;
-        shared_bytes_ += align_up(type.shape.numel() * (f32_acc ? 4 : dtype_bytes(type.dtype)), kSharedAlign);
+        st.staged = staged;
+        st.stage_elements = bytes / elem;
+        shared_bytes_ += bytes * (staged ? stages : 1);
       }
     }
-    if (shared_bytes_ > limits_.shared_memory_bytes)
-      throw UserError("codegen: kernel " + std::to_string(index_) + " needs " + std::to_string(shared_bytes_) +
-                      " bytes of shared memory with every STensor in its own buffer (f32 accumulators), more than "
-                      "the " +
-                      std::to_string(limits_.shared_memory_bytes) + " the target allows");
   }
 
   std::string tensor(TensorId t) const { return "t" + std::to_string(t.value); }
 
-  /// The statement(s) of op i, each line ending in a newline ("" for ops that emit nothing).
-  std::string statement(size_t i, bool in_loop) {
+  /// The load of input iterator i's tile for iteration `iteration` (see origin_expr) into dst.
+  std::string load(size_t i, const std::string& dst, const std::string& iteration) const {
     const Op& op = body_.ops[i];
+    const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
+    const TensorType& tile = body_.type(op.outputs[0]);
+    const TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
+    std::ostringstream s;
+    s << (vector_load(i) ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
+      << dims(row_major_strides(tile.shape)) << ", " << dims(row_major_strides(whole.shape)) << ">(" << dst << ", in_"
+      << op.attrs.io_index << " + " << origin_expr(o, iteration) << ");  // tile " << type_comment(tile) << "\n";
+    return s.str();
+  }
+
+  /// The statement(s) of op i in iteration `iteration` ("it", or "" after or without the loop),
+  /// each line ending in a newline ("" for ops that emit nothing).
+  std::string statement(size_t i, const std::string& iteration) {
+    const Op& op = body_.ops[i];
+    const bool in_loop = !iteration.empty();
     std::ostringstream s;
     switch (op_info(op.kind).category) {
-      case OpCategory::iterator: {
-        const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
-        const TensorType& tile = body_.type(op.outputs[0]);
-        TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
-        const bool vector =
-            whole.dtype == tile.dtype && codegen::vector_load_ok(whole.shape, tile.shape, o, tile.dtype);
-        s << (vector ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
-          << dims(row_major_strides(tile.shape)) << ", " << dims(row_major_strides(whole.shape)) << ">("
-          << tensor(op.outputs[0]) << ", in_" << op.attrs.io_index << " + " << origin_expr(o, in_loop) << ");  // tile "
-          << type_comment(tile) << "\n";
+      case OpCategory::iterator:
+        s << load(i, tensor(op.outputs[0]), iteration);
         break;
-      }
       case OpCategory::saver: {
         const TensorType& whole = output_types_[static_cast<size_t>(op.attrs.io_index)];
         const TensorType& tile = body_.type(op.inputs[0]);
         TileOrigin o = codegen::saver_origin(whole.shape, tile.shape, op.attrs.omap);
         s << "mgd::copy<mgd::Block, " << dims(tile.shape) << ", " << dims(row_major_strides(whole.shape)) << ", "
-          << dims(row_major_strides(tile.shape)) << ">(out_" << op.attrs.io_index << " + " << origin_expr(o, false)
-          << ", " << tensor(op.inputs[0]) << ");  // save " << type_comment(tile) << "\n";
+          << dims(row_major_strides(tile.shape)) << ">(out_" << op.attrs.io_index << " + " << origin_expr(o, "") << ", "
+          << tensor(op.inputs[0]) << ");  // save " << type_comment(tile) << "\n";
         break;
       }
       case OpCategory::accumulator: {
@@ -437,13 +547,53 @@ class BlockKernelEmitter {
   int index_;
   const std::vector<TensorType>& output_types_;
   const Target& limits_;
+  int requested_stages_;  // CodegenOptions::pipeline_stages
+  int stages_ = 1;
   std::vector<Phase> phase_;
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
 };
 
-/// One launch of the host function.
+/// A pre-defined matmul as one strided-batched cuBLAS call (mgd::gemm), if it is one: operands
+/// and result of one dtype, and each operand's batch either the result's (dense) or broadcast
+/// whole (stride 0). Returns the call's text without its pointers, "mgd::gemm<T>(stream, " ...
+/// to be completed by the caller, or "" if it needs the generated kernel.
+std::string blas_gemm_args(const Shape& a, const Shape& b, const Shape& c, DType a_dt, DType b_dt, DType c_dt) {
+  if (a_dt != b_dt || a_dt != c_dt) return "";
+  const int rank = c.rank();
+  const int64_t m = c[rank - 2], n = c[rank - 1], k = a[a.rank() - 1];
+  int64_t batch = 1;
+  for (int d = 0; d + 2 < rank; ++d) batch *= c[d];
+  // The stride from one matrix of operand x to the next, or -1 if no single stride serves.
+  auto batch_stride = [&](const Shape& x) -> int64_t {
+    Shape as_result = c;
+    as_result[rank - 2] = x[x.rank() - 2];
+    as_result[rank - 1] = x[x.rank() - 1];
+    const std::vector<int64_t> st = broadcast_strides(x, as_result);
+    const int64_t matrix = x[x.rank() - 2] * x[x.rank() - 1];
+    bool broadcast = true, dense = true;
+    int64_t expect = matrix;
+    for (int d = rank - 3; d >= 0; --d) {
+      const int64_t got = st[static_cast<size_t>(d)];
+      if (c[d] == 1) continue;  // a dim of extent 1 has no step to take
+      broadcast = broadcast && got == 0;
+      dense = dense && got == expect;
+      expect *= c[d];
+    }
+    return broadcast ? 0 : dense ? matrix : -1;
+  };
+  const int64_t sa = batch_stride(a), sb = batch_stride(b);
+  if (sa < 0 || sb < 0) return "";
+  for (int64_t v : {m, n, k, batch})
+    if (v > INT32_MAX) return "";
+  return std::to_string(batch) + ", " + std::to_string(m) + ", " + std::to_string(n) + ", " + std::to_string(k) + ", " +
+         std::to_string(sa) + ", " + std::to_string(sb) + ", " + std::to_string(m * n);
+}
+
+/// One launch of the host function: a kernel, or a call made on the host (cuBLAS).
 struct Launch {
+  std::string host_call;  ///< if not empty, this call (returning 0 or an error code) instead
+  std::string comment;
   std::string kernel;
   std::array<int64_t, 3> grid{1, 1, 1};
   int64_t threads = 1;
@@ -453,7 +603,10 @@ struct Launch {
 
 }  // namespace
 
-GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
+GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const CodegenOptions& options) {
+  if (options.pipeline_stages < 0 || options.pipeline_stages > kMaxPipelineStages)
+    throw UserError("codegen: pipeline stages must be 1 to " + std::to_string(kMaxPipelineStages) +
+                    " (or 0 to choose), not " + std::to_string(options.pipeline_stages));
   if (g.level != Level::kernel) throw UserError("codegen: the μGraph's top graph must be a kernel graph");
   if (auto r = validate(g, *target.limits))
     throw UserError("codegen: the μGraph is not valid for " + std::string(target.arch) + ": " + r->str());
@@ -530,7 +683,7 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
       const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
       std::vector<TensorType> out_types;
       for (TensorId t : op.outputs) out_types.push_back(g.type(t));
-      BlockKernelEmitter e(body, index, out_types, *target.limits);
+      BlockKernelEmitter e(body, index, out_types, *target.limits, options.pipeline_stages);
       kernels << e.emit() << "\n";
       Launch l;
       l.kernel = name;
@@ -540,6 +693,20 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
       for (TensorId t : op.inputs) l.args.push_back(buf[t.index()]);
       for (TensorId t : op.outputs) l.args.push_back(buf[t.index()]);
       launches.push_back(l);
+    } else if (const std::string gemm = op.kind == OpKind::matmul
+                                            ? blas_gemm_args(g.type(op.inputs[0]).shape, g.type(op.inputs[1]).shape,
+                                                             g.type(op.outputs[0]).shape, g.type(op.inputs[0]).dtype,
+                                                             g.type(op.inputs[1]).dtype, g.type(op.outputs[0]).dtype)
+                                            : "";
+               !gemm.empty()) {
+      // A pre-defined matmul cuBLAS can do: one call, no kernel of ours.
+      const TensorType& out = g.type(op.outputs[0]);
+      Launch l;
+      l.host_call = "mgd::gemm<" + ctype(out.dtype) + ">(stream, " + buf[op.inputs[0].index()] + ", " +
+                    buf[op.inputs[1].index()] + ", " + buf[op.outputs[0].index()] + ", " + gemm + ")";
+      l.comment = "pre-defined matmul -> " + type_comment(out) + " on cuBLAS (batch, m, n, k, strides)";
+      launches.push_back(l);
+      continue;  // no kernel index taken
     } else {
       const TensorType& out = g.type(op.outputs[0]);
       std::vector<TensorType> in_types;
@@ -576,9 +743,12 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
     launches.push_back(l);
   }
 
+  const size_t n_kernels = static_cast<size_t>(
+      std::count_if(launches.begin(), launches.end(), [](const Launch& l) { return l.host_call.empty(); }));
   std::ostringstream src;
   src << "// Generated by mugraph codegen for " << target.arch << ". Do not edit: regenerate instead.\n"
-      << "// " << launches.size() << " kernel launches, " << ws_bytes << " bytes of workspace.\n"
+      << "// " << n_kernels << " kernel launches, " << launches.size() - n_kernels << " cuBLAS calls, " << ws_bytes
+      << " bytes of workspace.\n"
       << "#include \"mugraph_device/device.h\"\n#include \"ugraph.h\"\n\nnamespace {\n\n"
       << kernels.str() << "}  // namespace\n\n"
       << "extern \"C\" int64_t mugraph_workspace_bytes(void) { return " << ws_bytes << "; }\n\n"
@@ -586,6 +756,10 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
       << "                             cudaStream_t stream) {\n"
       << host.str() << "  cudaError_t err = cudaSuccess;\n";
   for (const Launch& l : launches) {
+    if (!l.host_call.empty()) {
+      src << "  // " << l.comment << "\n  if (const int e = " << l.host_call << "; e != 0) return e;\n";
+      continue;
+    }
     if (l.shared_bytes > 0)
       src << "  if ((err = mgd::allow_dynamic_shared(" << l.kernel << ", " << l.shared_bytes
           << ")) != cudaSuccess) return static_cast<int>(err);\n";
@@ -609,14 +783,16 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target) {
   for (size_t j = 0; j < code.outputs.size(); ++j)
     hdr << "//   outputs[" << j << "]: " << codegen::escape_name(code.outputs[j].name) << " "
         << type_comment(code.outputs[j].type) << "\n";
-  hdr << "// Returns 0, or the cudaError_t of the first launch that failed.\n"
+  hdr << "// Returns 0, the cudaError_t of the first launch that failed, or mgd::kBlasErrorBase (10000)\n"
+      << "// plus the cublasStatus_t of the first cuBLAS call that failed.\n"
       << "extern \"C\" int mugraph_run(const void* const* inputs, void* const* outputs, void* workspace,\n"
       << "                             cudaStream_t stream);\n";
 
   code.source = src.str();
   code.header = hdr.str();
   code.workspace_bytes = ws_bytes;
-  code.kernels = static_cast<int>(launches.size());
+  code.kernels = static_cast<int>(n_kernels);
+  code.blas_calls = static_cast<int>(launches.size() - n_kernels);
   code.manifest = codegen::manifest_json(code, target);
   code.cmake = codegen::cmake_file(target);
   return code;

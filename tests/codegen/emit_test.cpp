@@ -37,8 +37,8 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
   EXPECT_EQ(code.outputs.at(0).type.shape, (Shape{16, 4096}));
   EXPECT_EQ(count(code.source, "MGD_GLOBAL"), 1);
   EXPECT_EQ(count(code.source, "for (int64_t it = 0; it < 16; ++it)"), 1);
-  // W's tile: 256 rows per iteration, 32 columns per block.
-  EXPECT_NE(code.source.find("in_2 + bx * 32 + it * 1048576"), std::string::npos) << code.source;
+  // W's tile: 256 rows per iteration, 32 columns per block, loaded an iteration ahead.
+  EXPECT_NE(code.source.find("in_2 + bx * 32 + (it + 1) * 1048576"), std::string::npos) << code.source;
   EXPECT_EQ(count(code.source, "mgd::accumulate<"), 2);
   EXPECT_EQ(count(code.source, "mgd::for_each<"), 1);  // the thread graph
   EXPECT_NE(code.source.find("dim3(128, 1, 1), dim3(128)"), std::string::npos);
@@ -56,11 +56,37 @@ output O
 output Y
 )");
   GeneratedCode code = generate_cuda(program, find_cuda_target("sm_80"));
-  EXPECT_EQ(code.kernels, 3);
+  EXPECT_EQ(code.kernels, 2);  // exp and sum; the matmul is a cuBLAS call
+  EXPECT_EQ(code.blas_calls, 1);
   // exp(X) lives in the workspace (4·64 f16 = 512 bytes); Y and O are outputs.
   EXPECT_EQ(code.workspace_bytes, 512);
-  EXPECT_EQ(count(code.source, "mgd::Grid"), 3);
+  EXPECT_EQ(count(code.source, "mgd::Grid"), 2);
   EXPECT_EQ(code.outputs.size(), 2u);
+}
+
+TEST(Codegen, PreDefinedMatmulsGoToCublas) {
+  // B without batch dims broadcasts with stride 0; A's batch is dense (one 16×64 matrix apart).
+  Graph program = parse_program("input A[3, 16, 64]\ninput B[64, 32]\nC = matmul(A, B)\noutput C\n");
+  GeneratedCode code = generate_cuda(program, find_cuda_target("sm_90a"));
+  EXPECT_EQ(code.kernels, 0);
+  EXPECT_EQ(code.blas_calls, 1);
+  // batch 3, m 16, n 32, k 64, strides 1024, 0, 512.
+  EXPECT_NE(code.source.find("mgd::gemm<mgd::half>(stream, d0, d1, o0, 3, 16, 32, 64, 1024, 0, 512)"),
+            std::string::npos)
+      << code.source;
+  EXPECT_NE(code.manifest.find("\"blas_calls\": 1"), std::string::npos);
+  EXPECT_NE(code.cmake.find("CUDA::cublas"), std::string::npos);
+}
+
+TEST(Codegen, MatmulsCublasCannotExpressGetAKernel) {
+  // A broadcasts along one batch dim but not the other: no single batch stride; and mixed dtypes.
+  for (const char* text : {"input A[4, 1, 16, 64]\ninput B[4, 3, 64, 32]\nC = matmul(A, B)\noutput C\n",
+                           "input A[16, 64] f32\ninput B[64, 32] f16\nC = matmul(A, B)\noutput C\n"}) {
+    GeneratedCode code = generate_cuda(parse_program(text), find_cuda_target("sm_80"));
+    EXPECT_EQ(code.blas_calls, 0) << text;
+    EXPECT_EQ(code.kernels, 1) << text;
+    EXPECT_NE(code.source.find("mgd::matmul<mgd::Grid"), std::string::npos) << text;
+  }
 }
 
 TEST(Codegen, AnOutputThatIsAnInputIsCopied) {
@@ -80,6 +106,67 @@ TEST(Codegen, TooMuchSharedMemoryIsAUserError) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
   }
+}
+
+TEST(Codegen, LoopLoadsArePipelinedInTwoStagesByDefault) {
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  const GeneratedCode one = generate_cuda(g, find_cuda_target("sm_90a"), CodegenOptions{1});
+  const GeneratedCode two = generate_cuda(g, find_cuda_target("sm_90a"));
+  // One stage: every iteration loads its own tiles and waits for all of them.
+  EXPECT_EQ(count(one.source, "_stages"), 0);
+  EXPECT_NE(one.source.find("in_2 + bx * 32 + it * 1048576"), std::string::npos) << one.source;
+  EXPECT_EQ(count(one.source, "mgd::async_wait<"), 0);
+  // Two: iteration 0's tiles before the loop, then it + 1's while it computes, each in the other
+  // half of a double buffer (W's [256, 32] f16 tile: 8192 elements a stage).
+  EXPECT_NE(two.source.find("2-stage load pipeline"), std::string::npos);
+  EXPECT_NE(two.source.find("(t2_stages + 0 * 8192, in_2 + bx * 32)"), std::string::npos) << two.source;
+  EXPECT_NE(two.source.find("(t2_stages + (it + 1) % 2 * 8192, in_2 + bx * 32 + (it + 1) * 1048576)"),
+            std::string::npos);
+  EXPECT_NE(two.source.find("if (it + 1 < 16)"), std::string::npos);
+  EXPECT_EQ(count(two.source, "mgd::async_commit();"), 2);
+  EXPECT_EQ(count(two.source, "mgd::async_wait<1>();"), 1);
+  EXPECT_NE(two.source.find("mgd::half* const t2 = t2_stages + it % 2 * 8192;"), std::string::npos);
+  // The three streamed tiles (X 8 KiB, G 512 B, W 16 KiB) take a second buffer each.
+  const auto smem = [](const std::string& src) {
+    const size_t at = src.find("dim3(128), ");
+    return std::stoll(src.substr(at + 11));
+  };
+  EXPECT_EQ(smem(two.source) - smem(one.source), 8192 + 512 + 16384);
+}
+
+TEST(Codegen, MorePipelineStagesLoadFurtherAhead) {
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  const GeneratedCode three = generate_cuda(g, find_cuda_target("sm_90a"), CodegenOptions{3});
+  EXPECT_NE(three.source.find("3-stage load pipeline"), std::string::npos);
+  // Iterations 0 and 1 before the loop, each its own group; it + 2 in the loop.
+  EXPECT_NE(three.source.find("(t2_stages + 1 * 8192, in_2 + bx * 32 + 1048576)"), std::string::npos) << three.source;
+  EXPECT_NE(three.source.find("in_2 + bx * 32 + (it + 2) * 1048576"), std::string::npos);
+  EXPECT_EQ(count(three.source, "mgd::async_commit();"), 3);
+  EXPECT_EQ(count(three.source, "mgd::async_wait<2>();"), 1);
+  // Never more stages than iterations.
+  Graph short_loop = test::rmsnorm_fig3b(16, 512, 512, 16, 2, DType::f16);
+  EXPECT_NE(generate_cuda(short_loop, find_cuda_target("sm_90a"), CodegenOptions{4}).source.find("2-stage"),
+            std::string::npos);
+}
+
+TEST(Codegen, AnAutomaticPipelineFallsBackWhereItDoesNotFit) {
+  // 40 rows, 64 blocks, 16 iterations: 115,456 bytes with one buffer per tile, 169,216 with two
+  // (A100 allows 167,936): the automatic choice is no pipeline; asking for two is an error.
+  Graph g = test::rmsnorm_fig3b(40, 4096, 4096, 64, 16, DType::f16);
+  const GeneratedCode code = generate_cuda(g, find_cuda_target("sm_80"));
+  EXPECT_EQ(count(code.source, "_stages"), 0) << code.source.substr(0, 400);
+  try {
+    generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{2});
+    FAIL() << "expected a shared-memory error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 buffers per loaded tile"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Codegen, PipelineStagesOutOfRangeAreAUserError) {
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  EXPECT_THROW(generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{kMaxPipelineStages + 1}), UserError);
+  EXPECT_THROW(generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{-1}), UserError);
 }
 
 TEST(Codegen, AnInvalidGraphIsAUserError) {

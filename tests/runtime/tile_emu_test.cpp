@@ -90,11 +90,13 @@ TEST(TileOps, MatmulWithABroadcastBatch) {
   }
 }
 
-/// The tensor-core path against f32 arithmetic on the same rounded operands: odd M, N and K (zero
-/// padding), a batch that A broadcasts, and warp counts that do and do not divide the blocks.
-template <typename T>
+/// The tensor-core path against f32 arithmetic on the same rounded operands, with a batch that A
+/// broadcasts, and warp counts that do and do not divide the blocks. Shapes <20, 12, 40> gather
+/// both operands (zero padding); <32, 24, 48> load both with ldmatrix (16-byte rows, whole
+/// blocks); <20, 16, 32> mixes the two.
+template <typename T, int M = 20, int N = 12, int K = 40>
 void check_tensor_core_matmul(unsigned threads) {
-  constexpr int B = 2, M = 20, N = 12, K = 40;
+  constexpr int B = 2;
   std::vector<float> fa = randoms(M * K, 8), fb = randoms(B * K * N, 9);
   std::vector<T> a(fa.size()), b(fb.size());
   for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
@@ -119,6 +121,14 @@ TEST(TileOps, TensorCoreMatmulF16) {
 }
 
 TEST(TileOps, TensorCoreMatmulBf16) { check_tensor_core_matmul<mgd::bfloat16>(64); }
+
+TEST(TileOps, TensorCoreMatmulWithLdmatrix) {
+  check_tensor_core_matmul<mgd::half, 32, 24, 48>(128);
+  check_tensor_core_matmul<mgd::half, 32, 24, 48>(96);
+  check_tensor_core_matmul<mgd::bfloat16, 32, 24, 48>(64);
+  check_tensor_core_matmul<mgd::half, 20, 16, 32>(64);  // A gathered, B through ldmatrix
+  check_tensor_core_matmul<mgd::half, 16, 12, 16>(32);  // A through ldmatrix, B gathered
+}
 
 TEST(TileOps, MmaFragmentsFollowThePtxLayout) {
   // One mma with A = row index · 16 + column and B = the unit matrix in its first 8 rows:
@@ -217,6 +227,73 @@ TEST(TileOps, AsyncLoadOfATile) {
   });
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 16; ++c) EXPECT_EQ(mgd::to_float(tile[r * 16 + c]), static_cast<float>(r * 64 + 32 + c));
+}
+
+TEST(Emulation, AsyncCopiesLandOnlyWhenWaitedFor) {
+  // Two groups of one 16-byte copy each, into poisoned shared memory: nothing lands before a
+  // wait; async_wait<1> lands the older group only; async_wait<0> the rest.
+  std::vector<uint32_t> src(8);
+  for (uint32_t i = 0; i < 8; ++i) src[i] = 100 + i;
+  std::vector<uint32_t> before(8), after_one(8), after_all(8);
+  run_block(1, 32, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    uint32_t* s = reinterpret_cast<uint32_t*>(smem);
+    mgd::cp_async16(s, src.data());
+    mgd::async_commit();
+    mgd::cp_async16(s + 4, src.data() + 4);
+    mgd::async_commit();
+    std::copy(s, s + 8, before.begin());
+    mgd::async_wait<1>();
+    std::copy(s, s + 8, after_one.begin());
+    mgd::async_wait<0>();
+    std::copy(s, s + 8, after_all.begin());
+  });
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(before[i], 0xCDCDCDCDu) << i;
+    EXPECT_EQ(after_one[i], i < 4 ? 100u + i : 0xCDCDCDCDu) << i;
+    EXPECT_EQ(after_all[i], 100u + i) << i;
+  }
+}
+
+TEST(Emulation, WaitAllLandsUncommittedCopiesToo) {
+  std::vector<uint32_t> src{1, 2, 3, 4}, seen(4);
+  run_block(1, 16, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    uint32_t* s = reinterpret_cast<uint32_t*>(smem);
+    mgd::cp_async16(s, src.data());
+    mgd::async_wait_all();
+    std::copy(s, s + 4, seen.begin());
+  });
+  EXPECT_EQ(seen, src);
+}
+
+TEST(Emulation, LeavingWithCopiesInFlightIsABug) {
+  std::vector<uint32_t> src(4, 7);
+  EXPECT_DEATH(run_block(1, 16,
+                         [&] {
+                           MGD_DYNAMIC_SHARED(smem);
+                           mgd::cp_async16(smem, src.data());
+                         }),
+               "asynchronous copies it never waited for");
+}
+
+TEST(Blas, GemmIsRowMajorBatchedMatmul) {
+  // C_b = A_b · B for 3 batches of 5×7 by 7×4, B broadcast (stride 0); through the column-major
+  // cuBLAS call (emulated from cuBLAS's definition).
+  const int64_t batch = 3, m = 5, k = 7, n = 4;
+  const std::vector<float> af = randoms(batch * m * k, 11), bf = randoms(k * n, 12);
+  std::vector<mgd::half> a(af.size()), b(bf.size()), c(batch * m * n);
+  for (size_t i = 0; i < af.size(); ++i) a[i] = mgd::from_float<mgd::half>(af[i]);
+  for (size_t i = 0; i < bf.size(); ++i) b[i] = mgd::from_float<mgd::half>(bf[i]);
+  ASSERT_EQ(mgd::gemm<mgd::half>(nullptr, a.data(), b.data(), c.data(), batch, m, n, k, m * k, 0, m * n), 0);
+  for (int64_t p = 0; p < batch; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float want = 0.0f;
+        for (int64_t l = 0; l < k; ++l) want += mgd::to_float(a[p * m * k + i * k + l]) * mgd::to_float(b[l * n + j]);
+        EXPECT_NEAR(mgd::to_float(c[p * m * n + i * n + j]), want, 1e-2f * (1.0f + std::fabs(want)))
+            << p << " " << i << " " << j;
+      }
 }
 
 TEST(TileOps, GridScopeCoversEveryElementOnce) {

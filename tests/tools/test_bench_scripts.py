@@ -3,6 +3,7 @@ small RMSNorm program (tests/tools/data/rmsnorm_small.mg), with one thread and 1
 in all), and of the Figure 3b recogniser they share on the hand-written μGraphs."""
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
@@ -142,3 +143,45 @@ def test_benchmarks_unknown_program(mugraph_bin):
 def test_help(script):
     r = run_script(script, "--help")
     assert r.returncode == 0 and "--mugraph" in r.stdout and "--quick" in r.stdout
+
+
+CODEGEN_VS_TORCH = SOURCE_DIR / "bench" / "codegen_vs_torch.py"
+
+
+def test_codegen_vs_torch_says_what_it_needs_without_a_gpu():
+    # The timing harness itself runs on a GPU session (docs/codegen.md); here it must stop cleanly,
+    # saying why, with its own exit status, and measure nothing.
+    try:
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU: the harness would measure")
+    except ImportError:
+        pass
+    r = run_script(CODEGEN_VS_TORCH, "--cases", "rmsnorm")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "needs PyTorch" in r.stderr or "needs a GPU" in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_codegen_vs_torch_cases_are_the_example_ugraphs():
+    # Each case's inputs are the μGraph's, in order, at the paper's shapes.
+    sys.path.insert(0, str(SOURCE_DIR / "bench"))
+    import codegen_vs_torch as cvt
+    assert set(cvt.CASES) == {"rmsnorm", "gated_mlp"}
+    for key, case in cvt.CASES.items():
+        g = json.loads(case["ugraph"].read_text())["graph"]
+        inputs = [(op["name"], op["shape"]) for op in g["ops"] if op["op"] == "input"]
+        assert inputs == [(n, s) for n, s in case["inputs"]], key
+        assert [g["tensors"][o["tensor"]]["shape"] for o in g["outputs"]] == [case["output"]], key
+
+
+def test_gpu_session_packs_the_binary_with_its_libraries(mugraph_bin, tmp_path):
+    r = subprocess.run(["bash", str(SOURCE_DIR / "bench" / "gpu_session.sh"), "--pack", str(tmp_path / "pack")],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "MUGRAPH_BIN": str(mugraph_bin)})
+    assert r.returncode == 0, r.stderr
+    packed = tmp_path / "pack" / "mugraph"
+    assert packed.exists() and os.access(packed, os.X_OK)
+    # It runs from the pack with only the packed libraries added.
+    v = subprocess.run([str(packed), "--version"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path / "pack")})
+    assert v.returncode == 0, v.stderr

@@ -1,11 +1,17 @@
 /// \file copy_async.h
 /// Asynchronous tile loads, global → shared, 16 bytes per instruction (cp.async.cg on sm_80 and
-/// later: the data bypasses registers and L1). A thread's loads complete at async_wait_all(),
-/// which must come before the barrier that publishes the tiles. The host emulation copies at
-/// once.
+/// later: the data bypasses registers and L1). A thread's copies are committed in groups
+/// (async_commit) and waited for oldest first (async_wait<N> leaves the N newest groups in
+/// flight; async_wait_all waits for every copy, committed or not); a barrier after the wait
+/// publishes the tiles to the other threads. That is what pipelines a loop: the loads of
+/// iteration i + 1 are in flight while iteration i computes.
+///
+/// The host emulation performs a thread's copies only when it waits for them, so a kernel that
+/// reads a tile too early reads the poison the emulation fills shared memory with.
 #pragma once
 
 #include <cstring>
+#include <utility>
 
 #include "mugraph_device/dims.h"
 
@@ -22,14 +28,57 @@ MGD_DEVICE void cp_async16(void* dst, const void* src) {
   *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
 #endif
 #else
-  std::memcpy(dst, src, 16);
+  emu::state()->async[thread_rank()].open.push_back({dst, src});
 #endif
 }
 
-/// Waits until this thread's asynchronous copies have landed.
+#if !defined(__CUDACC__)
+namespace emu {
+/// Performs the calling thread's oldest committed groups until at most `keep` remain.
+inline void land_async_groups(size_t keep) {
+  AsyncCopies& q = state()->async[thread_rank()];
+  while (q.committed.size() > keep) {
+    for (const AsyncCopies::Copy& c : q.committed.front()) std::memcpy(c.dst, c.src, 16);
+    q.committed.erase(q.committed.begin());
+  }
+}
+}  // namespace emu
+#endif
+
+/// Closes the group of this thread's copies issued since the last commit (possibly empty).
+MGD_DEVICE void async_commit() {
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+#else
+  emu::AsyncCopies& q = emu::state()->async[thread_rank()];
+  q.committed.push_back(std::move(q.open));
+  q.open.clear();
+#endif
+}
+
+/// Waits until at most the N most recently committed groups of this thread's copies are in flight.
+template <int N>
+MGD_DEVICE void async_wait() {
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+#else
+  emu::land_async_groups(N);
+#endif
+}
+
+/// Waits until this thread's asynchronous copies have landed, committed or not.
 MGD_DEVICE void async_wait_all() {
-#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+#else
+  async_commit();
+  emu::land_async_groups(0);
 #endif
 }
 

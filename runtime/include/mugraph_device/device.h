@@ -2,6 +2,7 @@
 /// The mugraph device library: everything a generated kernel includes.
 #pragma once
 
+#include "mugraph_device/blas.h"
 #include "mugraph_device/copy_async.h"
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"

@@ -1,10 +1,11 @@
 /// \file emulate.h
 /// A host emulation of the CUDA execution model, enough for the device library and the code
 /// mugraph generates: a grid of blocks, each block's threads run as cooperative fibers
-/// (ucontext) that switch only at __syncthreads, dynamic shared memory per block, and the
-/// element types. Blocks run one after another, threads in rank order between barriers, so a
-/// run is deterministic. No warp-level primitives: library code that uses them (tensor cores,
-/// shuffles) is compiled only for a GPU.
+/// (ucontext) that switch only at barriers (block and warp), dynamic shared memory per block
+/// (poisoned at the start of every block), asynchronous copies that land only when waited for,
+/// and the element types. Blocks run one after another, threads in rank order between
+/// barriers, so a run is deterministic. Warp-level instructions the library uses (mma) are
+/// emulated from their PTX definitions in the headers that use them.
 ///
 /// Not a performance tool: it exists so that every generated kernel is checked against the CPU
 /// interpreter in CI, where there is no GPU.
@@ -94,6 +95,20 @@ struct MmaStage {
   uint32_t a[2][32][4];
   uint32_t b[2][32][2];
   unsigned calls[32] = {};
+  // ldmatrix: the row address each lane provides, alternating buffers likewise.
+  const unsigned char* rows[2][32];
+  unsigned ldsm_calls[32] = {};
+};
+
+/// One thread's asynchronous copies (cp.async), which the emulation performs only when the
+/// thread waits for them, so that a kernel reading a tile before its wait reads poison.
+struct AsyncCopies {
+  struct Copy {
+    void* dst;
+    const void* src;
+  };
+  std::vector<std::vector<Copy>> committed;  // oldest group first
+  std::vector<Copy> open;                    // issued since the last commit
 };
 
 /// The state of the block being run, and of the thread (fiber) running in it.
@@ -104,7 +119,8 @@ struct BlockState {
   std::vector<ucontext_t> fibers;
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<Wait> wait;
-  std::vector<MmaStage> mma;  // per warp
+  std::vector<MmaStage> mma;       // per warp
+  std::vector<AsyncCopies> async;  // per thread
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
 };
@@ -119,9 +135,18 @@ inline unsigned char* dynamic_shared() { return state()->shared.data(); }
 /// swapcontext returns twice; kept out of line so that the callers' locals are not at risk.
 [[gnu::noinline]] inline void switch_context(ucontext_t* from, ucontext_t* to) { swapcontext(from, to); }
 
+[[noreturn]] inline void fail(const char* what) {
+  std::fprintf(stderr, "mgd::emu: %s\n", what);
+  std::abort();
+}
+
 inline void fiber_main() {
   BlockState* s = state();
   (*s->body)();
+  const AsyncCopies& q = s->async[s->current];
+  bool pending = !q.open.empty();
+  for (const auto& group : q.committed) pending = pending || !group.empty();
+  if (pending) fail("a thread left the kernel with asynchronous copies it never waited for");
   s->wait[s->current] = Wait::done;
   switch_context(&s->fibers[s->current], &s->scheduler);
 }
@@ -139,11 +164,6 @@ inline void warp_barrier() {
   BlockState* s = state();
   s->wait[s->current] = Wait::warp;
   switch_context(&s->fibers[s->current], &s->scheduler);
-}
-
-[[noreturn]] inline void fail(const char* what) {
-  std::fprintf(stderr, "mgd::emu: %s\n", what);
-  std::abort();
 }
 
 /// Runs the fibers of the current block until all are done, releasing barriers as they fill.
@@ -205,6 +225,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
   s.body = &body;
   s.fibers.resize(n);
   s.mma.resize((n + 31) / 32);
+  s.async.resize(n);
   for (unsigned t = 0; t < n; ++t) s.stacks.emplace_back(new char[kStackBytes]);
   BlockState* saved = state();
   state() = &s;
@@ -214,7 +235,11 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
         s.block_idx = dim3(bx, by, bz);
         s.shared.assign(smem, 0xCD);  // poisoned: a kernel must not read what it did not write
         s.wait.assign(n, Wait::none);
-        for (MmaStage& m : s.mma) std::fill(std::begin(m.calls), std::end(m.calls), 0u);
+        for (MmaStage& m : s.mma) {
+          std::fill(std::begin(m.calls), std::end(m.calls), 0u);
+          std::fill(std::begin(m.ldsm_calls), std::end(m.ldsm_calls), 0u);
+        }
+        for (AsyncCopies& q : s.async) q = AsyncCopies{};
         for (unsigned t = 0; t < n; ++t) make_fiber(&s.fibers[t], s.stacks[t].get());
         run_fibers(s);
       }

@@ -87,6 +87,59 @@ MGD_DEVICE void mma_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2
 #endif
 }
 
+/// ldmatrix.sync.aligned.m8n8.x{Count}{.trans}.shared.b16: the warp loads Count 8×8 matrices of
+/// 16-bit elements from shared memory; lane 8·j + i gives the address of row i of matrix j (16
+/// bytes, 16-byte aligned; lanes beyond 8·Count repeat valid addresses), and lane l receives in
+/// r[j] the elements (l / 4, 2·(l % 4)) and (l / 4, 2·(l % 4) + 1) of matrix j — of its
+/// transpose with Trans. Every lane of the warp must call it.
+template <int Count, bool Trans>
+MGD_DEVICE void ldmatrix(uint32_t (&r)[Count], const void* row_address) {
+  static_assert(Count == 1 || Count == 2 || Count == 4, "x1, x2 or x4");
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(row_address));
+  if constexpr (Count == 4 && !Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+  } else if constexpr (Count == 4) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+  } else if constexpr (Count == 2 && !Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+  } else if constexpr (Count == 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+  } else if constexpr (!Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(s));
+  }
+#else
+  (void)r, (void)row_address;
+  __trap();  // matmul_tc is only selected for sm_80 and later
+#endif
+#else
+  // Host emulation: the lanes publish their row addresses, meet, and each gathers its elements.
+  emu::BlockState* st = emu::state();
+  const unsigned rank = st->current, lane = rank % 32;
+  emu::MmaStage& m = st->mma[rank / 32];
+  const unsigned buf = m.ldsm_calls[lane]++ % 2;
+  m.rows[buf][lane] = static_cast<const unsigned char*>(row_address);
+  emu::warp_barrier();
+  auto element = [&](int j, unsigned row, unsigned col) {
+    uint16_t v;
+    std::memcpy(&v, m.rows[buf][8 * j + row] + 2 * col, 2);
+    return static_cast<uint32_t>(v);
+  };
+  for (int j = 0; j < Count; ++j) {
+    const unsigned i = lane / 4, c = 2 * (lane % 4);
+    // Trans: element (i, c) of the transpose is (c, i) of the matrix.
+    r[j] = Trans ? element(j, c, i) | element(j, c + 1, i) << 16 : element(j, i, c) | element(j, i, c + 1) << 16;
+  }
+#endif
+}
+
 /// Whether matmul runs on tensor cores for operand types TA, TB in the Block scope: both f16 or
 /// both bf16, on sm_80 and later (and in the host emulation).
 template <typename TA, typename TB>
@@ -96,6 +149,15 @@ inline constexpr bool kTensorCoreOperands =
 #else
     std::is_same_v<TA, TB> && (std::is_same_v<TA, half> || std::is_same_v<TA, bfloat16>);
 #endif
+
+/// Whether every batch stride of an operand (dims before the last two of the result, rank R)
+/// keeps 16-byte alignment for 16-bit elements.
+template <typename St, int R>
+MGD_HOST_DEVICE constexpr bool batch_strides_aligned() {
+  for (int d = 0; d + 2 < R; ++d)
+    if (St::get(d) % 8 != 0) return false;
+  return true;
+}
 
 /// Batched matmul of tiles on tensor cores (the arguments of mgd::matmul, Block scope): warp w
 /// takes the 16×8 result blocks w, w + warps, ... of every batch. @pre block_threads() % 32 == 0
@@ -108,6 +170,11 @@ MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T
   const unsigned lane = thread_rank() % 32, warp = thread_rank() / 32, warps = block_threads() / 32;
   const int64_t g = lane / 4, t = lane % 4;
   const T zero = from_float<T>(0.0f);
+  // Whole 16×16 A blocks with 16-byte rows along k go through ldmatrix (x4: the four 8×8
+  // quarters in fragment order); whole 16×8 B blocks with 16-byte rows along n through
+  // ldmatrix.trans (x2: the k halves). Other tiles are gathered element by element.
+  constexpr bool kLdsmA = AK == 1 && AM % 8 == 0 && M % 16 == 0 && K % 16 == 0 && batch_strides_aligned<ASt, R>();
+  constexpr bool kLdsmB = BN == 1 && BK % 8 == 0 && N % 8 == 0 && K % 16 == 0 && batch_strides_aligned<BSt, R>();
   for (int64_t blk = warp; blk < batches * TM * TN; blk += warps) {
     const int64_t batch = blk / (TM * TN), m0 = (blk / TN) % TM * 16, n0 = blk % TN * 8;
     // Element (batch, 0, 0) of the result locates the batch in each operand.
@@ -118,9 +185,23 @@ MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t k0 = 0; k0 < K; k0 += 16) {
       const int64_t r0 = m0 + g, r1 = m0 + g + 8, k = k0 + 2 * t, n = n0 + g;
-      const uint32_t fa[4] = {pack2(A(r0, k), A(r0, k + 1)), pack2(A(r1, k), A(r1, k + 1)),
-                              pack2(A(r0, k + 8), A(r0, k + 9)), pack2(A(r1, k + 8), A(r1, k + 9))};
-      const uint32_t fb[2] = {pack2(B(k, n), B(k + 1, n)), pack2(B(k + 8, n), B(k + 9, n))};
+      uint32_t fa[4], fb[2];
+      if constexpr (kLdsmA) {
+        // Lane l: row l % 8 of quarter l / 8 (quarters: rows +0/+8, then k +0/+8).
+        ldmatrix<4, false>(fa, pa + (m0 + lane % 8 + (lane / 8) % 2 * 8) * AM + k0 + lane / 16 * 8);
+      } else {
+        fa[0] = pack2(A(r0, k), A(r0, k + 1));
+        fa[1] = pack2(A(r1, k), A(r1, k + 1));
+        fa[2] = pack2(A(r0, k + 8), A(r0, k + 9));
+        fa[3] = pack2(A(r1, k + 8), A(r1, k + 9));
+      }
+      if constexpr (kLdsmB) {
+        // Lane l (mod 16): row k0 + l of B's 16×8 block; transposed, each lane gets its k pairs.
+        ldmatrix<2, true>(fb, pb + (k0 + lane % 16) * BK + n0);
+      } else {
+        fb[0] = pack2(B(k, n), B(k + 1, n));
+        fb[1] = pack2(B(k + 8, n), B(k + 9, n));
+      }
       mma_m16n8k16<T>(acc, fa, fb, acc);
     }
     TO* po = out + batch * M * N;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Everything issue 6 measures on a GPU, in one command (GPU time is scarce: one call does it all).
+#
+#   bench/gpu_session.sh OUT_DIR
+#
+# Needs: a CUDA GPU, nvcc, python3 with PyTorch and NumPy, and the mugraph binary ($MUGRAPH_BIN,
+# default build/bin/mugraph). To run it on a lent machine that cannot build mugraph, pack the
+# binary with the shared libraries it needs here first: `bench/gpu_session.sh --pack .gpu` puts
+# them in .gpu/ (add `/.gpu/` to .git/info/exclude and carry .gpu), then there:
+#   MUGRAPH_BIN=.gpu/mugraph LD_LIBRARY_PATH=.gpu bench/gpu_session.sh $OUT
+#
+# Writes to OUT_DIR: examples.jsonl (mugraph bench --json on every μGraph and program in
+# examples/), sass.txt (tensor-core instructions in the matmul kernels), sanitizer.txt
+# (compute-sanitizer memcheck and racecheck where the runtime supports it), codegen.md and
+# codegen.json (bench/codegen_vs_torch.py), and log.txt.
+set -u -o pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+if [[ "${1:-}" == "--pack" ]]; then
+  dest=${2:?usage: gpu_session.sh --pack DIR}
+  mkdir -p "$dest"
+  bin=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
+  cp "$bin" "$dest/mugraph"
+  # The libraries outside glibc and libstdc++ (a GPU image has those): BLAS and its runtime.
+  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'openblas|gfortran|quadmath|blas|lapack' |
+    while read -r lib; do cp -L "$lib" "$dest/"; done
+  ls -la "$dest"
+  exit 0
+fi
+
+OUT=${1:?usage: gpu_session.sh OUT_DIR}
+mkdir -p "$OUT"
+BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
+CACHE=$(mktemp -d)
+exec > >(tee "$OUT/log.txt") 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
+nvcc --version | tail -1
+date -u
+
+mapfile -t FILES < <(ls "$ROOT"/examples/ugraphs/*.json "$ROOT"/examples/found/*/best.json "$ROOT"/examples/*.mg)
+
+# 1. Build every harness in parallel (nvcc is the slow part), checking each once.
+printf '%s\n' "${FILES[@]}" |
+  xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+
+# 2. Time them one at a time (cached builds), correctness checked again on fresh inputs.
+: > "$OUT/examples.jsonl"
+for f in "${FILES[@]}"; do
+  rel=${f#"$ROOT"/}
+  line=$("$BIN" bench "$f" --cache-dir "$CACHE" --seed 1 --warmup 20 --repeats 200 --json 2>&1 | tail -1)
+  echo "{\"file\": \"$rel\", \"result\": $line}" >> "$OUT/examples.jsonl" || true
+  echo "$rel: $line"
+done
+
+# 3. SASS: the fused matmul kernels should use tensor cores (HMMA on sm_80 code, HGMMA once
+#    wgmma lands).
+: > "$OUT/sass.txt"
+for name in rmsnorm_fig3b gated_mlp_fig10b; do
+  dir=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --warmup 0 --repeats 1 --json |
+        python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["build_dir"])')
+  cuobjdump --dump-sass "$dir/bench" > "$OUT/sass_$name.txt" 2>&1
+  echo "$name: HMMA $(grep -c HMMA "$OUT/sass_$name.txt") HGMMA $(grep -c HGMMA "$OUT/sass_$name.txt")" \
+       "LDGSTS $(grep -c LDGSTS "$OUT/sass_$name.txt") LDSM $(grep -c LDSM "$OUT/sass_$name.txt")" | tee -a "$OUT/sass.txt"
+done
+
+# 4. compute-sanitizer on the harness of each hand-written μGraph (one run each).
+: > "$OUT/sanitizer.txt"
+for f in "$ROOT"/examples/ugraphs/*.json; do
+  dir=$("$BIN" bench "$f" --cache-dir "$CACHE" --warmup 0 --repeats 1 --json |
+        python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["build_dir"])')
+  read -r -a args < "$dir/io/args.txt"  # the harness's file arguments, as mugraph bench ran it
+  for tool in memcheck racecheck; do
+    {
+      echo "== $tool ${f#"$ROOT"/}"
+      (cd "$dir/io" && timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/bench" --warmup 0 \
+         --repeats 1 "${args[@]}") 2>&1
+      echo "exit $?"
+    } >> "$OUT/sanitizer.txt"
+  done
+done
+
+# 5. Against PyTorch, with a sweep of pipeline depths.
+MUGRAPH_BIN=$BIN python3 "$ROOT/bench/codegen_vs_torch.py" --stages 0,1,3,4 --markdown "$OUT/codegen.md" \
+  --json "$OUT/codegen.json"
+echo "done: $(date -u)"
