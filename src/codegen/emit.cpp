@@ -95,6 +95,11 @@ std::string float_literal(double v) {
 
 std::string type_comment(const TensorType& t) { return t.shape.str() + " " + std::string(dtype_name(t.dtype)); }
 
+/// Whether an iteration given as code is a number ("0", "2") rather than an expression ("it").
+bool is_number(const std::string& iteration) {
+  return !iteration.empty() && std::all_of(iteration.begin(), iteration.end(), ::isdigit);
+}
+
 /// "bx * 256 + it * 16", the origin of a tile as code ("0" if it is always the start). The
 /// iteration is `iteration`: an expression ("it", "(it + 1)"), a number (folded in), or ""
 /// outside the loop.
@@ -107,8 +112,7 @@ std::string origin_expr(const TileOrigin& o, const std::string& iteration) {
     s += var + " * " + std::to_string(coeff);
   };
   for (int axis = 0; axis < 3; ++axis) term(block_vars[axis], o.block_coeff[static_cast<size_t>(axis)]);
-  const bool constant = !iteration.empty() && std::all_of(iteration.begin(), iteration.end(), ::isdigit);
-  if (constant) {
+  if (is_number(iteration)) {
     const int64_t at = std::stoll(iteration) * o.loop_coeff;
     if (at != 0) s += (s.empty() ? "" : " + ") + std::to_string(at);
   } else if (!iteration.empty()) {
@@ -316,12 +320,17 @@ class BlockKernelEmitter {
   bool streamed_load(size_t i) const {
     return body_.forloop > 1 && is_load(i) && phase_[i] == Phase::loop && !hoisted_load(i);
   }
-  /// Whether load i goes in 16-byte asynchronous vectors (codegen::vector_load_ok).
-  bool vector_load(size_t i) const {
+  /// Where input iterator i's tiles start.
+  TileOrigin load_origin(size_t i) const {
+    const Op& op = body_.ops[i];
+    const Shape& whole = body_.params[static_cast<size_t>(op.attrs.io_index)].shape;
+    return codegen::iterator_origin(whole, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
+  }
+  /// Whether load i, with tile origins o, goes in 16-byte asynchronous vectors.
+  bool vector_load(size_t i, const TileOrigin& o) const {
     const Op& op = body_.ops[i];
     const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
     const TensorType& tile = body_.type(op.outputs[0]);
-    const TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
     return whole.dtype == tile.dtype && codegen::vector_load_ok(whole.shape, tile.shape, o, tile.dtype);
   }
 
@@ -348,9 +357,8 @@ class BlockKernelEmitter {
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       if (!streamed_load(i)) continue;
       const size_t t = body_.ops[i].outputs[0].index();
-      const std::string stage = std::all_of(iteration.begin(), iteration.end(), ::isdigit)
-                                    ? std::to_string(std::stoll(iteration) % stages_)
-                                    : iteration + " % " + std::to_string(stages_);
+      const std::string stage = is_number(iteration) ? std::to_string(std::stoll(iteration) % stages_)
+                                                     : iteration + " % " + std::to_string(stages_);
       s += load(i, "t" + std::to_string(t) + "_stages + " + stage + " * " + std::to_string(storage_[t].stage_elements),
                 iteration);
     }
@@ -360,14 +368,13 @@ class BlockKernelEmitter {
   void plan() {
     // Which ops run, in the loop or after it: the interpreters' definition (block_structure.h).
     phase_ = interp::block_phases(body_);
-    storage_.assign(body_.tensors.size(), Storage{});
     // Stages: a pipeline pays where the loop loads tiles asynchronously (requested explicitly,
     // synchronous loads are pipelined too: they are issued an iteration ahead).
     bool streams = false, streams_async = false;
     for (size_t i = 0; i < body_.ops.size(); ++i)
       if (streamed_load(i)) {
         streams = true;
-        streams_async = streams_async || vector_load(i);
+        streams_async = streams_async || vector_load(i, load_origin(i));
       }
     const bool automatic = requested_stages_ == 0;
     int stages = automatic ? (streams_async ? 2 : 1) : requested_stages_;
@@ -423,9 +430,9 @@ class BlockKernelEmitter {
     const Op& op = body_.ops[i];
     const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
     const TensorType& tile = body_.type(op.outputs[0]);
-    const TileOrigin o = codegen::iterator_origin(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop);
+    const TileOrigin o = load_origin(i);
     std::ostringstream s;
-    s << (vector_load(i) ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
+    s << (vector_load(i, o) ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
       << dims(row_major_strides(tile.shape)) << ", " << dims(row_major_strides(whole.shape)) << ">(" << dst << ", in_"
       << op.attrs.io_index << " + " << origin_expr(o, iteration) << ");  // tile " << type_comment(tile) << "\n";
     return s.str();
