@@ -37,6 +37,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 nvcc --version | tail -1
 date -u
 
+# The build directory of FILE's harness (cached: no rebuild after step 1).
+build_dir() {
+  "$BIN" bench "$1" --cache-dir "$CACHE" --warmup 0 --repeats 1 --json |
+    python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["build_dir"])'
+}
+
 mapfile -t FILES < <(ls "$ROOT"/examples/ugraphs/*.json "$ROOT"/examples/found/*/best.json "$ROOT"/examples/*.mg)
 
 # 1. Build every harness in parallel (nvcc is the slow part), checking each once.
@@ -56,8 +62,7 @@ done
 #    wgmma lands).
 : > "$OUT/sass.txt"
 for name in rmsnorm_fig3b gated_mlp_fig10b; do
-  dir=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --warmup 0 --repeats 1 --json |
-        python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["build_dir"])')
+  dir=$(build_dir "$ROOT/examples/ugraphs/$name.json")
   cuobjdump --dump-sass "$dir/bench" > "$OUT/sass_$name.txt" 2>&1
   echo "$name: HMMA $(grep -c HMMA "$OUT/sass_$name.txt") HGMMA $(grep -c HGMMA "$OUT/sass_$name.txt")" \
        "LDGSTS $(grep -c LDGSTS "$OUT/sass_$name.txt") LDSM $(grep -c LDSM "$OUT/sass_$name.txt")" | tee -a "$OUT/sass.txt"
@@ -66,8 +71,7 @@ done
 # 4. compute-sanitizer on the harness of each hand-written μGraph (one run each).
 : > "$OUT/sanitizer.txt"
 for f in "$ROOT"/examples/ugraphs/*.json; do
-  dir=$("$BIN" bench "$f" --cache-dir "$CACHE" --warmup 0 --repeats 1 --json |
-        python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["build_dir"])')
+  dir=$(build_dir "$f")
   read -r -a args < "$dir/io/args.txt"  # the harness's file arguments, as mugraph bench ran it
   for tool in memcheck racecheck; do
     {

@@ -121,17 +121,22 @@ std::string origin_expr(const TileOrigin& o, const std::string& iteration) {
   return s.empty() ? "0" : s;
 }
 
+/// The strides that read a matmul operand of shape x as if it had the result c's batch dims and
+/// its own last two (broadcasting the batch dims), one per dim of c.
+std::vector<int64_t> matmul_operand_strides(const Shape& x, const Shape& c) {
+  Shape as_result = c;
+  as_result[c.rank() - 2] = x[x.rank() - 2];
+  as_result[c.rank() - 1] = x[x.rank() - 1];
+  return broadcast_strides(x, as_result);
+}
+
 /// The matmul of operands of shapes a, b into result c (batched, NumPy broadcasting of the batch
 /// dims) as the template arguments of mgd::matmul after the scope and result shape.
 std::string matmul_args(const Shape& a, const Shape& b, const Shape& c) {
   const int rank = c.rank();
-  // Each operand read as if it had the result's batch dims and its own last two (broadcasting
-  // the batch dims), then its contracted dim's stride taken out: A's for k, B's for k.
+  // Each operand's strides over the result's dims, then its contracted dim's stride taken out.
   auto operand = [&](const Shape& x, int contracted) {
-    Shape as_result = c;
-    as_result[rank - 2] = x[x.rank() - 2];
-    as_result[rank - 1] = x[x.rank() - 1];
-    std::vector<int64_t> st = broadcast_strides(x, as_result);
+    std::vector<int64_t> st = matmul_operand_strides(x, c);
     const int64_t k = st[static_cast<size_t>(contracted)];
     st[static_cast<size_t>(contracted)] = 0;  // along the result's N (for A) or M (for B): no step
     return std::make_pair(st, k);
@@ -353,12 +358,12 @@ class BlockKernelEmitter {
 
   /// The loads of every streamed tile for iteration `iteration`, into that iteration's stage.
   std::string streamed_loads(const std::string& iteration) const {
+    const std::string stage = is_number(iteration) ? std::to_string(std::stoll(iteration) % stages_)
+                                                   : iteration + " % " + std::to_string(stages_);
     std::string s;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       if (!streamed_load(i)) continue;
       const size_t t = body_.ops[i].outputs[0].index();
-      const std::string stage = is_number(iteration) ? std::to_string(std::stoll(iteration) % stages_)
-                                                     : iteration + " % " + std::to_string(stages_);
       s += load(i, "t" + std::to_string(t) + "_stages + " + stage + " * " + std::to_string(storage_[t].stage_elements),
                 iteration);
     }
@@ -573,10 +578,7 @@ std::string blas_gemm_args(const Shape& a, const Shape& b, const Shape& c, DType
   for (int d = 0; d + 2 < rank; ++d) batch *= c[d];
   // The stride from one matrix of operand x to the next, or -1 if no single stride serves.
   auto batch_stride = [&](const Shape& x) -> int64_t {
-    Shape as_result = c;
-    as_result[rank - 2] = x[x.rank() - 2];
-    as_result[rank - 1] = x[x.rank() - 1];
-    const std::vector<int64_t> st = broadcast_strides(x, as_result);
+    const std::vector<int64_t> st = matmul_operand_strides(x, c);
     const int64_t matrix = x[x.rank() - 2] * x[x.rank() - 1];
     bool broadcast = true, dense = true;
     int64_t expect = matrix;
