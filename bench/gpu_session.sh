@@ -58,14 +58,15 @@ for f in "${FILES[@]}"; do
   echo "$rel: $line"
 done
 
-# 3. SASS: the fused matmul kernels should use tensor cores (HMMA on sm_80 code, HGMMA once
-#    wgmma lands).
+# 3. SASS: the fused matmul kernels use tensor cores (HMMA on sm_80 code, HGMMA on sm_90a) and
+#    load their tiles with cp.async (LDGSTS, sm_80) or the tensor memory accelerator (UTMALDG).
 : > "$OUT/sass.txt"
 for name in rmsnorm_fig3b gated_mlp_fig10b; do
   dir=$(build_dir "$ROOT/examples/ugraphs/$name.json")
   cuobjdump --dump-sass "$dir/bench" > "$OUT/sass_$name.txt" 2>&1
   echo "$name: HMMA $(grep -c HMMA "$OUT/sass_$name.txt") HGMMA $(grep -c HGMMA "$OUT/sass_$name.txt")" \
-       "LDGSTS $(grep -c LDGSTS "$OUT/sass_$name.txt") LDSM $(grep -c LDSM "$OUT/sass_$name.txt")" | tee -a "$OUT/sass.txt"
+       "LDGSTS $(grep -c LDGSTS "$OUT/sass_$name.txt") LDSM $(grep -c LDSM "$OUT/sass_$name.txt")" \
+       "UTMALDG $(grep -c UTMALDG "$OUT/sass_$name.txt")" | tee -a "$OUT/sass.txt"
 done
 
 # 4. compute-sanitizer on the harness of each hand-written μGraph (one run each).

@@ -32,5 +32,8 @@ VENV="${MUGRAPH_VENV:-$(cd "$(dirname "$0")/.." && pwd)/.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7"
+# cuobjdump and nvdisasm (not in every CUDA toolkit install) let the tests read the SASS of the
+# generated kernels without a GPU.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7" \
+  "nvidia-cuda-cuobjdump>=13" "nvidia-cuda-nvdisasm>=13"
 echo "install_deps: ok"

@@ -31,6 +31,8 @@ struct CudaTarget {
   std::string_view arch;        ///< "sm_80", "sm_90a"
   std::string_view cmake_arch;  ///< CMAKE_CUDA_ARCHITECTURES: "80", "90a"
   const Target* limits;         ///< A100 for sm_80, H100 for sm_90a (H200 has the same per-SM limits)
+  bool wgmma = false;           ///< block matmuls on warpgroup tensor cores (wgmma, sm_90a) instead of mma.sync
+  bool tma = false;             ///< pipelined tile loads by the tensor memory accelerator instead of cp.async
 };
 
 /// The known code-generation targets.
@@ -93,8 +95,14 @@ struct TileOrigin {
   int64_t loop_coeff = 0;
 };
 
+/// The coordinates of an input iterator's tile (imap, fmap) in a DTensor of shape `whole`, one
+/// per dim, each in elements along its dim (what a TMA tensor copy takes), for a block graph
+/// with the given grid and for-loop.
+std::vector<TileOrigin> iterator_coords(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap,
+                                        const Dim3& grid, int64_t forloop);
+
 /// The origin of an input iterator's tile (imap, fmap) in a row-major DTensor of shape `whole`,
-/// for a block graph with the given grid and for-loop.
+/// for a block graph with the given grid and for-loop: the coordinates times the strides.
 TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
                            int64_t forloop);
 

@@ -23,8 +23,8 @@ const Target* limits_of(std::string_view name) {
 
 const std::vector<CudaTarget>& cuda_targets() {
   static const std::vector<CudaTarget> targets = {
-      {"sm_80", "80", limits_of("a100")},
-      {"sm_90a", "90a", limits_of("h100")},
+      {"sm_80", "80", limits_of("a100"), false, false},
+      {"sm_90a", "90a", limits_of("h100"), true, true},
   };
   return targets;
 }

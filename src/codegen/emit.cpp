@@ -26,12 +26,31 @@ using codegen::row_major_strides;
 using codegen::TileOrigin;
 using Phase = interp::BlockPhase;
 
-constexpr int64_t kSharedAlign = 16;      // bytes: every STensor starts on a 16-byte boundary
+constexpr int64_t kSharedAlign = 16;  // bytes: every STensor starts on a 16-byte boundary
+constexpr int64_t kWarpgroupThreads = 128;
+constexpr int64_t kTmaSharedAlign = 128;  // bytes: a TMA tile's shared-memory address
+constexpr int kTmaMaxRank = 5;            // dims of a tensor map (mgd::kTmaMaxRank)
+constexpr int64_t kTmaMaxBox = 256;       // largest box extent (mgd::kTmaMaxBox)
 constexpr int64_t kWorkspaceAlign = 256;  // bytes: every intermediate DTensor in the workspace
 constexpr int kGridThreads = 256;         // threads per block of a pre-defined op's kernel
 constexpr int64_t kGridMaxBlocks = 4096;  // its blocks stride over the elements beyond this
 
 int64_t align_up(int64_t n, int64_t a) { return (n + a - 1) / a * a; }
+
+/// A shape as a braced list of extents: {4096, 4096}.
+std::string braced(const Shape& s) {
+  std::string out = "{";
+  for (int d = 0; d < s.rank(); ++d) out += (d ? ", " : "") + std::to_string(s[d]);
+  return out + "}";
+}
+
+/// Scratch shared memory mgd::matmul_wgmma needs for a result of shape `result` on `warpgroups`
+/// warpgroups: mgd::wgmma_scratch_bytes (wgmma.h), which checks the figure it is given.
+int64_t wgmma_scratch_bytes(const Shape& result, int64_t warpgroups) {
+  const int64_t n = result[result.rank() - 1];
+  const int64_t wgmma_n = n >= 64 ? 64 : align_up(n, 8);
+  return 1024 + warpgroups * (64 + wgmma_n) * 128;
+}
 
 std::string ctype(DType t) {
   switch (t) {
@@ -216,12 +235,26 @@ std::string indent(const std::string& text, int spaces) {
   return out;
 }
 
+/// A tensor map a kernel takes (by value, __grid_constant__): kernel input `param` in boxes of
+/// the tile's shape.
+struct TensorMapParam {
+  std::string name;
+  int param = 0;
+  Shape whole, box;
+};
+
 /// Emits the kernel of one graph_kernel op.
 class BlockKernelEmitter {
  public:
-  BlockKernelEmitter(const Graph& body, int index, const std::vector<TensorType>& outputs, const Target& limits,
+  BlockKernelEmitter(const Graph& body, int index, const std::vector<TensorType>& outputs, const CudaTarget& target,
                      int requested_stages)
-      : body_(body), index_(index), output_types_(outputs), limits_(limits), requested_stages_(requested_stages) {}
+      : body_(body),
+        index_(index),
+        output_types_(outputs),
+        limits_(*target.limits),
+        wgmma_(target.wgmma),
+        tma_(target.tma),
+        requested_stages_(requested_stages) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -236,6 +269,18 @@ class BlockKernelEmitter {
       k << (i ? ", " : "") << "const " << ctype(body_.params[i].dtype) << "* MGD_RESTRICT in_" << i;
     for (size_t i = 0; i < output_types_.size(); ++i)
       k << ", " << ctype(output_types_[i].dtype) << "* MGD_RESTRICT out_" << i;
+    tensor_maps_.clear();
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (tma_load(i)) {
+        const Op& op = body_.ops[i];
+        TensorMapParam m;
+        m.name = "tm_" + std::to_string(i);
+        m.param = op.attrs.io_index;
+        m.whole = body_.params[static_cast<size_t>(op.attrs.io_index)].shape;
+        m.box = body_.type(op.outputs[0]).shape;
+        k << ", const MGD_GRID_CONSTANT mgd::TensorMap " << m.name;
+        tensor_maps_.push_back(m);
+      }
     k << ") {\n";
     k << "  MGD_DYNAMIC_SHARED(smem);\n";
     for (size_t t = 0; t < body_.tensors.size(); ++t) {
@@ -246,9 +291,25 @@ class BlockKernelEmitter {
         << type_comment(body_.tensors[t].type)
         << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "") << "\n";
     }
+    if (scratch_bytes_ > 0)
+      k << "  unsigned char* const scratch = smem + " << scratch_offset_ << ";  // " << scratch_bytes_
+        << " bytes: operand stages of the wgmma matmuls\n";
+    if (tma_bars_offset_ >= 0)
+      k << "  uint64_t* const tma_bars = reinterpret_cast<uint64_t*>(smem + " << tma_bars_offset_
+        << ");  // a transaction barrier per pipeline stage\n";
     k << aliases(false, 2);
     k << "  const int64_t bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;\n";
     k << "  (void)bx; (void)by; (void)bz;\n";
+    // Inputs every tile of which the copy engine loads are read through their tensor maps only.
+    std::vector<bool> read_directly(body_.params.size(), false), by_tma(body_.params.size(), false);
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (is_load(i) && phase_[i] != Phase::dead)
+        (tma_load(i) ? by_tma : read_directly)[static_cast<size_t>(body_.ops[i].attrs.io_index)] = true;
+    std::string unused;
+    for (size_t p = 0; p < body_.params.size(); ++p)
+      if (by_tma[p] && !read_directly[p])
+        unused += (unused.empty() ? "" : " ") + std::string("(void)in_") + std::to_string(p) + ";";
+    if (!unused.empty()) k << "  " << unused << "  // read through tensor maps\n";
     const bool loop = body_.forloop > 1;
     // Loop-invariant tiles (fmap φ) are loaded once, before the loop.
     std::string hoisted;
@@ -279,11 +340,21 @@ class BlockKernelEmitter {
       std::string prologue = "// The load pipeline: the tiles of iteration" +
                              (stages_ == 2 ? std::string(" it + 1 are") : "s it + 1 ... it + " + ahead + " are") +
                              " in flight while iteration it computes.\n";
-      for (int s = 0; s + 1 < stages_; ++s) prologue += streamed_loads(std::to_string(s)) + "mgd::async_commit();\n";
+      if (tma_bars_offset_ >= 0)
+        prologue += "if (mgd::thread_rank() == 0)\n  for (int s = 0; s < " + std::to_string(stages_) +
+                    "; ++s) mgd::mbarrier_init(tma_bars + s, 1);\nmgd::mbarrier_init_fence();\nmgd::sync_block();\n";
+      const std::string commit = streams_cp_async() ? "mgd::async_commit();\n" : "";
+      for (int s = 0; s + 1 < stages_; ++s) prologue += streamed_loads(std::to_string(s)) + commit;
       k << indent(prologue, 2);
       std::string head = "if (it + " + ahead + " < " + std::to_string(body_.forloop) + ") {\n" +
-                         indent(streamed_loads("(it + " + ahead + ")"), 2) + "}\n" + "mgd::async_commit();\n" +
-                         "mgd::async_wait<" + ahead + ">();  // this iteration's tiles\nmgd::sync_block();\n";
+                         indent(streamed_loads("(it + " + ahead + ")"), 2) + "}\n" + commit;
+      if (streams_cp_async()) head += "mgd::async_wait<" + ahead + ">();  // this iteration's tiles\n";
+      if (tma_bars_offset_ >= 0)
+        head += "mgd::mbarrier_wait(tma_bars + it % " + std::to_string(stages_) + ", it / " + std::to_string(stages_) +
+                " % 2);  // this iteration's TMA tiles\n";
+      // cp.async tiles are published by a barrier; a TMA tile is visible to every thread that
+      // waited for its barrier.
+      if (streams_cp_async()) head += "mgd::sync_block();\n";
       for (size_t t = 0; t < body_.tensors.size(); ++t)
         if (storage_[t].staged)
           head += storage_[t].ctype + "* const t" + std::to_string(t) + " = t" + std::to_string(t) + "_stages + it % " +
@@ -303,6 +374,8 @@ class BlockKernelEmitter {
 
   int64_t shared_bytes() const { return shared_bytes_; }
   int stages() const { return stages_; }
+  /// The tensor maps the kernel takes after its outputs, in order.
+  const std::vector<TensorMapParam>& tensor_maps() const { return tensor_maps_; }
 
   /// The barrier after a step of `kind`: loads may be asynchronous, so they are waited for first.
   static std::string barrier_after(OpKind kind) {
@@ -324,6 +397,33 @@ class BlockKernelEmitter {
   /// A tile loaded afresh in every iteration of the loop.
   bool streamed_load(size_t i) const {
     return body_.forloop > 1 && is_load(i) && phase_[i] == Phase::loop && !hoisted_load(i);
+  }
+  /// Whether load i goes through the tensor memory accelerator with `stages` pipeline stages: the
+  /// target has one, the loop is pipelined, and the tile is a box a tensor map can describe
+  /// (16-byte rows, at most 5 dims of at most 256).
+  bool tma_tile(size_t i, int stages) const {
+    if (!tma_ || stages < 2 || !streamed_load(i) || !vector_load(i, load_origin(i))) return false;
+    const Shape& tile = body_.type(body_.ops[i].outputs[0]).shape;
+    if (tile.rank() > kTmaMaxRank) return false;
+    for (int d = 0; d < tile.rank(); ++d)
+      if (tile[d] > kTmaMaxBox) return false;
+    return true;
+  }
+  bool tma_load(size_t i) const { return tma_tile(i, stages_); }
+  /// Whether the pipelined loop loads any tile with cp.async (commit groups to wait for).
+  bool streams_cp_async() const {
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (streamed_load(i) && !tma_load(i)) return true;
+    return false;
+  }
+
+  /// Whether op i is a matmul for the warpgroup tensor cores: the target has them, the block is
+  /// whole warpgroups, and both operands are f16 or both bf16.
+  bool wgmma_matmul(size_t i) const {
+    const Op& op = body_.ops[i];
+    if (!wgmma_ || op.kind != OpKind::matmul || body_.threads.volume() % kWarpgroupThreads != 0) return false;
+    const DType a = body_.type(op.inputs[0]).dtype, b = body_.type(op.inputs[1]).dtype;
+    return a == b && (a == DType::f16 || a == DType::bf16);
   }
   /// Where input iterator i's tiles start.
   TileOrigin load_origin(size_t i) const {
@@ -360,13 +460,32 @@ class BlockKernelEmitter {
   std::string streamed_loads(const std::string& iteration) const {
     const std::string stage = is_number(iteration) ? std::to_string(std::stoll(iteration) % stages_)
                                                    : iteration + " % " + std::to_string(stages_);
-    std::string s;
+    std::string s, tma;
+    int64_t tma_bytes = 0;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       if (!streamed_load(i)) continue;
       const size_t t = body_.ops[i].outputs[0].index();
-      s += load(i, "t" + std::to_string(t) + "_stages + " + stage + " * " + std::to_string(storage_[t].stage_elements),
-                iteration);
+      const std::string dst =
+          "t" + std::to_string(t) + "_stages + " + stage + " * " + std::to_string(storage_[t].stage_elements);
+      if (!tma_load(i)) {
+        s += load(i, dst, iteration);
+        continue;
+      }
+      // One thread asks the copy engine for the tile; the stage's barrier counts its bytes.
+      const Op& op = body_.ops[i];
+      const TensorType& tile = body_.type(op.outputs[0]);
+      const std::vector<TileOrigin> at =
+          codegen::iterator_coords(body_.params[static_cast<size_t>(op.attrs.io_index)].shape, op.attrs.imap,
+                                   op.attrs.fmap, body_.grid, body_.forloop);
+      tma += "mgd::tma_load<" + std::to_string(tile.shape.rank()) + ">(" + dst + ", &tm_" + std::to_string(i) + ", {";
+      for (size_t d = 0; d < at.size(); ++d)
+        tma += (d ? ", " : "") + std::string("int32_t(") + origin_expr(at[d], iteration) + ")";
+      tma += "}, tma_bars + " + stage + ");  // tile " + type_comment(tile) + "\n";
+      tma_bytes += tile.shape.numel() * dtype_bytes(tile.dtype);
     }
+    if (!tma.empty())
+      s += "if (mgd::thread_rank() == 0) {\n  mgd::mbarrier_arrive_expect_tx(tma_bars + " + stage + ", " +
+           std::to_string(tma_bytes) + ");\n" + indent(tma, 2) + "}\n";
     return s;
   }
 
@@ -414,10 +533,13 @@ class BlockKernelEmitter {
       }
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
+      // The copy engine writes tiles to 128-byte aligned shared memory.
+      const int64_t align = tma_tile(i, stages) ? kTmaSharedAlign : kSharedAlign;
       for (TensorId t : op.outputs) {
         const TensorType& type = body_.type(t);
         const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
-        const int64_t bytes = align_up(type.shape.numel() * elem, kSharedAlign);
+        const int64_t bytes = align_up(type.shape.numel() * elem, align);
+        shared_bytes_ = align_up(shared_bytes_, align);
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
         st.offset = shared_bytes_;
@@ -426,6 +548,19 @@ class BlockKernelEmitter {
         shared_bytes_ += bytes * (staged ? stages : 1);
       }
     }
+    tma_bars_offset_ = -1;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (tma_tile(i, stages)) tma_bars_offset_ = align_up(shared_bytes_, 8);
+    if (tma_bars_offset_ >= 0) shared_bytes_ = tma_bars_offset_ + 8 * stages;
+    // One scratch area for the wgmma matmuls' operand stages (they run one after another).
+    scratch_bytes_ = 0;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (phase_[i] != Phase::dead && wgmma_matmul(i))
+        scratch_bytes_ = std::max(scratch_bytes_, wgmma_scratch_bytes(body_.type(body_.ops[i].outputs[0]).shape,
+                                                                      body_.threads.volume() / kWarpgroupThreads));
+    if (scratch_bytes_ > 0) shared_bytes_ = align_up(shared_bytes_, kSharedAlign);
+    scratch_offset_ = scratch_bytes_ > 0 ? shared_bytes_ : -1;
+    shared_bytes_ += scratch_bytes_;
   }
 
   std::string tensor(TensorId t) const { return "t" + std::to_string(t.value); }
@@ -489,8 +624,16 @@ class BlockKernelEmitter {
           in_types.push_back(body_.type(t));
           ins.push_back(tensor(t));
         }
-        s << compute_call("mgd::Block", op, in_types, body_.type(op.outputs[0]), tensor(op.outputs[0]), ins) << "  // "
-          << op_name(op.kind) << " -> " << type_comment(body_.type(op.outputs[0])) << "\n";
+        const TensorType& out = body_.type(op.outputs[0]);
+        if (wgmma_matmul(i)) {
+          s << "mgd::matmul_wgmma<" << dims(out.shape) << ", "
+            << matmul_args(in_types[0].shape, in_types[1].shape, out.shape) << ", " << scratch_bytes_ << ">("
+            << tensor(op.outputs[0]) << ", " << ins[0] << ", " << ins[1] << ", scratch);  // matmul -> "
+            << type_comment(out) << " on wgmma\n";
+          break;
+        }
+        s << compute_call("mgd::Block", op, in_types, out, tensor(op.outputs[0]), ins) << "  // " << op_name(op.kind)
+          << " -> " << type_comment(out) << "\n";
         break;
       }
     }
@@ -559,11 +702,17 @@ class BlockKernelEmitter {
   int index_;
   const std::vector<TensorType>& output_types_;
   const Target& limits_;
+  bool wgmma_;            // CudaTarget::wgmma
+  bool tma_;              // CudaTarget::tma
   int requested_stages_;  // CodegenOptions::pipeline_stages
   int stages_ = 1;
   std::vector<Phase> phase_;
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
+  int64_t scratch_offset_ = -1;  // the wgmma operand stages, shared by the kernel's wgmma matmuls
+  int64_t scratch_bytes_ = 0;
+  int64_t tma_bars_offset_ = -1;  // one transaction barrier per pipeline stage, if any load is TMA
+  std::vector<TensorMapParam> tensor_maps_;
 };
 
 /// A pre-defined matmul as one strided-batched cuBLAS call (mgd::gemm), if it is one: operands
@@ -602,6 +751,7 @@ std::string blas_gemm_args(const Shape& a, const Shape& b, const Shape& c, DType
 /// One launch of the host function: a kernel, or a call made on the host (cuBLAS).
 struct Launch {
   std::string host_call;  ///< if not empty, this call (returning 0 or an error code) instead
+  std::string setup;      ///< statements before the launch (tensor maps)
   std::string comment;
   std::string kernel;
   std::array<int64_t, 3> grid{1, 1, 1};
@@ -692,7 +842,7 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
       std::vector<TensorType> out_types;
       for (TensorId t : op.outputs) out_types.push_back(g.type(t));
-      BlockKernelEmitter e(body, index, out_types, *target.limits, options.pipeline_stages);
+      BlockKernelEmitter e(body, index, out_types, target, options.pipeline_stages);
       kernels << e.emit() << "\n";
       Launch l;
       l.kernel = name;
@@ -701,6 +851,14 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       l.shared_bytes = e.shared_bytes();
       for (TensorId t : op.inputs) l.args.push_back(buf[t.index()]);
       for (TensorId t : op.outputs) l.args.push_back(buf[t.index()]);
+      for (const TensorMapParam& m : e.tensor_maps()) {
+        const std::string var = "k" + std::to_string(index) + "_" + m.name;
+        l.setup += "  mgd::TensorMap " + var + ";  // " + buf[op.inputs[static_cast<size_t>(m.param)].index()] +
+                   " in " + m.box.str() + " boxes\n  if (const int e = mgd::make_tensor_map(&" + var + ", " +
+                   buf[op.inputs[static_cast<size_t>(m.param)].index()] + ", " + braced(m.whole) + ", " +
+                   braced(m.box) + "); e != 0) return e;\n";
+        l.args.push_back(var);
+      }
       launches.push_back(l);
     } else if (const std::string gemm = op.kind == OpKind::matmul
                                             ? blas_gemm_args(g.type(op.inputs[0]).shape, g.type(op.inputs[1]).shape,
@@ -769,6 +927,7 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       src << "  // " << l.comment << "\n  if (const int e = " << l.host_call << "; e != 0) return e;\n";
       continue;
     }
+    src << l.setup;
     if (l.shared_bytes > 0)
       src << "  if ((err = mgd::allow_dynamic_shared(" << l.kernel << ", " << l.shared_bytes
           << ")) != cudaSuccess) return static_cast<int>(err);\n";
@@ -792,8 +951,9 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
   for (size_t j = 0; j < code.outputs.size(); ++j)
     hdr << "//   outputs[" << j << "]: " << codegen::escape_name(code.outputs[j].name) << " "
         << type_comment(code.outputs[j].type) << "\n";
-  hdr << "// Returns 0, the cudaError_t of the first launch that failed, or mgd::kBlasErrorBase (10000)\n"
-      << "// plus the cublasStatus_t of the first cuBLAS call that failed.\n"
+  hdr << "// Returns 0, the cudaError_t of the first launch that failed, mgd::kBlasErrorBase (10000)\n"
+      << "// plus the cublasStatus_t of the first cuBLAS call that failed, or mgd::kTmaErrorBase (20000)\n"
+      << "// plus the CUresult of the first tensor map the driver refused.\n"
       << "extern \"C\" int mugraph_run(const void* const* inputs, void* const* outputs, void* workspace,\n"
       << "                             cudaStream_t stream);\n";
 

@@ -32,10 +32,9 @@ std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& result
   return s;
 }
 
-TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
-                           int64_t forloop) {
-  const std::vector<int64_t> stride = row_major_strides(whole);
-  TileOrigin o;
+std::vector<TileOrigin> iterator_coords(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap,
+                                        const Dim3& grid, int64_t forloop) {
+  std::vector<TileOrigin> coords(static_cast<size_t>(whole.rank()));
   // As the interpreter's iterator_tile: the grid axes slice in order x, y, z, each taking its
   // part of what the previous left; the loop then slices the block's part.
   std::vector<int64_t> extent = whole.to_vector();
@@ -44,11 +43,20 @@ TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap
     if (d == kPhi) continue;
     const size_t du = static_cast<size_t>(d);
     extent[du] /= grid[axis];
-    o.block_coeff[static_cast<size_t>(axis)] = extent[du] * stride[du];
+    coords[du].block_coeff[static_cast<size_t>(axis)] = extent[du];
   }
-  if (fmap != kPhi) {
-    const size_t du = static_cast<size_t>(fmap);
-    o.loop_coeff = extent[du] / forloop * stride[du];
+  if (fmap != kPhi) coords[static_cast<size_t>(fmap)].loop_coeff = extent[static_cast<size_t>(fmap)] / forloop;
+  return coords;
+}
+
+TileOrigin iterator_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
+                           int64_t forloop) {
+  const std::vector<int64_t> stride = row_major_strides(whole);
+  const std::vector<TileOrigin> coords = iterator_coords(whole, imap, fmap, grid, forloop);
+  TileOrigin o;
+  for (size_t d = 0; d < coords.size(); ++d) {
+    for (size_t axis = 0; axis < 3; ++axis) o.block_coeff[axis] += coords[d].block_coeff[axis] * stride[d];
+    o.loop_coeff += coords[d].loop_coeff * stride[d];
   }
   return o;
 }

@@ -37,13 +37,44 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
   EXPECT_EQ(code.outputs.at(0).type.shape, (Shape{16, 4096}));
   EXPECT_EQ(count(code.source, "MGD_GLOBAL"), 1);
   EXPECT_EQ(count(code.source, "for (int64_t it = 0; it < 16; ++it)"), 1);
-  // W's tile: 256 rows per iteration, 32 columns per block, loaded an iteration ahead.
-  EXPECT_NE(code.source.find("in_2 + bx * 32 + (it + 1) * 1048576"), std::string::npos) << code.source;
+  // W's tile: 256 rows per iteration, 32 columns per block, loaded an iteration ahead: by the
+  // copy engine at coordinates (row, column) on sm_90a, from the linear offset on sm_80.
+  EXPECT_NE(code.source.find("&tm_2, {int32_t((it + 1) * 256), int32_t(bx * 32)}"), std::string::npos) << code.source;
+  EXPECT_NE(generate_cuda(g, find_cuda_target("sm_80")).source.find("in_2 + bx * 32 + (it + 1) * 1048576"),
+            std::string::npos);
   EXPECT_EQ(count(code.source, "mgd::accumulate<"), 2);
   EXPECT_EQ(count(code.source, "mgd::for_each<"), 1);  // the thread graph
   EXPECT_NE(code.source.find("dim3(128, 1, 1), dim3(128)"), std::string::npos);
   EXPECT_NE(code.manifest.find("\"target\": \"sm_90a\""), std::string::npos);
   EXPECT_NE(code.cmake.find("CMAKE_CUDA_ARCHITECTURES 90a"), std::string::npos);
+}
+
+TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
+  // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a, with a
+  // scratch area for the operand stages (1024 + (64 + 32) · 128 bytes for one warpgroup at the
+  // end of the kernel's shared memory); mma.sync (mgd::matmul) on sm_80.
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  EXPECT_NE(hopper.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, 32, 256, 13312>("
+                        "t6, t5, t2, scratch);"),
+            std::string::npos)
+      << hopper;
+  // (After the tiles, 70,752 bytes, and the TMA loads' two barriers.)
+  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 70768;  // 13312 bytes"), std::string::npos);
+  EXPECT_NE(hopper.find("dim3(128), 84080"), std::string::npos);
+  const std::string ampere = generate_cuda(g, find_cuda_target("sm_80")).source;
+  EXPECT_EQ(count(ampere, "matmul_wgmma"), 0);
+  EXPECT_EQ(count(ampere, "scratch"), 0);
+  EXPECT_EQ(count(ampere, "mgd::matmul<mgd::Block"), 1);
+  // f32 operands have no wgmma form here; neither do blocks of partial warpgroups.
+  const std::string f32 =
+      generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f32), find_cuda_target("sm_90a")).source;
+  EXPECT_EQ(count(f32, "matmul_wgmma"), 0);
+  Graph narrow = g;
+  narrow.bodies.at(0).threads = Dim3{64, 1, 1};
+  const std::string two_warps = generate_cuda(narrow, find_cuda_target("sm_90a")).source;
+  EXPECT_EQ(count(two_warps, "matmul_wgmma"), 0);
+  EXPECT_EQ(count(two_warps, "mgd::matmul<mgd::Block"), 1);
 }
 
 TEST(Codegen, PreDefinedOpsGetAKernelEachAndIntermediatesAWorkspace) {
@@ -109,9 +140,10 @@ TEST(Codegen, TooMuchSharedMemoryIsAUserError) {
 }
 
 TEST(Codegen, LoopLoadsArePipelinedInTwoStagesByDefault) {
+  // cp.async on sm_80 (sm_90a's TMA pipeline: TmaLoadsWaitOnAStageBarrier).
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
-  const GeneratedCode one = generate_cuda(g, find_cuda_target("sm_90a"), CodegenOptions{1});
-  const GeneratedCode two = generate_cuda(g, find_cuda_target("sm_90a"));
+  const GeneratedCode one = generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{1});
+  const GeneratedCode two = generate_cuda(g, find_cuda_target("sm_80"));
   // One stage: every iteration loads its own tiles and waits for all of them.
   EXPECT_EQ(count(one.source, "_stages"), 0);
   EXPECT_NE(one.source.find("in_2 + bx * 32 + it * 1048576"), std::string::npos) << one.source;
@@ -136,7 +168,7 @@ TEST(Codegen, LoopLoadsArePipelinedInTwoStagesByDefault) {
 
 TEST(Codegen, MorePipelineStagesLoadFurtherAhead) {
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
-  const GeneratedCode three = generate_cuda(g, find_cuda_target("sm_90a"), CodegenOptions{3});
+  const GeneratedCode three = generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{3});
   EXPECT_NE(three.source.find("3-stage load pipeline"), std::string::npos);
   // Iterations 0 and 1 before the loop, each its own group; it + 2 in the loop.
   EXPECT_NE(three.source.find("(t2_stages + 1 * 8192, in_2 + bx * 32 + 1048576)"), std::string::npos) << three.source;
@@ -145,8 +177,35 @@ TEST(Codegen, MorePipelineStagesLoadFurtherAhead) {
   EXPECT_EQ(count(three.source, "mgd::async_wait<2>();"), 1);
   // Never more stages than iterations.
   Graph short_loop = test::rmsnorm_fig3b(16, 512, 512, 16, 2, DType::f16);
-  EXPECT_NE(generate_cuda(short_loop, find_cuda_target("sm_90a"), CodegenOptions{4}).source.find("2-stage"),
+  EXPECT_NE(generate_cuda(short_loop, find_cuda_target("sm_80"), CodegenOptions{4}).source.find("2-stage"),
             std::string::npos);
+}
+
+TEST(Codegen, TmaLoadsWaitOnAStageBarrier) {
+  // On sm_90a the pipelined tiles come from the copy engine: a tensor map per streamed tile
+  // (kernel parameters, built by the launcher), one thread issuing a stage's copies against the
+  // stage's barrier with the stage's bytes (X 8 KiB + G 512 B + W 16 KiB), every thread waiting
+  // on the barrier's phase, and no cp.async groups left.
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  const GeneratedCode code = generate_cuda(g, find_cuda_target("sm_90a"));
+  const std::string& src = code.source;
+  EXPECT_EQ(count(src, "const MGD_GRID_CONSTANT mgd::TensorMap tm_"), 3) << src;
+  EXPECT_NE(src.find("mgd::make_tensor_map(&k0_tm_2, d2, {4096, 4096}, {256, 32})"), std::string::npos) << src;
+  EXPECT_NE(src.find("d0, d1, d2, o0, k0_tm_0, k0_tm_1, k0_tm_2);"), std::string::npos);
+  EXPECT_EQ(count(src, "mgd::mbarrier_arrive_expect_tx(tma_bars + "), 2);  // prologue, loop
+  EXPECT_NE(src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + (it + 1) % 2, 25088);"), std::string::npos);
+  EXPECT_NE(src.find("mgd::tma_load<2>(t2_stages + 0 * 8192, &tm_2, {int32_t(0), int32_t(bx * 32)}, tma_bars + 0);"),
+            std::string::npos);
+  EXPECT_NE(src.find("mgd::mbarrier_wait(tma_bars + it % 2, it / 2 % 2);"), std::string::npos);
+  EXPECT_EQ(count(src, "mgd::async_commit"), 0);
+  EXPECT_EQ(count(src, "mgd::load_async"), 0);
+  // Each stage buffer of a TMA tile starts 128-byte aligned.
+  EXPECT_NE(src.find("t2_stages = reinterpret_cast<mgd::half*>(smem + 17408)"), std::string::npos);
+  // One stage: no pipeline, so the tiles load with cp.async as on sm_80.
+  const std::string one = generate_cuda(g, find_cuda_target("sm_90a"), CodegenOptions{1}).source;
+  EXPECT_EQ(count(one, "tma_load"), 0);
+  EXPECT_EQ(count(one, "TensorMap"), 0);
+  EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_80")).source, "tma_load"), 0);
 }
 
 TEST(Codegen, AnAutomaticPipelineFallsBackWhereItDoesNotFit) {

@@ -20,10 +20,10 @@ TEST(BroadcastStrides, MissingAndUnitDimsGetStrideZero) {
   EXPECT_EQ(broadcast_strides(Shape{1, 1}, Shape{1, 1}), (std::vector<int64_t>{1, 1}));  // no broadcast
 }
 
-/// The tile origin by brute force: the interpreter's slicing (grid axes x, y, z in order, then
-/// the loop) applied to coordinates.
-int64_t slice_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
-                     int64_t forloop, const std::array<int64_t, 3>& b, int64_t it) {
+/// The tile's start by brute force, per dim: the interpreter's slicing (grid axes x, y, z in
+/// order, then the loop) applied to coordinates.
+std::vector<int64_t> slice_start(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
+                                 int64_t forloop, const std::array<int64_t, 3>& b, int64_t it) {
   std::vector<int64_t> start(static_cast<size_t>(whole.rank()), 0), extent = whole.to_vector();
   for (int axis = 0; axis < 3; ++axis) {
     const int d = imap[static_cast<size_t>(axis)];
@@ -35,13 +35,20 @@ int64_t slice_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8
     extent[static_cast<size_t>(fmap)] /= forloop;
     start[static_cast<size_t>(fmap)] += it * extent[static_cast<size_t>(fmap)];
   }
+  return start;
+}
+
+/// The same as a linear offset in the row-major tensor.
+int64_t slice_origin(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap, const Dim3& grid,
+                     int64_t forloop, const std::array<int64_t, 3>& b, int64_t it) {
+  const std::vector<int64_t> start = slice_start(whole, imap, fmap, grid, forloop, b, it);
   const std::vector<int64_t> stride = row_major_strides(whole);
   int64_t off = 0;
   for (size_t d = 0; d < start.size(); ++d) off += start[d] * stride[d];
   return off;
 }
 
-TEST(IteratorOrigin, AgreesWithSlicingForEveryBlockAndIteration) {
+TEST(IteratorOrigin, OffsetsAndCoordinatesAgreeWithSlicingForEveryBlockAndIteration) {
   struct Case {
     Shape whole;
     std::array<int8_t, 3> imap;
@@ -59,14 +66,22 @@ TEST(IteratorOrigin, AgreesWithSlicingForEveryBlockAndIteration) {
   };
   for (const Case& c : cases) {
     const TileOrigin o = iterator_origin(c.whole, c.imap, c.fmap, c.grid, c.forloop);
+    const std::vector<TileOrigin> coords = iterator_coords(c.whole, c.imap, c.fmap, c.grid, c.forloop);
+    ASSERT_EQ(coords.size(), static_cast<size_t>(c.whole.rank()));
+    auto at = [&](const TileOrigin& t, int64_t bx, int64_t by, int64_t bz, int64_t it) {
+      return bx * t.block_coeff[0] + by * t.block_coeff[1] + bz * t.block_coeff[2] + it * t.loop_coeff;
+    };
     for (int64_t bz = 0; bz < c.grid.z; ++bz)
       for (int64_t by = 0; by < c.grid.y; ++by)
         for (int64_t bx = 0; bx < c.grid.x; bx += std::max<int64_t>(1, c.grid.x / 8))
           for (int64_t it = 0; it < c.forloop; ++it) {
-            const int64_t got =
-                bx * o.block_coeff[0] + by * o.block_coeff[1] + bz * o.block_coeff[2] + it * o.loop_coeff;
-            ASSERT_EQ(got, slice_origin(c.whole, c.imap, c.fmap, c.grid, c.forloop, {bx, by, bz}, it))
+            ASSERT_EQ(at(o, bx, by, bz, it), slice_origin(c.whole, c.imap, c.fmap, c.grid, c.forloop, {bx, by, bz}, it))
                 << c.whole.str() << " block " << bx << "," << by << "," << bz << " iteration " << it;
+            // The per-dim coordinates a tensor copy takes.
+            const std::vector<int64_t> start =
+                slice_start(c.whole, c.imap, c.fmap, c.grid, c.forloop, {bx, by, bz}, it);
+            for (size_t d = 0; d < coords.size(); ++d)
+              ASSERT_EQ(at(coords[d], bx, by, bz, it), start[d]) << c.whole.str() << " dim " << d;
           }
   }
 }

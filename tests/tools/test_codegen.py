@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,26 @@ ALL = UGRAPHS + PROGRAMS
 TARGETS = ["sm_80", "sm_90a"]
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
 CXX = shutil.which("c++") or shutil.which("g++")
+
+
+def find_cuobjdump():
+    """cuobjdump and the directory of the nvdisasm it runs: the toolkit's, or those of the PyPI
+    wheels scripts/install_deps.sh installs (nvidia-cuda-cuobjdump, nvidia-cuda-nvdisasm)."""
+    found = shutil.which("cuobjdump")
+    if found and shutil.which("nvdisasm"):
+        return found, str(Path(shutil.which("nvdisasm")).parent)
+    try:
+        import nvidia
+    except ImportError:
+        return None, None
+    for root in nvidia.__path__:
+        for bin_dir in sorted(Path(root).glob("*/bin")):
+            if os.access(bin_dir / "cuobjdump", os.X_OK) and os.access(bin_dir / "nvdisasm", os.X_OK):
+                return str(bin_dir / "cuobjdump"), str(bin_dir)
+    return None, None
+
+
+CUOBJDUMP, NVDISASM_DIR = find_cuobjdump()
 NP_DTYPE = {"f16": np.float16, "f32": np.float32}
 
 
@@ -109,28 +130,72 @@ def test_generated_code_compiles_with_nvcc_without_warnings(mugraph_bin, tmp_pat
     assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
 
 
+def compile_example(mugraph_bin, tmp_path, name, target, kind):
+    """Generates examples/ugraphs/<name>.json for target and compiles it with nvcc to `kind`
+    ("ptx" or "cubin"): nvcc's result and the file written."""
+    codegen(mugraph_bin, EXAMPLES / "ugraphs" / f"{name}.json", target, tmp_path)
+    out = tmp_path / f"ugraph.{kind}"
+    r = subprocess.run([NVCC, "-std=c++17", f"-arch={target}", f"-I{tmp_path}", f"-{kind}",
+                        str(tmp_path / "ugraph.cu"), "-o", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    return r, out
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
 def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, name, target):
-    # f16 tiles go through mma.sync.m16n8k16 on both targets (SASS HMMA is checked on a GPU), and
-    # tiles load with cp.async.
+    # f16 tiles go through mma.sync.m16n8k16 with ldmatrix on sm_80 and through the warpgroup
+    # instructions (wgmma.mma_async) on sm_90a; the loop's tiles load with cp.async on sm_80 and
+    # by the tensor memory accelerator on sm_90a, pipelined on both.
     if NVCC is None:
         pytest.skip("nvcc not found (install the CUDA toolkit)")
-    codegen(mugraph_bin, EXAMPLES / "ugraphs" / f"{name}.json", target, tmp_path)
-    arch = target.replace("sm_", "")
-    r = subprocess.run([NVCC, "-std=c++17", f"-arch=sm_{arch}", f"-I{tmp_path}", "-ptx",
-                        str(tmp_path / "ugraph.cu"), "-o", str(tmp_path / "ugraph.ptx")],
-                       capture_output=True, text=True, timeout=600)
+    _, path = compile_example(mugraph_bin, tmp_path, name, target, "ptx")
+    ptx = path.read_text()
+    if target == "sm_80":
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "wgmma" not in ptx
+        # B tiles ([K, N] rows of 16 bytes) load through ldmatrix.trans; Figure 3b's A ([16, 256])
+        # through ldmatrix.x4; GatedMLP's A has 8 rows, not a whole 16-row block, and is gathered.
+        assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx
+        assert ("ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx) == (name == "rmsnorm_fig3b")
+        assert "cp.async.cg.shared.global" in ptx  # the tile loads
+        # ... pipelined: committed in groups, each iteration waiting only for its own
+        assert "cp.async.commit_group" in ptx and "cp.async.wait_group 1" in ptx
+    else:
+        # Both result tiles are 32 columns wide: m64n32k16, four k16 steps per staged chunk, the
+        # staged operands fenced to the async proxy, and no mma.sync left.
+        assert ptx.count("wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16") == 4 * (2 if "mlp" in name else 1)
+        assert "fence.proxy.async.shared::cta" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
+        assert "mma.sync" not in ptx
+        # Tensor copies counted against a barrier per stage, waited for by phase.
+        assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+        assert "mbarrier.arrive.expect_tx.shared::cta.b64" in ptx and "mbarrier.try_wait.parity" in ptx
+        assert "cp.async.cg" not in ptx
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
+def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_path, name, target):
+    # What the GPU runs: HGMMA (warpgroup MMA) and UTMALDG (TMA loads) on sm_90a, HMMA and LDGSTS
+    # (cp.async) on sm_80, read with cuobjdump from the cubin ptxas writes; ptxas must not
+    # serialize the wgmma ops.
+    if NVCC is None:
+        pytest.skip("nvcc not found (install the CUDA toolkit)")
+    if CUOBJDUMP is None:
+        pytest.skip("cuobjdump/nvdisasm not found (scripts/install_deps.sh installs them from PyPI)")
+    r, cubin = compile_example(mugraph_bin, tmp_path, name, target, "cubin")
+    assert "serialized" not in r.stdout + r.stderr, r.stdout + r.stderr
+    env = dict(os.environ, PATH=NVDISASM_DIR + os.pathsep + os.environ.get("PATH", ""))
+    r = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr
-    ptx = (tmp_path / "ugraph.ptx").read_text()
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
-    # B tiles ([K, N] rows of 16 bytes) load through ldmatrix.trans; Figure 3b's A ([16, 256]) through
-    # ldmatrix.x4; GatedMLP's A has 8 rows, not a whole 16-row block, and is gathered.
-    assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx
-    assert ("ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx) == (name == "rmsnorm_fig3b")
-    assert "cp.async.cg.shared.global" in ptx  # the tile loads
-    # ... pipelined: committed in groups, each iteration waiting only for its own
-    assert "cp.async.commit_group" in ptx and "cp.async.wait_group 1" in ptx
+    sass = r.stdout
+    if target == "sm_90a":
+        assert sass.count("HGMMA.64x32x16.F32") == 4 * (2 if "mlp" in name else 1), sass
+        assert "HMMA" not in sass
+        assert "UTMALDG.2D" in sass and "LDGSTS" not in sass
+    else:
+        assert "HMMA.16816.F32" in sass and "HGMMA" not in sass
+        assert "LDGSTS" in sass and "UTMALDG" not in sass
 
 
 def test_pre_defined_matmuls_link_against_cublas(mugraph_bin, tmp_path):
@@ -228,3 +293,12 @@ def test_bench_without_a_gpu_says_so(mugraph_bin, tmp_path):
     r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "exp_scale_concat.json", "--cache-dir", tmp_path,
                 timeout=600)
     assert r.returncode == 1 and "needs a GPU" in r.stderr and "no CUDA device" in r.stderr, r.stderr
+
+
+def test_wgmma_shapes_header_is_what_its_generator_writes():
+    # runtime/include/mugraph_device/wgmma_shapes.h is generated (one inline-PTX form per wgmma
+    # shape); a hand edit would be lost at the next regeneration.
+    r = subprocess.run([os.environ.get("PYTHON", "python3"), str(SOURCE_DIR / "scripts" / "gen_wgmma_shapes.py")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (SOURCE_DIR / "runtime" / "include" / "mugraph_device" / "wgmma_shapes.h").read_text()

@@ -9,3 +9,5 @@
 #include "mugraph_device/mma.h"
 #include "mugraph_device/platform.h"
 #include "mugraph_device/tile.h"
+#include "mugraph_device/tma.h"
+#include "mugraph_device/wgmma.h"

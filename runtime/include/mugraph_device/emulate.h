@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -32,6 +33,7 @@
 #define MGD_UNROLL
 #define MGD_LAUNCH_BOUNDS(threads)
 #define MGD_RESTRICT __restrict__
+#define MGD_GRID_CONSTANT
 #define MGD_DYNAMIC_SHARED(name) unsigned char* name = ::mgd::emu::dynamic_shared()
 #define MGD_LAUNCH(kernel, grid, block, smem, stream, ...) \
   ::mgd::emu::launch(grid, block, smem, stream, [=] { kernel(__VA_ARGS__); })
@@ -85,8 +87,9 @@ inline bfloat16 from_float<bfloat16>(float x) {
 
 namespace emu {
 
-/// Where a fiber stands: runnable, waiting at a block barrier, at a warp barrier, or done.
-enum class Wait : unsigned char { none, block, warp, done };
+/// Where a fiber stands: runnable, waiting at a block barrier, at a warp barrier (32
+/// consecutive ranks), at a warpgroup barrier (128 consecutive ranks), or done.
+enum class Wait : unsigned char { none, block, warp, warpgroup, done };
 
 /// One warp's fragments of an emulated mma (two buffers, alternating per call, so that one warp
 /// barrier per call suffices: a lane can only refill a buffer after every lane passed the next
@@ -111,6 +114,40 @@ struct AsyncCopies {
   std::vector<Copy> open;                    // issued since the last commit
 };
 
+/// One thread's share of its warpgroup's asynchronous matrix multiplies (wgmma.mma_async):
+/// each op adds to the thread's accumulator fragment when the thread waits for its group, so
+/// shared memory is read as late as the hardware may read it.
+struct WgmmaOps {
+  struct Op {
+    void (*run)(const Op&);  // computes the calling thread's fragment (wgmma.h)
+    uint64_t desc_a, desc_b;
+    float* d;
+  };
+  std::vector<std::vector<Op>> committed;  // oldest group first
+  std::vector<Op> open;                    // issued since the last commit
+};
+
+/// A tensor map (tma.h): a row-major tensor in boxes, dims innermost first, strides in bytes.
+struct TensorMap {
+  const void* base = nullptr;
+  int rank = 0;
+  int element_bytes = 0;
+  int64_t dims[5] = {}, strides[5] = {}, box[5] = {};
+};
+
+/// A transaction barrier (mbarrier) in shared memory, and the tensor copies counted against it,
+/// which land when a thread waits for the barrier.
+struct Mbarrier {
+  struct Copy {
+    void* dst;
+    TensorMap map;
+    int64_t at[5];  // innermost first
+  };
+  unsigned expected = 0, arrived = 0, phase = 0;
+  int64_t tx = 0;  // bytes announced and not landed
+  std::vector<Copy> in_flight;
+};
+
 /// The state of the block being run, and of the thread (fiber) running in it.
 struct BlockState {
   dim3 grid, block, block_idx;
@@ -119,8 +156,10 @@ struct BlockState {
   std::vector<ucontext_t> fibers;
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<Wait> wait;
-  std::vector<MmaStage> mma;       // per warp
-  std::vector<AsyncCopies> async;  // per thread
+  std::vector<MmaStage> mma;               // per warp
+  std::vector<AsyncCopies> async;          // per thread
+  std::vector<WgmmaOps> wgmma;             // per thread
+  std::map<uint32_t, Mbarrier> mbarriers;  // by shared address
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
 };
@@ -140,6 +179,94 @@ inline unsigned char* dynamic_shared() { return state()->shared.data(); }
   std::abort();
 }
 
+/// The address of p in the block's shared window: its offset in the emulated shared memory.
+inline uint32_t shared_address(const void* p) {
+  const unsigned char* base = state()->shared.data();
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < base || c >= base + state()->shared.size()) fail("a shared-memory address outside the block's shared memory");
+  return static_cast<uint32_t>(c - base);
+}
+
+inline Mbarrier& mbarrier_at(uint32_t at) {
+  auto it = state()->mbarriers.find(at);
+  if (it == state()->mbarriers.end()) fail("an mbarrier used before mbarrier_init");
+  return it->second;
+}
+
+inline void mbarrier_init(uint32_t at, unsigned arrivals) {
+  Mbarrier& b = state()->mbarriers[at];
+  if (!b.in_flight.empty()) fail("mbarrier_init on a barrier with tensor copies in flight");
+  b = Mbarrier{};
+  b.expected = arrivals;
+}
+
+/// Completes the barrier's phase once every arrival happened and every announced byte landed.
+inline void mbarrier_try_complete(Mbarrier& b) {
+  if (b.arrived == b.expected && b.tx == 0) {
+    ++b.phase;
+    b.arrived = 0;
+  }
+}
+
+inline void mbarrier_arrive_expect_tx(uint32_t at, unsigned bytes) {
+  Mbarrier& b = mbarrier_at(at);
+  if (b.arrived == b.expected) fail("more arrivals at an mbarrier than it was initialized for");
+  b.tx += bytes;
+  ++b.arrived;
+  mbarrier_try_complete(b);
+}
+
+/// Performs a tensor copy: the box, innermost dim fastest, zeros outside the tensor.
+inline void land_tensor_copy(const Mbarrier::Copy& c) {
+  const TensorMap& m = c.map;
+  int64_t count = 1;
+  for (int i = 0; i < m.rank; ++i) count *= m.box[i];
+  auto* dst = static_cast<unsigned char*>(c.dst);
+  for (int64_t e = 0; e < count; ++e) {
+    int64_t rest = e, off = 0;
+    bool inside = true;
+    for (int i = 0; i < m.rank; ++i) {
+      const int64_t coord = c.at[i] + rest % m.box[i];
+      rest /= m.box[i];
+      inside = inside && coord >= 0 && coord < m.dims[i];
+      off += coord * m.strides[i];
+    }
+    unsigned char* to = dst + e * m.element_bytes;
+    if (inside)
+      std::memcpy(to, static_cast<const unsigned char*>(m.base) + off, static_cast<size_t>(m.element_bytes));
+    else
+      std::memset(to, 0, static_cast<size_t>(m.element_bytes));
+  }
+}
+
+inline void tma_load(void* dst, const TensorMap& map, const int64_t (&at)[5], uint32_t bar) {
+  if (shared_address(dst) % 128 != 0) fail("a tensor copy to shared memory not 128-byte aligned");
+  Mbarrier& b = mbarrier_at(bar);
+  Mbarrier::Copy c{dst, map, {}};
+  for (int i = 0; i < 5; ++i) c.at[i] = at[i];
+  int64_t bytes = map.element_bytes;
+  for (int i = 0; i < map.rank; ++i) bytes *= map.box[i];
+  if (shared_address(dst) + static_cast<size_t>(bytes) > state()->shared.size())
+    fail("a tensor copy beyond the block's shared memory");
+  b.in_flight.push_back(c);
+}
+
+/// Lands the barrier's copies if the phase of parity `parity` is still open, then requires it done.
+inline void mbarrier_wait(uint32_t at, unsigned parity) {
+  Mbarrier& b = mbarrier_at(at);
+  if ((b.phase & 1u) != (parity & 1u)) return;
+  for (const Mbarrier::Copy& c : b.in_flight) {
+    land_tensor_copy(c);
+    int64_t bytes = c.map.element_bytes;
+    for (int i = 0; i < c.map.rank; ++i) bytes *= c.map.box[i];
+    b.tx -= bytes;
+  }
+  b.in_flight.clear();
+  mbarrier_try_complete(b);
+  if ((b.phase & 1u) == (parity & 1u))
+    fail("an mbarrier wait that never completes (missing arrivals, or fewer bytes than announced)");
+}
+
 inline void fiber_main() {
   BlockState* s = state();
   (*s->body)();
@@ -147,6 +274,10 @@ inline void fiber_main() {
   bool pending = !q.open.empty();
   for (const auto& group : q.committed) pending = pending || !group.empty();
   if (pending) fail("a thread left the kernel with asynchronous copies it never waited for");
+  const WgmmaOps& w = s->wgmma[s->current];
+  pending = !w.open.empty();
+  for (const auto& group : w.committed) pending = pending || !group.empty();
+  if (pending) fail("a thread left the kernel with asynchronous matrix multiplies it never waited for");
   s->wait[s->current] = Wait::done;
   switch_context(&s->fibers[s->current], &s->scheduler);
 }
@@ -166,6 +297,35 @@ inline void warp_barrier() {
   switch_context(&s->fibers[s->current], &s->scheduler);
 }
 
+/// Every thread of the calling thread's warpgroup (128 consecutive ranks) reaches it before any
+/// goes on (a named barrier of 128 threads on the GPU).
+inline void warpgroup_barrier() {
+  BlockState* s = state();
+  s->wait[s->current] = Wait::warpgroup;
+  switch_context(&s->fibers[s->current], &s->scheduler);
+}
+
+/// Opens the barriers of kind `kind` over groups of `size` consecutive ranks where every thread
+/// of the group that has not finished waits at one; whether any opened.
+inline bool release_groups(BlockState& s, Wait kind, unsigned size, const char* divergent) {
+  const unsigned n = static_cast<unsigned>(s.fibers.size());
+  bool released = false;
+  for (unsigned g = 0; g * size < n; ++g) {
+    const unsigned end = std::min(n, g * size + size);
+    bool any = false, all = true;
+    for (unsigned t = g * size; t < end; ++t) {
+      any = any || s.wait[t] == kind;
+      all = all && (s.wait[t] == kind || s.wait[t] == Wait::done);
+    }
+    if (!any) continue;
+    if (!all) fail(divergent);
+    for (unsigned t = g * size; t < end; ++t)
+      if (s.wait[t] == kind) s.wait[t] = Wait::none;
+    released = true;
+  }
+  return released;
+}
+
 /// Runs the fibers of the current block until all are done, releasing barriers as they fill.
 inline void run_fibers(BlockState& s) {
   const unsigned n = static_cast<unsigned>(s.fibers.size());
@@ -175,22 +335,14 @@ inline void run_fibers(BlockState& s) {
       s.current = t;
       switch_context(&s.scheduler, &s.fibers[t]);
     }
-    // A warp barrier opens when every lane of the warp that has not finished waits at it.
-    bool released = false;
-    for (unsigned w = 0; w * 32 < n; ++w) {
-      const unsigned end = std::min(n, w * 32 + 32);
-      bool any = false, all = true;
-      for (unsigned t = w * 32; t < end; ++t) {
-        any = any || s.wait[t] == Wait::warp;
-        all = all && (s.wait[t] == Wait::warp || s.wait[t] == Wait::done);
-      }
-      if (!any) continue;
-      if (!all) fail("a warp's lanes wait at different barriers (a warp-level op under divergent control flow)");
-      for (unsigned t = w * 32; t < end; ++t)
-        if (s.wait[t] == Wait::warp) s.wait[t] = Wait::none;
-      released = true;
-    }
-    if (released) continue;
+    // Warp and warpgroup barriers open when every thread of the group that has not finished
+    // waits at them.
+    const bool warps = release_groups(
+        s, Wait::warp, 32, "a warp's lanes wait at different barriers (a warp-level op under divergent control flow)");
+    const bool warpgroups = release_groups(s, Wait::warpgroup, 128,
+                                           "a warpgroup's threads wait at different barriers (a warpgroup-level op "
+                                           "under divergent control flow)");
+    if (warps || warpgroups) continue;
     unsigned done = 0, at_block = 0;
     for (unsigned t = 0; t < n; ++t) {
       done += s.wait[t] == Wait::done;
@@ -226,6 +378,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
   s.fibers.resize(n);
   s.mma.resize((n + 31) / 32);
   s.async.resize(n);
+  s.wgmma.resize(n);
   for (unsigned t = 0; t < n; ++t) s.stacks.emplace_back(new char[kStackBytes]);
   BlockState* saved = state();
   state() = &s;
@@ -240,8 +393,12 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
           std::fill(std::begin(m.ldsm_calls), std::end(m.ldsm_calls), 0u);
         }
         for (AsyncCopies& q : s.async) q = AsyncCopies{};
+        for (WgmmaOps& q : s.wgmma) q = WgmmaOps{};
+        s.mbarriers.clear();
         for (unsigned t = 0; t < n; ++t) make_fiber(&s.fibers[t], s.stacks[t].get());
         run_fibers(s);
+        for (const auto& [at, bar] : s.mbarriers)
+          if (!bar.in_flight.empty()) fail("a block ended with tensor copies nobody waited for");
       }
   state() = saved;
 }

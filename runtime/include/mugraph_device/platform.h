@@ -19,6 +19,7 @@
 #define MGD_HOST_DEVICE __host__ __device__ __forceinline__
 #define MGD_GLOBAL __global__
 #define MGD_RESTRICT __restrict__
+#define MGD_GRID_CONSTANT __grid_constant__
 #if defined(__CUDA_ARCH__)
 #define MGD_UNROLL _Pragma("unroll")
 #else

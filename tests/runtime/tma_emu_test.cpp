@@ -1,0 +1,125 @@
+// Tile loads by the tensor memory accelerator (mugraph_device/tma.h) under the host emulation:
+// boxes of row-major tensors at any coordinates (zeros outside), transaction barriers and their
+// phases, and the errors the driver or the hardware would give.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <vector>
+
+#include "mugraph_device/device.h"
+
+namespace {
+
+template <typename F>
+void run_block(unsigned threads, size_t smem, F body) {
+  std::function<void()> f = body;
+  mgd::emu::launch(dim3(1), dim3(threads), smem, nullptr, f);
+}
+
+/// A [5, 6, 40] f16 tensor whose element (i, j, k) holds its linear index (i·6 + j)·40 + k,
+/// at most 1199: exact in f16.
+std::vector<mgd::half> tensor3() {
+  std::vector<mgd::half> t(5 * 6 * 40);
+  for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e));
+  return t;
+}
+
+TEST(Tma, BoxesOfATensorLandAtTheWaitWithZerosOutside) {
+  const std::vector<mgd::half> t = tensor3();
+  mgd::TensorMap map;
+  ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {5, 6, 40}, {2, 4, 16}), 0);
+  std::vector<float> before, after;
+  run_block(64, 1024, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + 512);
+    auto* tile = reinterpret_cast<mgd::half*>(smem);
+    if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
+    mgd::mbarrier_init_fence();
+    mgd::sync_block();
+    if (mgd::thread_rank() == 0) {
+      mgd::mbarrier_arrive_expect_tx(bar, 2 * 4 * 16 * 2);
+      // Rows 4-5 (5 is outside), columns 3-6, k 32-47 (40-47 outside).
+      mgd::tma_load<3>(tile, &map, {4, 3, 32}, bar);
+      before.push_back(mgd::to_float(tile[0]));
+    }
+    mgd::mbarrier_wait(bar, 0);
+    if (mgd::thread_rank() == 1)
+      for (int e = 0; e < 2 * 4 * 16; ++e) after.push_back(mgd::to_float(tile[e]));
+  });
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_NE(before[0], (4 * 6 + 3) * 40 + 32) << "landed before the wait";
+  ASSERT_EQ(after.size(), 2u * 4 * 16);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 16; ++k) {
+        const int gi = 4 + i, gj = 3 + j, gk = 32 + k;
+        const bool inside = gi < 5 && gj < 6 && gk < 40;
+        EXPECT_EQ(after[static_cast<size_t>((i * 4 + j) * 16 + k)], inside ? (gi * 6 + gj) * 40 + gk : 0.0f)
+            << i << " " << j << " " << k;
+      }
+}
+
+TEST(Tma, PhasesAlternateParity) {
+  // One barrier refilled three times: the waits take parities 0, 1, 0.
+  std::vector<mgd::half> t(8 * 8);
+  for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e));
+  mgd::TensorMap map;
+  ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {8, 8}, {1, 8}), 0);
+  std::vector<float> rows;
+  run_block(32, 256, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + 128);
+    auto* tile = reinterpret_cast<mgd::half*>(smem);
+    if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
+    mgd::sync_block();
+    for (int round = 0; round < 3; ++round) {
+      if (mgd::thread_rank() == 0) {
+        mgd::mbarrier_arrive_expect_tx(bar, 16);
+        mgd::tma_load<2>(tile, &map, {2 * round + 1, 0}, bar);
+      }
+      mgd::mbarrier_wait(bar, static_cast<unsigned>(round % 2));
+      if (mgd::thread_rank() == 5) rows.push_back(mgd::to_float(tile[7]));
+      mgd::sync_block();
+    }
+  });
+  EXPECT_EQ(rows, (std::vector<float>{15, 31, 47}));
+}
+
+TEST(Tma, TensorMapsCheckWhatTheDriverChecks) {
+  std::vector<mgd::half> t(16 * 16);
+  mgd::TensorMap map;
+  EXPECT_NE(mgd::make_tensor_map(&map, t.data(), {16, 16}, {4, 4}), 0);      // box rows of 8 bytes
+  EXPECT_NE(mgd::make_tensor_map(&map, t.data(), {16, 4}, {4, 4}), 0);       // tensor rows of 8 bytes
+  EXPECT_NE(mgd::make_tensor_map(&map, t.data(), {1, 256}, {1, 512}), 0);    // box over 256
+  EXPECT_NE(mgd::make_tensor_map(&map, t.data() + 1, {16, 16}, {8, 8}), 0);  // base not 16-byte aligned
+  EXPECT_EQ(mgd::make_tensor_map(&map, t.data(), {16, 16}, {8, 8}), 0);
+}
+
+/// One block in which thread 0 copies a 64-element f16 tensor to smem + dst_offset, announcing
+/// `announced` bytes, and every thread then waits if `wait`.
+void copy_once(int64_t dst_offset, unsigned announced, bool wait) {
+  std::vector<mgd::half> t(64);
+  mgd::TensorMap map;
+  ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {64}, {64}), 0);
+  run_block(32, 512, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + 256);
+    if (mgd::thread_rank() == 0) {
+      mgd::mbarrier_init(bar, 1);
+      mgd::mbarrier_arrive_expect_tx(bar, announced);
+      mgd::tma_load<1>(smem + dst_offset, &map, {0}, bar);
+    }
+    mgd::sync_block();
+    if (wait) mgd::mbarrier_wait(bar, 0);
+  });
+}
+
+TEST(Tma, MisusesAreBugs) {
+  copy_once(0, 128, true);  // as it should be
+  EXPECT_DEATH(copy_once(0, 128, false), "tensor copies nobody waited for");
+  EXPECT_DEATH(copy_once(16, 128, true), "not 128-byte aligned");
+  // Announcing more bytes than the copies bring never completes the phase.
+  EXPECT_DEATH(copy_once(0, 256, true), "never completes");
+}
+
+}  // namespace

@@ -1,0 +1,195 @@
+// Hopper's warpgroup matmul (mugraph_device/wgmma.h) under the host emulation: the descriptor
+// bits and the swizzled layout against the PTX ISA's definitions written out by hand, one wgmma
+// against the fragment layout of D, and matmul_wgmma against f32 arithmetic over shapes that
+// exercise padding, batches, broadcasting, transposed operands and several warpgroups.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "mugraph_device/device.h"
+
+namespace {
+
+using mgd::Dims;
+
+template <typename F>
+void run_block(unsigned threads, size_t smem, F body) {
+  std::function<void()> f = body;
+  mgd::emu::launch(dim3(1), dim3(threads), smem, nullptr, f);
+}
+
+TEST(Wgmma, DescriptorBits) {
+  // Address 0x2400 / 16 = 0x240 in bits 0-13; LBO 1 in 16-29; SBO 1024 / 16 = 64 in 32-45; mode 1
+  // (128-byte swizzle) in 62-63.
+  EXPECT_EQ(mgd::wgmma_descriptor(0x2400), 0x4000004000010240ull);
+  // Only address bits 4-17 are encoded.
+  EXPECT_EQ(mgd::wgmma_descriptor(0x40000 | 0x2400) & 0x3FFF, 0x240u);
+}
+
+TEST(Wgmma, SwizzledLayoutSpreadsAColumnOfChunksOverTheBanks) {
+  // Rows 128 bytes apart, groups of 8 rows 1024 bytes apart, chunk c of row r at c ^ (r % 8).
+  EXPECT_EQ(mgd::sw128_offset(0, 0), 0);
+  EXPECT_EQ(mgd::sw128_offset(1, 0), 128 + 16);
+  EXPECT_EQ(mgd::sw128_offset(3, 5), 3 * 128 + (5 ^ 3) * 16);
+  EXPECT_EQ(mgd::sw128_offset(9, 2), 1024 + 128 + (2 ^ 1) * 16);
+  // The eight rows of one chunk column cover all eight 16-byte bank groups of a 128-byte line.
+  for (int c = 0; c < 8; ++c) {
+    unsigned seen = 0;
+    for (int r = 0; r < 8; ++r) seen |= 1u << (mgd::sw128_offset(r, c) % 128 / 16);
+    EXPECT_EQ(seen, 0xFFu) << "chunk " << c;
+  }
+  // The emulation's descriptor decoding reads back what the layout wrote: element (r, k) of a
+  // k16 step s sits at sw128_offset(r, 2s + k / 8) + 2 (k % 8).
+  std::vector<unsigned char> smem(4096);
+  run_block(1, 4096, [&] {
+    for (unsigned s = 0; s < 4; ++s)
+      for (unsigned r = 0; r < 16; ++r)
+        for (unsigned k = 0; k < 16; ++k)
+          ASSERT_EQ(mgd::emu::wgmma_element_address(mgd::wgmma_descriptor(1024 + 32 * s), r, k),
+                    1024 + mgd::sw128_offset(r, 2 * s + k / 8) + 2 * (k % 8))
+              << s << " " << r << " " << k;
+  });
+}
+
+TEST(Wgmma, FragmentOfDFollowsThePtxLayout) {
+  // One m64n16k16 with A(m, k) = m·16 + k (small integers, exact in f16) and B(n, k) = 1 where
+  // k == n: D(m, n) = A(m, n). Each thread's fragment must hold its rows and columns.
+  constexpr int N = 16;
+  std::vector<float> d(128 * N / 2, -1.0f);
+  run_block(128, 8192 + 2048, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    unsigned char* sa = smem;         // 64 rows
+    unsigned char* sb = smem + 8192;  // 16 rows
+    const unsigned t = mgd::thread_rank();
+    if (t == 0) {
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k) {
+          const mgd::half v = mgd::from_float<mgd::half>(static_cast<float>(m * 16 + k));
+          std::memcpy(sa + mgd::sw128_offset(m, k / 8) + 2 * (k % 8), &v, 2);
+        }
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < 16; ++k) {
+          const mgd::half v = mgd::from_float<mgd::half>(k == n ? 1.0f : 0.0f);
+          std::memcpy(sb + mgd::sw128_offset(n, k / 8) + 2 * (k % 8), &v, 2);
+        }
+    }
+    mgd::sync_block();
+    float acc[N / 2] = {};
+    mgd::wgmma_fence();
+    mgd::wgmma_async<mgd::half, N>(acc, mgd::wgmma_descriptor(mgd::shared_address(sa)),
+                                   mgd::wgmma_descriptor(mgd::shared_address(sb)));
+    mgd::wgmma_commit();
+    for (float x : acc) EXPECT_EQ(x, 0.0f);  // not landed before the wait
+    mgd::wgmma_wait<0>();
+    for (int i = 0; i < N / 2; ++i) d[t * N / 2 + static_cast<unsigned>(i)] = acc[i];
+  });
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned warp = t / 32, lane = t % 32;
+    for (unsigned i = 0; i < N / 2; ++i) {
+      const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+      ASSERT_EQ(d[t * N / 2 + i], static_cast<float>(m * 16 + n)) << "thread " << t << " register " << i;
+    }
+  }
+}
+
+TEST(Emulation, WarpgroupBarriersOnlyWaitForTheirWarpgroup) {
+  // Warpgroup 1 passes its barrier twice while warpgroup 0 is at its first one: each barrier
+  // counts its own 128 threads.
+  std::vector<int> order;
+  run_block(256, 0, [&] {
+    const unsigned g = mgd::thread_rank() / 128;
+    if (g == 0) {
+      mgd::warpgroup_sync();
+      if (mgd::thread_rank() == 0) order.push_back(0);
+    } else {
+      mgd::warpgroup_sync();
+      mgd::warpgroup_sync();
+      if (mgd::thread_rank() == 128) order.push_back(1);
+    }
+  });
+  EXPECT_EQ(order.size(), 2u);
+}
+
+TEST(Emulation, LeavingWithWgmmaInFlightIsABug) {
+  EXPECT_DEATH(run_block(128, 4096,
+                         [] {
+                           MGD_DYNAMIC_SHARED(smem);
+                           float acc[4] = {};
+                           const uint64_t d = mgd::wgmma_descriptor(mgd::shared_address(smem));
+                           mgd::wgmma_async<mgd::half, 8>(acc, d, d);
+                           mgd::wgmma_commit();
+                         }),
+               "asynchronous matrix multiplies it never waited for");
+}
+
+std::vector<float> randoms(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(gen);
+  return v;
+}
+
+/// matmul_wgmma on out[B, M, N] = a[M, K] (shared by the batches) · b[B, K, N], or with A
+/// transposed in memory (a stored [K, M]) or B transposed (b stored [B, N, K]), against f32
+/// arithmetic on the same rounded operands. The tiles sit at odd offsets of shared memory, so
+/// the 1024-byte alignment of the stages is exercised too.
+template <typename T, int M, int N, int K, bool TransA = false, bool TransB = false>
+void check_wgmma_matmul(unsigned threads) {
+  constexpr int B = 2;
+  constexpr int64_t AM = TransA ? 1 : K, AK = TransA ? M : 1;
+  constexpr int64_t BN = TransB ? K : 1, BK = TransB ? 1 : N;
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(N, 2);
+  const size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{B} * K * N * sizeof(T);
+  const size_t a_at = 48, b_at = (a_at + a_bytes + 15) / 16 * 16, scratch_at = (b_at + b_bytes + 15) / 16 * 16 + 16;
+  std::vector<float> fa = randoms(size_t{M} * K, 3), fb = randoms(size_t{B} * K * N, 4);
+  std::vector<T> a(fa.size()), b(fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  std::vector<float> out(size_t{B} * M * N, NAN);
+  run_block(threads, scratch_at + kScratch, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    T* sa = reinterpret_cast<T*>(smem + a_at);
+    T* sb = reinterpret_cast<T*>(smem + b_at);
+    for (size_t i = mgd::thread_rank(); i < a.size(); i += mgd::block_threads()) sa[i] = a[i];
+    for (size_t i = mgd::thread_rank(); i < b.size(); i += mgd::block_threads()) sb[i] = b[i];
+    mgd::sync_block();
+    mgd::matmul_wgmma<Dims<B, M, N>, Dims<0, AM, 0>, AK, Dims<K * N, 0, BN>, BK, K, kScratch>(out.data(), sa, sb,
+                                                                                              smem + scratch_at);
+  });
+  for (int bi = 0; bi < B; ++bi)
+    for (int m = 0; m < M; ++m)
+      for (int n = 0; n < N; ++n) {
+        float want = 0;
+        for (int k = 0; k < K; ++k)
+          want += mgd::to_float(a[static_cast<size_t>(m * AM + k * AK)]) *
+                  mgd::to_float(b[static_cast<size_t>(bi * K * N + n * BN + k * BK)]);
+        ASSERT_NEAR(out[static_cast<size_t>((bi * M + m) * N + n)], want, 1e-3f)
+            << bi << "," << m << "," << n << " with " << threads << " threads";
+      }
+}
+
+TEST(TileOps, WgmmaMatmulF16) {
+  check_wgmma_matmul<mgd::half, 16, 32, 256>(128);  // Figure 3b's tile shapes: 48 of 64 rows unused
+  check_wgmma_matmul<mgd::half, 64, 64, 64>(128);   // one whole job
+  check_wgmma_matmul<mgd::half, 80, 72, 40>(256);   // padding in M, N and K; two warpgroups, uneven jobs
+  check_wgmma_matmul<mgd::half, 8, 8, 16>(128);     // the smallest wgmma
+}
+
+TEST(TileOps, WgmmaMatmulBf16) { check_wgmma_matmul<mgd::bfloat16, 24, 48, 96>(128); }
+
+TEST(TileOps, WgmmaMatmulOfTransposedOperands) {
+  check_wgmma_matmul<mgd::half, 16, 40, 64, true, false>(128);  // A gathered along k
+  check_wgmma_matmul<mgd::half, 16, 40, 64, false, true>(128);  // B's chunks in 16-byte reads
+  check_wgmma_matmul<mgd::bfloat16, 70, 24, 50, true, true>(256);
+}
+
+TEST(TileOps, WgmmaMatmulNeedsWholeWarpgroups) {
+  // The emitter only uses matmul_wgmma in blocks of whole warpgroups; anything else is a bug.
+  EXPECT_DEATH((check_wgmma_matmul<mgd::half, 16, 32, 64>(96)), "partial warpgroups");
+}
+
+}  // namespace
