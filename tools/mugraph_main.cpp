@@ -18,6 +18,7 @@
 
 #include "mugraph/bench.h"
 #include "mugraph/codegen.h"
+#include "mugraph/cost_model.h"
 #include "mugraph/error.h"
 #include "mugraph/interp.h"
 #include "mugraph/json.h"
@@ -68,6 +69,10 @@ int cmd_check(const std::string& path, const std::string& target_name) {
   std::cout << describe(g);
   std::cout << "valid for " << target.name << " (" << target.arch << "): " << count_ops(g) << " ops, "
             << g.bodies.size() << (g.bodies.size() == 1 ? " graph-defined kernel\n" : " graph-defined kernels\n");
+  const CostEstimate cost = estimate_cost(g, gpu_spec(target.name));
+  char total[96];
+  std::snprintf(total, sizeof total, "cost model on %s: %.2f us\n", std::string(target.name).c_str(), cost.total_us);
+  std::cout << total << cost.str();
   return 0;
 }
 
@@ -324,13 +329,14 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
     std::cout << "  no equivalent μGraph found within the limits\n";
     return r.stop_reason == StopReason::interrupted ? 130 : kExitUser;
   }
-  std::cout << "  rank  kernels  graph-defined  device bytes   block ops  shared mem  found at\n";
+  std::cout << "  rank  kernels  graph-defined  device bytes   block ops  shared mem  model (" << options.target.name
+            << ")  found at\n";
   for (size_t i = 0; i < r.top.size(); ++i) {
     const CandidateMetrics& m = r.top[i].metrics;
-    char line[192];
-    std::snprintf(line, sizeof line, "  %4zu  %7d  %13d  %12s  %10lld  %10s  %7.2f s\n", i, m.kernels,
+    char line[224];
+    std::snprintf(line, sizeof line, "  %4zu  %7d  %13d  %12s  %10lld  %10s  %9.2f us  %7.2f s\n", i, m.kernels,
                   m.graph_defined_kernels, human_bytes(m.device_bytes).c_str(), static_cast<long long>(m.block_ops),
-                  human_bytes(m.shared_memory_bytes).c_str(), r.top[i].found_seconds);
+                  human_bytes(m.shared_memory_bytes).c_str(), r.top[i].cost.total_us, r.top[i].found_seconds);
     std::cout << line;
   }
   std::cout << "  best μGraph: " << (dir / "best.json").string() << "; report: " << (dir / "report.json").string()

@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mugraph/cost_model.h"
 #include "mugraph/graph.h"
 #include "mugraph/validate.h"
 #include "mugraph/verify.h"
@@ -124,11 +125,6 @@ struct CandidateMetrics {
   int64_t shared_memory_bytes = 0;
 };
 
-/// Shared-memory bytes one block's ops read and write: each op's distinct inputs and its outputs,
-/// once per loop iteration (once for ops after the loop, as the interpreters phase them). Input iterators and output
-/// savers are device traffic, a concat is free (its operands are placed side by side) and an
-/// accumulator lives in registers.
-int64_t block_shared_traffic_bytes(const Graph& block_graph);
 
 /// Metrics of a complete μGraph on a target.
 CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& target = default_target());
@@ -137,6 +133,8 @@ CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& targ
 struct SearchCandidate {
   Graph graph;  ///< thread graphs fused
   CandidateMetrics metrics;
+  /// The cost model's estimate on the search's target (cost_model.h); reported, not yet the rank.
+  CostEstimate cost;
   VerifyResult verification;
   /// When the search found it (seconds of search time, like SearchResult::search_seconds): a
   /// search cut by its time limit may have found its best long before.

@@ -8,33 +8,6 @@
 
 namespace mugraph {
 
-int64_t block_shared_traffic_bytes(const Graph& body) {
-  auto bytes = [&](TensorId t) {
-    const TensorType& type = body.type(t);
-    return type.shape.numel() * dtype_bytes(type.dtype);
-  };
-  // Ops after the loop run once, the others once per iteration (block_structure.h).
-  const std::vector<interp::BlockPhase> phase = interp::block_phases(body);
-  int64_t traffic = 0;
-  for (size_t i = 0; i < body.ops.size(); ++i) {
-    const Op& op = body.ops[i];
-    if (phase[i] == interp::BlockPhase::dead) continue;
-    // Iterators and savers move device bytes (load_bytes_per_sm, device_bytes); a concat is a
-    // placement (its operands are written into adjacent parts of one buffer); an accumulator
-    // lives in registers.
-    if (op.kind == OpKind::input_iterator || op.kind == OpKind::output_saver || op.kind == OpKind::concat ||
-        op.kind == OpKind::accum)
-      continue;
-    int64_t op_bytes = 0;
-    std::set<int32_t> read;
-    for (TensorId t : op.inputs)
-      if (read.insert(t.value).second) op_bytes += bytes(t);
-    for (TensorId t : op.outputs) op_bytes += bytes(t);
-    traffic += op_bytes * (phase[i] == interp::BlockPhase::post ? 1 : body.forloop);
-  }
-  return traffic;
-}
-
 CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
   CandidateMetrics m;
   auto bytes = [&](TensorId t) {

@@ -17,6 +17,25 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
   j["block_ops"] = c.metrics.block_ops;
   j["shared_traffic_bytes_per_sm"] = c.metrics.shared_traffic_bytes_per_sm;
   j["shared_memory_bytes"] = c.metrics.shared_memory_bytes;
+  // The cost model's estimate on the search's target, kernel by kernel (cost_model.h).
+  j["estimated_us"] = c.cost.total_us;
+  nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+  for (const KernelCost& k : c.cost.kernels)
+    kernels.push_back({{"kind", k.kind},
+                       {"total_us", k.total_us},
+                       {"bound", k.bound},
+                       {"launch_us", k.launch_us},
+                       {"dram_us", k.dram_us},
+                       {"l2_us", k.l2_us},
+                       {"sm_load_us", k.sm_load_us},
+                       {"shared_us", k.shared_us},
+                       {"tensor_us", k.tensor_us},
+                       {"fma_us", k.fma_us},
+                       {"barrier_us", k.barrier_us},
+                       {"blocks", k.blocks},
+                       {"blocks_on_busiest_sm", k.blocks_on_busiest_sm},
+                       {"resident_blocks_per_sm", k.resident_blocks_per_sm}});
+  j["estimate"] = std::move(kernels);
   j["found_seconds"] = c.found_seconds;
   const VerifyResult& v = c.verification;
   j["verification"] = {{"tests", v.tests_run},     {"bound", v.bound},

@@ -13,6 +13,24 @@ def test_check_prints_shapes_and_outputs(mugraph_bin, source_dir):
     assert "O" in r.stdout and "valid for h100" in r.stdout
 
 
+def test_check_prints_the_cost_model_estimate(mugraph_bin, source_dir):
+    # The fused Figure 3b μGraph: one kernel; the program it implements: one kernel per op (7),
+    # each paying a launch: the model prefers the fused one on every target.
+    totals = {}
+    for name in ["ugraphs/rmsnorm_fig3b.json", "rmsnorm_linear.mg"]:
+        for target in ["a100", "h100", "h200"]:
+            r = run_cli(mugraph_bin, "check", source_dir / "examples" / name, "--target", target)
+            assert r.returncode == 0, r.stderr
+            line = next(l for l in r.stdout.splitlines() if l.startswith("cost model on "))
+            assert line.startswith(f"cost model on {target}: ") and line.endswith(" us"), line
+            totals[name, target] = float(line.split(": ")[1].split()[0])
+            kernels = [l for l in r.stdout.splitlines() if l.startswith("kernel ")]
+            assert len(kernels) == (1 if name.endswith(".json") else 7), r.stdout
+            assert all("-bound; launch " in l for l in kernels), kernels
+    for target in ["a100", "h100", "h200"]:
+        assert totals["ugraphs/rmsnorm_fig3b.json", target] < totals["rmsnorm_linear.mg", target]
+
+
 def test_check_every_example(mugraph_bin, source_dir):
     files = sorted((source_dir / "examples").glob("*.mg")) + sorted((source_dir / "examples" / "ugraphs").glob("*.json"))
     assert len(files) >= 6

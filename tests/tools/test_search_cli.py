@@ -114,6 +114,10 @@ def test_search_writes_best_top_and_report(mugraph_bin, tmp_path, case):
     assert isinstance(report["best"]["device_bytes"], int) and report["best"]["device_bytes"] > 0
     assert report["best"] == report["top"][0]
     assert [t["device_bytes"] for t in report["top"]] == sorted(t["device_bytes"] for t in report["top"])
+    # The cost model's estimate on the search's target, with a term-by-term breakdown per kernel.
+    for t in report["top"]:
+        assert t["estimated_us"] > 0 and len(t["estimate"]) == t["kernels"]
+        assert abs(sum(k["total_us"] for k in t["estimate"]) - t["estimated_us"]) < 1e-6 * t["estimated_us"]
     assert report["options"]["threads"] == 2
 
     # The best μGraph is valid and equivalent to the program, and so is every other one written.

@@ -1,0 +1,88 @@
+/// \file cost_model.h
+/// An analytic cost model: the time a μGraph takes on a GPU, estimated kernel by kernel from
+/// the bytes it moves (device memory, L2, one SM's loads, shared memory), the FLOPs it does
+/// (tensor cores, CUDA cores), how its blocks spread over the SMs, its barriers and the launch
+/// overhead of each kernel. It ranks candidates without a GPU; measured selection (timing the
+/// top candidates where a GPU is present) calibrates it.
+///
+/// Each kernel costs its launch plus the largest of its throughput terms (they overlap) plus its
+/// barriers (they do not). Per-SM terms count the blocks of the busiest SM: a grid that leaves
+/// SMs idle or ends in a partial wave pays for it. The terms are documented in cost_model.cpp;
+/// the throughputs of each GPU are in one table there (gpu_specs).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mugraph/graph.h"
+
+namespace mugraph {
+
+/// What the cost model knows of a GPU: peak figures from the vendors' data sheets, and the
+/// few the model assumes (sm_load_share, launch_us, barrier_us) until measured selection
+/// calibrates them.
+struct GpuSpec {
+  std::string_view name;  ///< as Target::name: "a100", "h100", "h200"
+  int64_t sms;
+  double clock_ghz;              ///< boost clock
+  double dram_bytes_per_us;      ///< HBM bandwidth
+  double l2_bytes_per_us;        ///< L2 bandwidth
+  double sm_load_share;          ///< one SM's loads reach at most this many times its share of DRAM bandwidth
+  double smem_bytes_per_clock;   ///< shared-memory bandwidth of one SM
+  double tensor_flops_per_us;    ///< dense f16/bf16 tensor-core peak, f32 accumulation
+  double fma_flops_per_us;       ///< f32 CUDA-core peak (an FMA is 2 FLOPs)
+  int64_t shared_memory_per_sm;  ///< bytes
+  int64_t threads_per_sm;
+  int64_t blocks_per_sm;  ///< most resident blocks per SM
+  double launch_us;       ///< one kernel launched after another on a stream
+  double barrier_us;      ///< one block-wide barrier
+};
+
+/// Every GPU the model knows.
+const std::vector<GpuSpec>& gpu_specs();
+/// The spec of a target by name ("a100", "h100", "h200") or arch ("sm_80": A100, "sm_90a":
+/// H100); throws UserError naming the known ones if there is none.
+const GpuSpec& gpu_spec(std::string_view name);
+
+/// The estimate of one kernel, with the terms it is made of (microseconds).
+struct KernelCost {
+  std::string kind;  ///< "graph-defined" or the pre-defined op's name ("matmul", "exp", ...)
+  int64_t blocks = 1;
+  int64_t resident_blocks_per_sm = 1;  ///< occupancy: blocks one SM holds at once
+  int64_t blocks_on_busiest_sm = 1;    ///< ceil(blocks / SMs)
+  double launch_us = 0;
+  double dram_us = 0;     ///< distinct DTensor bytes read and written, at HBM bandwidth
+  double l2_us = 0;       ///< every tile every block loads and stores, at L2 bandwidth
+  double sm_load_us = 0;  ///< the busiest SM's loads at one SM's reach
+  double shared_us = 0;   ///< the busiest SM's shared-memory traffic
+  double tensor_us = 0;   ///< the busiest SM's tensor-core FLOPs (a kernel's, for pre-defined ops)
+  double fma_us = 0;      ///< the busiest SM's CUDA-core FLOPs (likewise)
+  double barrier_us = 0;  ///< the busiest SM's barriers, resident blocks overlapping theirs
+  double total_us = 0;    ///< launch + the largest throughput term + barriers
+  std::string bound;      ///< the largest throughput term: "dram", "l2", "sm_load", "shared", "tensor", "fma"
+};
+
+/// The estimate of a μGraph: its kernels in launch order and their sum.
+struct CostEstimate {
+  double total_us = 0;
+  std::vector<KernelCost> kernels;
+  /// One line per kernel: "kernel 0 graph-defined: 12.3 us (dram-bound; dram 10.1, ...)".
+  std::string str() const;
+};
+
+/// Shared-memory bytes one block's ops read and write: each op's distinct inputs and its outputs,
+/// once per loop iteration (once for ops after the loop, as the interpreters phase them). Input iterators and output
+/// savers are device traffic, a concat is free (its operands are placed side by side) and an
+/// accumulator lives in registers.
+int64_t block_shared_traffic_bytes(const Graph& block_graph);
+
+/// Estimates a complete μGraph (a kernel graph, with thread graphs fused or not) on `gpu`.
+/// Monotone: more bytes or more FLOPs anywhere never lower the estimate.
+CostEstimate estimate_cost(const Graph& kernel_graph, const GpuSpec& gpu);
+
+/// A lower bound on estimate_cost of any μGraph with at least `device_bytes` of compulsory
+/// device-memory traffic (CandidateMetrics::device_bytes) in at least `kernels` kernels.
+double cost_lower_bound_us(int64_t device_bytes, int kernels, const GpuSpec& gpu);
+
+}  // namespace mugraph
