@@ -72,10 +72,12 @@ const std::vector<GpuSpec>& gpu_specs() {
 }
 
 const GpuSpec& gpu_spec(std::string_view name) {
-  const std::string_view by_arch = name == "sm_80" ? "a100" : name == "sm_90a" ? "h100" : name;
+  // An arch names its first target (validate.h): sm_80 the A100, sm_90a the H100.
+  const std::optional<Target> target = find_target(name);
+  const std::string_view key = target ? target->name : name;
   std::string known;
   for (const GpuSpec& g : gpu_specs()) {
-    if (g.name == by_arch) return g;
+    if (g.name == key) return g;
     known += (known.empty() ? "" : ", ") + std::string(g.name);
   }
   throw UserError("no cost model for GPU '" + std::string(name) + "' (known: " + known + ", sm_80, sm_90a)");
