@@ -77,6 +77,11 @@ struct CostEstimate {
 /// accumulator lives in registers.
 int64_t block_shared_traffic_bytes(const Graph& block_graph);
 
+/// A kernel's compulsory device-memory traffic: the bytes of the distinct DTensors kernel op
+/// `op` of `kernel_graph` reads plus those it writes (re-reads by many blocks are taken to hit
+/// L2). CandidateMetrics::device_bytes sums it over the kernels, estimate_cost's dram terms too.
+int64_t kernel_device_bytes(const Graph& kernel_graph, const Op& op);
+
 /// Estimates a complete μGraph (a kernel graph, with thread graphs fused or not) on `gpu`.
 /// Monotone: more bytes or more FLOPs anywhere never lower the estimate.
 CostEstimate estimate_cost(const Graph& kernel_graph, const GpuSpec& gpu);

@@ -343,18 +343,18 @@ class BlockKernelEmitter {
       if (tma_bars_offset_ >= 0)
         prologue += "if (mgd::thread_rank() == 0)\n  for (int s = 0; s < " + std::to_string(stages_) +
                     "; ++s) mgd::mbarrier_init(tma_bars + s, 1);\nmgd::mbarrier_init_fence();\nmgd::sync_block();\n";
-      const std::string commit = streams_cp_async() ? "mgd::async_commit();\n" : "";
+      const std::string commit = streams_cp_async_ ? "mgd::async_commit();\n" : "";
       for (int s = 0; s + 1 < stages_; ++s) prologue += streamed_loads(std::to_string(s)) + commit;
       k << indent(prologue, 2);
       std::string head = "if (it + " + ahead + " < " + std::to_string(body_.forloop) + ") {\n" +
                          indent(streamed_loads("(it + " + ahead + ")"), 2) + "}\n" + commit;
-      if (streams_cp_async()) head += "mgd::async_wait<" + ahead + ">();  // this iteration's tiles\n";
+      if (streams_cp_async_) head += "mgd::async_wait<" + ahead + ">();  // this iteration's tiles\n";
       if (tma_bars_offset_ >= 0)
         head += "mgd::mbarrier_wait(tma_bars + it % " + std::to_string(stages_) + ", it / " + std::to_string(stages_) +
                 " % 2);  // this iteration's TMA tiles\n";
       // cp.async tiles are published by a barrier; a TMA tile is visible to every thread that
       // waited for its barrier.
-      if (streams_cp_async()) head += "mgd::sync_block();\n";
+      if (streams_cp_async_) head += "mgd::sync_block();\n";
       for (size_t t = 0; t < body_.tensors.size(); ++t)
         if (storage_[t].staged)
           head += storage_[t].ctype + "* const t" + std::to_string(t) + " = t" + std::to_string(t) + "_stages + it % " +
@@ -398,24 +398,20 @@ class BlockKernelEmitter {
   bool streamed_load(size_t i) const {
     return body_.forloop > 1 && is_load(i) && phase_[i] == Phase::loop && !hoisted_load(i);
   }
-  /// Whether load i goes through the tensor memory accelerator with `stages` pipeline stages: the
-  /// target has one, the loop is pipelined, and the tile is a box a tensor map can describe
-  /// (16-byte rows, at most 5 dims of at most 256).
-  bool tma_tile(size_t i, int stages) const {
-    if (!tma_ || stages < 2 || !streamed_load(i) || !vector_load(i, load_origin(i))) return false;
+  /// Whether load i can go through the tensor memory accelerator once the loop is pipelined: the
+  /// target has one, the loop streams the tile, and it is a box a tensor map can describe
+  /// (16-byte rows, at most 5 dims of at most 256). plan() records it in tma_capable_.
+  bool tma_capable(size_t i) const {
+    if (!tma_ || !streamed_load(i) || !vector_load(i, load_origin(i))) return false;
     const Shape& tile = body_.type(body_.ops[i].outputs[0]).shape;
     if (tile.rank() > kTmaMaxRank) return false;
     for (int d = 0; d < tile.rank(); ++d)
       if (tile[d] > kTmaMaxBox) return false;
     return true;
   }
+  /// Whether load i goes through the tensor memory accelerator with `stages` pipeline stages.
+  bool tma_tile(size_t i, int stages) const { return stages > 1 && tma_capable_[i]; }
   bool tma_load(size_t i) const { return tma_tile(i, stages_); }
-  /// Whether the pipelined loop loads any tile with cp.async (commit groups to wait for).
-  bool streams_cp_async() const {
-    for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (streamed_load(i) && !tma_load(i)) return true;
-    return false;
-  }
 
   /// Whether op i is a matmul for the warpgroup tensor cores: the target has them, the block is
   /// whole warpgroups, and both operands are f16 or both bf16.
@@ -492,6 +488,8 @@ class BlockKernelEmitter {
   void plan() {
     // Which ops run, in the loop or after it: the interpreters' definition (block_structure.h).
     phase_ = interp::block_phases(body_);
+    tma_capable_.assign(body_.ops.size(), false);
+    for (size_t i = 0; i < body_.ops.size(); ++i) tma_capable_[i] = tma_capable(i);
     // Stages: a pipeline pays where the loop loads tiles asynchronously (requested explicitly,
     // synchronous loads are pipelined too: they are issued an iteration ahead).
     bool streams = false, streams_async = false;
@@ -510,6 +508,10 @@ class BlockKernelEmitter {
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
     }
     stages_ = stages;
+    // Whether the pipelined loop loads any tile with cp.async (commit groups to wait for).
+    streams_cp_async_ = false;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      streams_cp_async_ = streams_cp_async_ || (streamed_load(i) && !tma_load(i));
     if (shared_bytes_ > limits_.shared_memory_bytes)
       throw UserError("codegen: kernel " + std::to_string(index_) + " needs " + std::to_string(shared_bytes_) +
                       " bytes of shared memory with every STensor in its own buffer (f32 accumulators" +
@@ -707,6 +709,8 @@ class BlockKernelEmitter {
   int requested_stages_;  // CodegenOptions::pipeline_stages
   int stages_ = 1;
   std::vector<Phase> phase_;
+  std::vector<bool> tma_capable_;  // per op (tma_capable)
+  bool streams_cp_async_ = false;  // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
   int64_t scratch_offset_ = -1;  // the wgmma operand stages, shared by the kernel's wgmma matmuls

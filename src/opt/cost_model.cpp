@@ -119,16 +119,6 @@ void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double
   }
 }
 
-/// Bytes of the distinct DTensors an op reads plus those it writes.
-int64_t kernel_device_bytes(const Graph& g, const Op& op) {
-  int64_t bytes = 0;
-  std::set<int32_t> read;
-  for (TensorId t : op.inputs)
-    if (read.insert(t.value).second) bytes += bytes_of(g.type(t));
-  for (TensorId t : op.outputs) bytes += bytes_of(g.type(t));
-  return bytes;
-}
-
 void finish(KernelCost& k) {
   const std::pair<double, const char*> terms[] = {{k.dram_us, "dram"},       {k.l2_us, "l2"},
                                                   {k.sm_load_us, "sm_load"}, {k.shared_us, "shared"},
@@ -207,6 +197,15 @@ KernelCost pre_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) {
 }
 
 }  // namespace
+
+int64_t kernel_device_bytes(const Graph& g, const Op& op) {
+  int64_t bytes = 0;
+  std::set<int32_t> read;
+  for (TensorId t : op.inputs)
+    if (read.insert(t.value).second) bytes += bytes_of(g.type(t));
+  for (TensorId t : op.outputs) bytes += bytes_of(g.type(t));
+  return bytes;
+}
 
 CostEstimate estimate_cost(const Graph& g, const GpuSpec& gpu) {
   MUGRAPH_CHECK(g.level == Level::kernel) << "estimate_cost takes a kernel graph";

@@ -1,6 +1,5 @@
 // Ranking metrics of a complete μGraph (until the cost model exists, search.h).
 #include <algorithm>
-#include <set>
 #include <vector>
 
 #include "block_structure.h"
@@ -17,10 +16,7 @@ CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
   for (const Op& op : g.ops) {
     if (op.kind == OpKind::input) continue;
     ++m.kernels;
-    std::set<int32_t> read;
-    for (TensorId t : op.inputs)
-      if (read.insert(t.value).second) m.device_bytes += bytes(t);
-    for (TensorId t : op.outputs) m.device_bytes += bytes(t);
+    m.device_bytes += kernel_device_bytes(g, op);
     if (op.kind != OpKind::graph_kernel) {
       for (TensorId t : op.inputs) m.load_bytes_per_sm += bytes(t) / target.sms;
       continue;

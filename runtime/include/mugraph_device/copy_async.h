@@ -36,11 +36,7 @@ MGD_DEVICE void cp_async16(void* dst, const void* src) {
 namespace emu {
 /// Performs the calling thread's oldest committed groups until at most `keep` remain.
 inline void land_async_groups(size_t keep) {
-  AsyncCopies& q = state()->async[thread_rank()];
-  while (q.committed.size() > keep) {
-    for (const AsyncCopies::Copy& c : q.committed.front()) std::memcpy(c.dst, c.src, 16);
-    q.committed.erase(q.committed.begin());
-  }
+  state()->async[thread_rank()].land(keep, [](const AsyncCopy& c) { std::memcpy(c.dst, c.src, 16); });
 }
 }  // namespace emu
 #endif
@@ -52,9 +48,7 @@ MGD_DEVICE void async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 #else
-  emu::AsyncCopies& q = emu::state()->async[thread_rank()];
-  q.committed.push_back(std::move(q.open));
-  q.open.clear();
+  emu::state()->async[thread_rank()].commit();
 #endif
 }
 

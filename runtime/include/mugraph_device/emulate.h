@@ -103,29 +103,51 @@ struct MmaStage {
   unsigned ldsm_calls[32] = {};
 };
 
-/// One thread's asynchronous copies (cp.async), which the emulation performs only when the
-/// thread waits for them, so that a kernel reading a tile before its wait reads poison.
-struct AsyncCopies {
-  struct Copy {
-    void* dst;
-    const void* src;
-  };
-  std::vector<std::vector<Copy>> committed;  // oldest group first
-  std::vector<Copy> open;                    // issued since the last commit
+/// One thread's asynchronous operations of one kind, committed in groups and performed only
+/// when the thread waits for them, oldest group first (cp.async and wgmma share these rules).
+template <typename Item>
+struct CommitGroups {
+  std::vector<std::vector<Item>> committed;  // oldest group first
+  std::vector<Item> open;                    // issued since the last commit
+
+  /// Closes the group of the items issued since the last commit (possibly empty).
+  void commit() {
+    committed.push_back(std::move(open));
+    open.clear();
+  }
+  /// Performs (f) the items of the oldest committed groups until at most `keep` remain.
+  template <typename F>
+  void land(size_t keep, F&& f) {
+    while (committed.size() > keep) {
+      for (const Item& item : committed.front()) f(item);
+      committed.erase(committed.begin());
+    }
+  }
+  /// Whether any item is issued and not yet performed.
+  bool pending() const {
+    bool any = !open.empty();
+    for (const auto& group : committed) any = any || !group.empty();
+    return any;
+  }
 };
 
-/// One thread's share of its warpgroup's asynchronous matrix multiplies (wgmma.mma_async):
-/// each op adds to the thread's accumulator fragment when the thread waits for its group, so
-/// shared memory is read as late as the hardware may read it.
-struct WgmmaOps {
-  struct Op {
-    void (*run)(const Op&);  // computes the calling thread's fragment (wgmma.h)
-    uint64_t desc_a, desc_b;
-    float* d;
-  };
-  std::vector<std::vector<Op>> committed;  // oldest group first
-  std::vector<Op> open;                    // issued since the last commit
+/// A cp.async copy of 16 bytes: performed when its thread waits for it, so that a kernel
+/// reading a tile before its wait reads poison.
+struct AsyncCopy {
+  void* dst;
+  const void* src;
 };
+using AsyncCopies = CommitGroups<AsyncCopy>;
+
+/// A thread's share of its warpgroup's wgmma.mma_async: added to the thread's accumulator
+/// fragment when the thread waits for its group, so shared memory is read as late as the
+/// hardware may read it.
+struct WgmmaOp {
+  void (*run)(const WgmmaOp&);  // computes the calling thread's fragment (wgmma.h)
+  uint64_t desc_a, desc_b;
+  float* d;
+};
+using WgmmaOps = CommitGroups<WgmmaOp>;
 
 /// A tensor map (tma.h): a row-major tensor in boxes, dims innermost first, strides in bytes.
 struct TensorMap {
@@ -216,11 +238,17 @@ inline void mbarrier_arrive_expect_tx(uint32_t at, unsigned bytes) {
   mbarrier_try_complete(b);
 }
 
+/// Elements in one box of a tensor map.
+inline int64_t box_elements(const TensorMap& m) {
+  int64_t count = 1;
+  for (int i = 0; i < m.rank; ++i) count *= m.box[i];
+  return count;
+}
+
 /// Performs a tensor copy: the box, innermost dim fastest, zeros outside the tensor.
 inline void land_tensor_copy(const Mbarrier::Copy& c) {
   const TensorMap& m = c.map;
-  int64_t count = 1;
-  for (int i = 0; i < m.rank; ++i) count *= m.box[i];
+  const int64_t count = box_elements(m);
   auto* dst = static_cast<unsigned char*>(c.dst);
   for (int64_t e = 0; e < count; ++e) {
     int64_t rest = e, off = 0;
@@ -244,8 +272,7 @@ inline void tma_load(void* dst, const TensorMap& map, const int64_t (&at)[5], ui
   Mbarrier& b = mbarrier_at(bar);
   Mbarrier::Copy c{dst, map, {}};
   for (int i = 0; i < 5; ++i) c.at[i] = at[i];
-  int64_t bytes = map.element_bytes;
-  for (int i = 0; i < map.rank; ++i) bytes *= map.box[i];
+  const int64_t bytes = box_elements(map) * map.element_bytes;
   if (shared_address(dst) + static_cast<size_t>(bytes) > state()->shared.size())
     fail("a tensor copy beyond the block's shared memory");
   b.in_flight.push_back(c);
@@ -257,9 +284,7 @@ inline void mbarrier_wait(uint32_t at, unsigned parity) {
   if ((b.phase & 1u) != (parity & 1u)) return;
   for (const Mbarrier::Copy& c : b.in_flight) {
     land_tensor_copy(c);
-    int64_t bytes = c.map.element_bytes;
-    for (int i = 0; i < c.map.rank; ++i) bytes *= c.map.box[i];
-    b.tx -= bytes;
+    b.tx -= box_elements(c.map) * c.map.element_bytes;
   }
   b.in_flight.clear();
   mbarrier_try_complete(b);
@@ -270,14 +295,9 @@ inline void mbarrier_wait(uint32_t at, unsigned parity) {
 inline void fiber_main() {
   BlockState* s = state();
   (*s->body)();
-  const AsyncCopies& q = s->async[s->current];
-  bool pending = !q.open.empty();
-  for (const auto& group : q.committed) pending = pending || !group.empty();
-  if (pending) fail("a thread left the kernel with asynchronous copies it never waited for");
-  const WgmmaOps& w = s->wgmma[s->current];
-  pending = !w.open.empty();
-  for (const auto& group : w.committed) pending = pending || !group.empty();
-  if (pending) fail("a thread left the kernel with asynchronous matrix multiplies it never waited for");
+  if (s->async[s->current].pending()) fail("a thread left the kernel with asynchronous copies it never waited for");
+  if (s->wgmma[s->current].pending())
+    fail("a thread left the kernel with asynchronous matrix multiplies it never waited for");
   s->wait[s->current] = Wait::done;
   switch_context(&s->fibers[s->current], &s->scheduler);
 }

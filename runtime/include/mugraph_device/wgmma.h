@@ -101,7 +101,7 @@ inline uint32_t wgmma_element_address(uint64_t desc, unsigned row, unsigned k) {
 /// "Register Fragments and Shared Memory Matrix Layouts", matrix D), warp and lane within the
 /// warpgroup.
 template <typename T, int N>
-void wgmma_thread_share(const WgmmaOps::Op& op) {
+void wgmma_thread_share(const WgmmaOp& op) {
   BlockState* s = state();
   const unsigned t = s->current % 128, warp = t / 32, lane = t % 32;
   auto element = [&](uint64_t desc, unsigned row, unsigned k) {
@@ -184,9 +184,7 @@ MGD_DEVICE void wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 #else
-  emu::WgmmaOps& q = emu::state()->wgmma[thread_rank()];
-  q.committed.push_back(std::move(q.open));
-  q.open.clear();
+  emu::state()->wgmma[thread_rank()].commit();
 #endif
 }
 
@@ -198,11 +196,7 @@ MGD_DEVICE void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 #endif
 #else
-  emu::WgmmaOps& q = emu::state()->wgmma[thread_rank()];
-  while (q.committed.size() > static_cast<size_t>(N)) {
-    for (const emu::WgmmaOps::Op& op : q.committed.front()) op.run(op);
-    q.committed.erase(q.committed.begin());
-  }
+  emu::state()->wgmma[thread_rank()].land(N, [](const emu::WgmmaOp& op) { op.run(op); });
 #endif
 }
 
