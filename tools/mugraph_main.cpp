@@ -277,16 +277,16 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   const bool tty = isatty(STDERR_FILENO) != 0;
   if (!quiet)
     options.on_progress = [tty](const SearchProgress& p) {
-      char line[256];
-      std::snprintf(
-          line, sizeof line,
-          "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s",
-          p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
-          static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
-          static_cast<long long>(p.tasks_pending),
-          p.best_device_bytes < 0
-              ? "-"
-              : (human_bytes(p.best_device_bytes) + ", " + std::to_string(p.best_kernels) + " kernel(s)").c_str());
+      char best[96] = "-";
+      if (p.best_device_bytes >= 0)
+        std::snprintf(best, sizeof best, "%.2f us (model), %s, %d kernel(s)", p.best_estimated_us,
+                      human_bytes(p.best_device_bytes).c_str(), p.best_kernels);
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s",
+                    p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
+                    static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
+                    static_cast<long long>(p.tasks_pending), best);
       std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
     };
   SearchControl control;
@@ -396,7 +396,7 @@ int run_main(int argc, char** argv) {
   ver->add_option("--threads", vopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
 
   SearchOptions sopts;
-  std::string search_target = "h100";
+  std::string search_target = "h100", cost_bound = "bytes";
   bool no_abstract_pruning = false, no_program_tile_values = false, quiet = false;
   auto* srch = app.add_subcommand(
       "search",
@@ -418,7 +418,13 @@ int run_main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8)")
       ->check(CLI::Range(1, 100));
-  srch->add_option("--target", search_target, "target GPU whose shared memory bounds block graphs (default h100)");
+  srch->add_option("--target", search_target,
+                   "target GPU: its shared memory bounds block graphs, its cost model ranks candidates (default h100)");
+  srch->add_option("--cost-bound", cost_bound,
+                   "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast) "
+                   "or model (the cost model's lower bound; never prunes a prefix that could rank ahead) (default "
+                   "bytes)")
+      ->check(CLI::IsMember({"bytes", "model"}));
   srch->add_flag("--deterministic", sopts.deterministic, "same result for any thread count, also when stopped early");
   srch->add_flag("--resume", sopts.resume, "continue from DIR/checkpoint.json");
   srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");
@@ -481,6 +487,7 @@ int run_main(int argc, char** argv) {
   if (*srch) {
     sopts.target = target_or_throw(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;
+    sopts.cost_bound = cost_bound == "model" ? CostBound::model : CostBound::bytes;
     sopts.program_tile_values = !no_program_tile_values;
     return cmd_search(file, out_dir, sopts, quiet);
   }

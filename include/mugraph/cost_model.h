@@ -59,8 +59,11 @@ struct KernelCost {
   double tensor_us = 0;   ///< the busiest SM's tensor-core FLOPs (a kernel's, for pre-defined ops)
   double fma_us = 0;      ///< the busiest SM's CUDA-core FLOPs (likewise)
   double barrier_us = 0;  ///< the busiest SM's barriers, resident blocks overlapping theirs
-  double total_us = 0;    ///< launch + the largest throughput term + barriers
-  std::string bound;      ///< the largest throughput term: "dram", "l2", "sm_load", "shared", "tensor", "fma"
+  /// What the load pipeline leaves exposed: per round of resident blocks, the smaller of one
+  /// iteration's loads and one iteration's work
+  double pipeline_us = 0;
+  double total_us = 0;  ///< launch + the largest throughput term + barriers + pipeline
+  std::string bound;    ///< the largest throughput term: "dram", "l2", "sm_load", "shared", "tensor", "fma"
 };
 
 /// The estimate of a μGraph: its kernels in launch order and their sum.

@@ -35,6 +35,10 @@
 
 namespace mugraph {
 
+/// The search's cost bound (SearchOptions::cost_bound).
+enum class CostBound : uint8_t { bytes, model };
+std::string_view cost_bound_name(CostBound b);
+
 /// Why a search stopped.
 enum class StopReason : uint8_t {
   exhausted,    ///< every state within the limits was explored
@@ -73,6 +77,13 @@ struct SearchOptions {
   /// more than one op is computed by replaying the program's own ops on the tiles, as one step of
   /// the block-op budget. Off: block graphs are grown op by op only (ablation).
   bool program_tile_values = true;
+  /// What cuts a prefix once top_k + 4 candidates are known (docs/search.md, "The cost bound").
+  /// bytes: its lower bound on (device bytes, kernels) is lexicographically worse than that
+  /// candidate's; a heuristic for the model's rank (a μGraph moving more bytes may be estimated
+  /// faster), which keeps searches to seconds. model: its lower bound on the estimate
+  /// (cost_lower_bound_us) exceeds that candidate's estimate; never cuts a prefix whose
+  /// completions could rank ahead, but prunes far less.
+  CostBound cost_bound = CostBound::bytes;
   /// How many verified candidates to report.
   int top_k = 8;
   /// How many complete candidates (by rank) to keep for verification.
@@ -100,11 +111,13 @@ struct SearchProgress {
   /// Best complete candidate so far (by rank, not yet verified); negative if none.
   int64_t best_device_bytes = -1;
   int best_kernels = 0;
+  double best_estimated_us = 0;
 };
 
-/// How a μGraph ranks until the cost model exists: fewest device-memory bytes, then fewest
-/// kernels, then least load traffic per SM, then fewest block ops, then least shared memory,
-/// then least shared-memory traffic per SM; ties by the canonical JSON text.
+/// Figures of a complete μGraph that break ties of the cost model's estimate (the rank, see
+/// rank_estimate_us): fewest device-memory bytes, then fewest kernels, then least load traffic
+/// per SM, then fewest block ops, then least shared memory, then least shared-memory traffic per
+/// SM; remaining ties by the canonical JSON text.
 struct CandidateMetrics {
   /// Compulsory device-memory traffic: per kernel, the bytes of every distinct DTensor it reads
   /// plus every DTensor it writes (re-reads of one tensor by many blocks are taken to hit L2).
@@ -125,15 +138,19 @@ struct CandidateMetrics {
   int64_t shared_memory_bytes = 0;
 };
 
-
 /// Metrics of a complete μGraph on a target.
 CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& target = default_target());
+
+/// What ranks a complete μGraph (found by the search, thread graphs not yet fused): the cost
+/// model's estimate (cost_model.h) on `gpu` of the graph with its thread graphs fused, as it
+/// will run. Lower is better.
+double rank_estimate_us(const Graph& kernel_graph, const GpuSpec& gpu);
 
 /// A verified candidate.
 struct SearchCandidate {
   Graph graph;  ///< thread graphs fused
   CandidateMetrics metrics;
-  /// The cost model's estimate on the search's target (cost_model.h); reported, not yet the rank.
+  /// The cost model's estimate on the search's target (cost_model.h): the rank.
   CostEstimate cost;
   VerifyResult verification;
   /// When the search found it (seconds of search time, like SearchResult::search_seconds): a

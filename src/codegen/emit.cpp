@@ -15,6 +15,8 @@
 #include "files.h"
 #include "mugraph/codegen.h"
 #include "mugraph/error.h"
+#include "mugraph/op_order.h"
+#include "mugraph/shared_memory_plan.h"
 #include "mugraph/validate.h"
 
 namespace mugraph {
@@ -263,7 +265,11 @@ class BlockKernelEmitter {
     k << "// kernel_" << index_ << ": grid (" << body_.grid.x << ", " << body_.grid.y << ", " << body_.grid.z << "), "
       << body_.threads.volume() << " threads, for-loop " << body_.forloop;
     if (stages_ > 1) k << " (" << stages_ << "-stage load pipeline)";
-    k << ", " << shared_bytes_ << " bytes of shared memory\n";
+    k << ", " << shared_bytes_ << " bytes of shared memory";
+    if (all_live_bytes_ > tensors_bytes_)
+      k << " (STensors " << tensors_bytes_ << " sharing bytes over their lifetimes, " << all_live_bytes_
+        << " in separate buffers)";
+    k << "\n";
     k << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << body_.threads.volume() << ") kernel_" << index_ << "(";
     for (size_t i = 0; i < body_.params.size(); ++i)
       k << (i ? ", " : "") << "const " << ctype(body_.params[i].dtype) << "* MGD_RESTRICT in_" << i;
@@ -316,24 +322,31 @@ class BlockKernelEmitter {
     for (size_t i = 0; i < body_.ops.size(); ++i)
       if (phase_[i] != Phase::dead && hoisted_load(i)) hoisted += statement(i, "");
     if (!hoisted.empty()) k << indent(hoisted + barrier_after(OpKind::input_iterator), 2);
-    // A barrier between dependent steps: before an op, unless it and the op before are both
-    // loads or both stores (independent copies); at the end of each iteration, so the next one
-    // does not overwrite tiles still being read. With a pipeline the loop's loads are not in
-    // the body: they were issued iterations ahead, and the body starts by waiting for them.
+    // The ops in the order of the schedule (op_order.h): a barrier between its steps, none
+    // between the ops of one step (they read nothing the others write), and one at the end of
+    // each iteration, so the next one does not overwrite tiles still being read. With a
+    // pipeline the loop's loads are not in the body: they were issued iterations ahead, and the
+    // body starts by waiting for them.
     std::string loop_body, post;
-    OpKind prev_loop = OpKind::input, prev_post = OpKind::input;
-    for (size_t i = 0; i < body_.ops.size(); ++i) {
-      const OpKind kind = body_.ops[i].kind;
-      if (phase_[i] == Phase::dead || hoisted_load(i) || (stages_ > 1 && streamed_load(i))) continue;
-      const bool after_loop = phase_[i] == Phase::post;
+    struct Emitted {
+      int32_t step = -1;   // the step of the last statement (-1: none yet)
+      bool loads = false;  // that step issued loads
+    } in_loop, after;
+    for (int32_t op_index : schedule_.order) {
+      const size_t i = static_cast<size_t>(op_index);
+      if (hoisted_load(i) || (stages_ > 1 && streamed_load(i))) continue;
+      const bool after_loop = schedule_.phase[i] == OpPhase::post;
       std::string s = statement(i, loop && !after_loop ? "it" : "");
       if (s.empty()) continue;
       std::string& text = after_loop ? post : loop_body;
-      OpKind& prev = after_loop ? prev_post : prev_loop;
-      const bool independent = prev == kind && (kind == OpKind::input_iterator || kind == OpKind::output_saver);
-      if (prev != OpKind::input && !independent) text += barrier_after(prev);
+      Emitted& e = after_loop ? after : in_loop;
+      if (e.step >= 0 && e.step != schedule_.step[i]) {
+        text += barrier_after(e.loads ? OpKind::input_iterator : OpKind::matmul);
+        e.loads = false;
+      }
       text += s;
-      prev = kind;
+      e.step = schedule_.step[i];
+      e.loads = e.loads || is_load(i);
     }
     if (stages_ > 1) {
       const std::string ahead = std::to_string(stages_ - 1);
@@ -486,8 +499,10 @@ class BlockKernelEmitter {
   }
 
   void plan() {
-    // Which ops run, in the loop or after it: the interpreters' definition (block_structure.h).
+    // Which ops run, in the loop or after it (the interpreters' definition, block_structure.h),
+    // in which order and steps (op_order.h).
     phase_ = interp::block_phases(body_);
+    schedule_ = schedule_block_ops(body_);
     tma_capable_.assign(body_.ops.size(), false);
     for (size_t i = 0; i < body_.ops.size(); ++i) tma_capable_[i] = tma_capable(i);
     // Stages: a pipeline pays where the loop loads tiles asynchronously (requested explicitly,
@@ -514,25 +529,23 @@ class BlockKernelEmitter {
       streams_cp_async_ = streams_cp_async_ || (streamed_load(i) && !tma_load(i));
     if (shared_bytes_ > limits_.shared_memory_bytes)
       throw UserError("codegen: kernel " + std::to_string(index_) + " needs " + std::to_string(shared_bytes_) +
-                      " bytes of shared memory with every STensor in its own buffer (f32 accumulators" +
+                      " bytes of shared memory (STensors sharing bytes only where their lifetimes allow, f32 "
+                      "accumulators" +
                       (stages_ > 1 ? ", " + std::to_string(stages_) + " buffers per loaded tile" : std::string()) +
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
   }
 
-  /// Places every STensor in shared memory, `stages` buffers for each streamed tile.
+  /// Places the STensors in shared memory, `stages` buffers for each streamed tile: tensors that
+  /// are never live at the same time share bytes (shared_memory_plan.h, lifetimes from the
+  /// schedule, op_order.h).
   void lay_out(int stages) {
-    shared_bytes_ = 0;
     storage_.assign(body_.tensors.size(), Storage{});
+    const std::vector<TensorLifetime> life = tensor_lifetimes(body_, schedule_, stages > 1);
+    std::vector<SharedBuffer> buffers;
+    std::vector<size_t> buffer_tensor;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
-      if (phase_[i] == Phase::dead || op.kind == OpKind::output_saver) continue;
-      if (op.kind == OpKind::reshape) {
-        const size_t out = op.outputs[0].index();
-        storage_[out].alias_of = op.inputs[0].value;
-        storage_[out].ctype = storage_[op.inputs[0].index()].ctype;
-        storage_[out].offset = storage_[op.inputs[0].index()].offset;
-        continue;
-      }
+      if (phase_[i] == Phase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape) continue;
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
       // The copy engine writes tiles to 128-byte aligned shared memory.
@@ -541,15 +554,33 @@ class BlockKernelEmitter {
         const TensorType& type = body_.type(t);
         const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
         const int64_t bytes = align_up(type.shape.numel() * elem, align);
-        shared_bytes_ = align_up(shared_bytes_, align);
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
-        st.offset = shared_bytes_;
         st.staged = staged;
         st.stage_elements = bytes / elem;
-        shared_bytes_ += bytes * (staged ? stages : 1);
+        const TensorLifetime& l = life[t.index()];
+        buffers.push_back({bytes * (staged ? stages : 1), align, l.first, l.last});
+        buffer_tensor.push_back(t.index());
       }
     }
+    memory_plan_ = plan_shared_memory(buffers);
+    MUGRAPH_CHECK(plan_is_valid(buffers, memory_plan_)) << "kernel " << index_ << ": the shared-memory plan overlaps";
+    for (size_t b = 0; b < buffers.size(); ++b) storage_[buffer_tensor[b]].offset = memory_plan_.offsets[b];
+    tensors_bytes_ = memory_plan_.peak;
+    all_live_bytes_ = 0;
+    for (const SharedBuffer& b : buffers) all_live_bytes_ = align_up(all_live_bytes_, b.align) + b.bytes;
+    // Reshapes read their operand's bytes.
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      const Op& op = body_.ops[i];
+      if (phase_[i] == Phase::dead || op.kind != OpKind::reshape) continue;
+      Storage& st = storage_[op.outputs[0].index()];
+      const Storage& src = storage_[op.inputs[0].index()];
+      st.alias_of = op.inputs[0].value;
+      st.ctype = src.ctype;
+      st.offset = src.offset;
+      st.staged = false;
+    }
+    shared_bytes_ = tensors_bytes_;
     tma_bars_offset_ = -1;
     for (size_t i = 0; i < body_.ops.size(); ++i)
       if (tma_tile(i, stages)) tma_bars_offset_ = align_up(shared_bytes_, 8);
@@ -709,6 +740,10 @@ class BlockKernelEmitter {
   int requested_stages_;  // CodegenOptions::pipeline_stages
   int stages_ = 1;
   std::vector<Phase> phase_;
+  BlockSchedule schedule_;  // op order and steps (op_order.h)
+  SharedMemoryPlan memory_plan_;
+  int64_t tensors_bytes_ = 0;      // the STensors' bytes under the plan (its peak)
+  int64_t all_live_bytes_ = 0;     // what they would take, each in its own buffer
   std::vector<bool> tma_capable_;  // per op (tma_capable)
   bool streams_cp_async_ = false;  // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;

@@ -10,8 +10,11 @@
 //   shared   the busiest SM's shared-memory traffic (block_shared_traffic_bytes per block);
 //   tensor   the busiest SM's matmul FLOPs on 16-bit operands, at its share of the tensor peak;
 //   fma      its other FLOPs (element-wise ops, reductions, f32 matmuls) on CUDA cores;
-//   barrier  the busiest SM's block barriers, the blocks resident together overlapping theirs.
-// The kernel costs launch + max(dram, l2, sm_load, shared, tensor, fma) + barrier. A
+//   barrier  the busiest SM's block barriers (between the steps of the op order, op_order.h),
+//            the blocks resident together overlapping theirs;
+//   pipeline what the load pipeline cannot hide: per round of resident blocks, the smaller of
+//            one iteration's loads and one iteration's work (see graph_defined_cost).
+// The kernel costs launch + max(dram, l2, sm_load, shared, tensor, fma) + barrier + pipeline. A
 // pre-defined kernel (cuBLAS or a generated element-wise kernel) spreads over the whole GPU:
 // launch + max(dram, tensor, fma) over the whole device.
 //
@@ -25,6 +28,7 @@
 
 #include "block_structure.h"
 #include "mugraph/error.h"
+#include "mugraph/op_order.h"
 #include "mugraph/search.h"
 #include "mugraph/validate.h"
 
@@ -126,7 +130,7 @@ void finish(KernelCost& k) {
   const auto* top = std::max_element(std::begin(terms), std::end(terms),
                                      [](const auto& a, const auto& b) { return a.first < b.first; });
   k.bound = top->second;
-  k.total_us = k.launch_us + top->first + k.barrier_us;
+  k.total_us = k.launch_us + top->first + k.barrier_us + k.pipeline_us;
 }
 
 KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) {
@@ -142,18 +146,19 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   k.blocks_on_busiest_sm = (k.blocks + gpu.sms - 1) / gpu.sms;
 
   // One block's work: tiles loaded (loop-invariant ones once, the others every iteration),
-  // tiles stored, FLOPs, and barriers (one after each step in the loop and after it, as the
-  // emitter places them, and one per iteration).
+  // tiles stored, FLOPs, and barriers (between the steps of the op order the emitter uses,
+  // op_order.h, and one per iteration).
   const std::vector<interp::BlockPhase> phase = interp::block_phases(body);
-  double moved = 0, tensor = 0, fma = 0, barriers = 0;
+  double moved = 0, moved_per_iteration = 0, tensor = 0, fma = 0;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& b = body.ops[i];
     if (phase[i] == interp::BlockPhase::dead) continue;
     const bool post = phase[i] == interp::BlockPhase::post;
     const double reps = post ? 1.0 : static_cast<double>(body.forloop);
     if (b.kind == OpKind::input_iterator) {
-      moved += static_cast<double>(bytes_of(body.type(b.outputs[0]))) *
-               (b.attrs.fmap == kPhi ? 1.0 : static_cast<double>(body.forloop));
+      const double tile = static_cast<double>(bytes_of(body.type(b.outputs[0])));
+      moved += tile * (b.attrs.fmap == kPhi ? 1.0 : static_cast<double>(body.forloop));
+      moved_per_iteration += tile;
       continue;
     }
     if (b.kind == OpKind::output_saver) {
@@ -161,9 +166,8 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
       continue;
     }
     add_flops(body, b, reps, tensor, fma);
-    barriers += reps;
   }
-  barriers += static_cast<double>(body.forloop);
+  const double barriers = static_cast<double>(block_barriers(body, schedule_block_ops(body)));
   const double busiest = static_cast<double>(k.blocks_on_busiest_sm);
   const double sms = static_cast<double>(gpu.sms);
 
@@ -178,6 +182,17 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   const double rounds =
       static_cast<double>((k.blocks_on_busiest_sm + k.resident_blocks_per_sm - 1) / k.resident_blocks_per_sm);
   k.barrier_us = rounds * barriers * gpu.barrier_us;
+  // The load pipeline hides an iteration's loads behind the previous iteration's work, except
+  // where it fills: with loads a and work c per iteration, L iterations take
+  // a + (L - 1) max(a, c) + c = L max(a, c) + min(a, c). Per round of resident blocks, the
+  // busiest SM thus pays min(a, c) on top of its throughput terms (a loop of one iteration
+  // overlaps nothing: its whole load, or its whole work, is exposed).
+  const double round_blocks = static_cast<double>(std::min(k.blocks_on_busiest_sm, k.resident_blocks_per_sm));
+  const double loads_per_iteration =
+      round_blocks * moved_per_iteration / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share);
+  const double work_per_iteration =
+      std::max({k.shared_us, k.tensor_us, k.fma_us}) / busiest * round_blocks / static_cast<double>(body.forloop);
+  k.pipeline_us = rounds * std::min(loads_per_iteration, work_per_iteration);
   finish(k);
   return k;
 }
@@ -231,10 +246,10 @@ std::string CostEstimate::str() const {
     if (k.kind == "graph-defined")
       std::snprintf(line, sizeof line,
                     "kernel %zu graph-defined: %.2f us (%s-bound; launch %.2f, dram %.2f, l2 %.2f, sm_load %.2f, "
-                    "shared %.2f, tensor %.2f, fma %.2f, barrier %.2f; %lld blocks, %lld on the busiest SM, %lld "
-                    "resident)\n",
+                    "shared %.2f, tensor %.2f, fma %.2f, barrier %.2f, pipeline %.2f; %lld blocks, %lld on the "
+                    "busiest SM, %lld resident)\n",
                     i, k.total_us, k.bound.c_str(), k.launch_us, k.dram_us, k.l2_us, k.sm_load_us, k.shared_us,
-                    k.tensor_us, k.fma_us, k.barrier_us, static_cast<long long>(k.blocks),
+                    k.tensor_us, k.fma_us, k.barrier_us, k.pipeline_us, static_cast<long long>(k.blocks),
                     static_cast<long long>(k.blocks_on_busiest_sm), static_cast<long long>(k.resident_blocks_per_sm));
     else
       std::snprintf(line, sizeof line,

@@ -52,7 +52,8 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   s << std::hex << hash_value(program) << std::dec << " kernel_ops=" << o.max_kernel_ops
     << " block_ops=" << o.max_block_ops << " graph_kernels=" << o.max_graph_kernels
     << " kernel_inputs=" << o.max_kernel_inputs << " abstract_pruning=" << o.abstract_pruning
-    << " program_tile_values=" << o.program_tile_values << " target=" << o.target.name;
+    << " program_tile_values=" << o.program_tile_values << " target=" << o.target.name
+    << " cost_bound=" << cost_bound_name(o.cost_bound);
   return s.str();
 }
 
@@ -138,6 +139,7 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
       c.found_seconds = cj.value("found_seconds", 0.0);
       c.graph = from_json(cj.at("graph").dump(), path);
       c.metrics = candidate_metrics(c.graph, target);
+      c.estimated_us = rank_estimate_us(c.graph, gpu_spec(target.name));
       st.candidates.push_back(std::move(c));
     }
   } catch (const UserError&) {

@@ -90,7 +90,8 @@ Graph fuse_block_graph(const Graph& g) {
     Graph body = make_thread_graph(param_types);
     std::vector<TensorId> local(g.tensors.size());
     for (size_t k = 0; k < external.size(); ++k)
-      local[external[k].index()] = append_checked(body, OpKind::input_iterator, {}, attrs::iterator(static_cast<int32_t>(k)));
+      local[external[k].index()] =
+          append_checked(body, OpKind::input_iterator, {}, attrs::iterator(static_cast<int32_t>(k)));
     for (size_t j : members) {
       std::vector<TensorId> inputs;
       for (TensorId t : g.ops[j].inputs) inputs.push_back(local[t.index()]);

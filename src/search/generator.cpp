@@ -135,7 +135,7 @@ OpRank op_rank(const Graph& g, const Op& op) {
 // SearchContext
 
 SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
-    : program_(program), options_(options), oracle_(exprs_, nfs_) {
+    : program_(program), options_(options), oracle_(exprs_, nfs_), gpu_(gpu_spec(options.target.name)) {
   if (program.level != Level::kernel) throw UserError("search: the program must be a kernel graph");
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
   std::set<OpKind> kinds;
@@ -421,6 +421,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
     ++out.stats.candidates;
     FoundCandidate c;
     c.metrics = candidate_metrics(next, ctx.options().target);
+    c.estimated_us = rank_estimate_us(next, ctx.gpu());
     c.graph = std::move(next);
     c.path = path;
     out.candidates.push_back(std::move(c));

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,9 @@ inline bool path_less(const std::vector<int32_t>& a, const std::vector<int32_t>&
 struct FoundCandidate {
   Graph graph;  ///< complete kernel graph, outputs marked, not fused
   CandidateMetrics metrics;
+  /// The cost model's estimate of the graph once its thread graphs are fused (rank_estimate_us):
+  /// the rank, best first.
+  double estimated_us = 0;
   std::vector<int32_t> path;  ///< of the task that found it
   /// Search time (seconds since the search began, resumed time included) when the driver
   /// committed it.
@@ -133,17 +137,25 @@ class SearchContext {
   /// The root task: the program's input ops.
   Task root() const;
 
-  /// The cost bound: a prefix whose lower bound (device bytes, kernels) is worse than this
-  /// cannot reach the reported candidates (set by the driver from the candidates found).
+  /// The cost bound (SearchOptions::cost_bound), set by the driver from the candidates found:
+  /// with CostBound::bytes a prefix whose lower bound on (device bytes, kernels) is
+  /// lexicographically worse than this is cut.
   void set_bound(int64_t device_bytes, int kernels) {
     bound_bytes_.store(device_bytes);
     bound_kernels_.store(kernels);
   }
-  /// Whether a prefix with these lower bounds is cut by the cost bound.
+  /// With CostBound::model a prefix none of whose completions can be estimated at this many
+  /// microseconds or less is cut.
+  void set_bound_us(double estimated_us) { bound_us_.store(estimated_us); }
+  /// Whether a prefix with these lower bounds on (device bytes, kernels) is cut by the cost bound.
   bool beyond_bound(int64_t device_bytes, int kernels) const {
-    int64_t b = bound_bytes_.load(std::memory_order_relaxed);
+    if (options_.cost_bound == CostBound::model)
+      return cost_lower_bound_us(device_bytes, kernels, gpu_) > bound_us_.load(std::memory_order_relaxed);
+    const int64_t b = bound_bytes_.load(std::memory_order_relaxed);
     return device_bytes > b || (device_bytes == b && kernels > bound_kernels_.load(std::memory_order_relaxed));
   }
+  /// The GPU whose cost model ranks the candidates (the search's target).
+  const GpuSpec& gpu() const { return gpu_; }
   /// Lower bound on (device bytes, kernels) of any complete μGraph extending `prefix` after it
   /// is given one more kernel reading `extra_reads` (none: nothing more): every kernel's traffic
   /// so far, plus each program input no kernel has read yet, plus each program output not yet
@@ -166,8 +178,10 @@ class SearchContext {
   std::vector<OpKind> self_operand_kinds_;
   bool concat_ = false;
   std::vector<Constant> constants_;
+  const GpuSpec& gpu_;
   std::atomic<int64_t> bound_bytes_{INT64_MAX};
   std::atomic<int> bound_kernels_{INT32_MAX};
+  std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
 };
 
 /// Runs tasks. One per worker thread (keeps caches that are not shared).

@@ -1,8 +1,9 @@
-// Ranking metrics of a complete μGraph (until the cost model exists, search.h).
+// Ranking of a complete μGraph: the cost model's estimate, then tie-breaking metrics (search.h).
 #include <algorithm>
 #include <vector>
 
 #include "block_structure.h"
+#include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/search.h"
 
 namespace mugraph {
@@ -38,6 +39,10 @@ CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
   return m;
 }
 
+double rank_estimate_us(const Graph& g, const GpuSpec& gpu) {
+  return estimate_cost(fuse_thread_graphs(g), gpu).total_us;
+}
+
 int64_t SearchStats::total_pruned() const {
   int64_t n = 0;
   for (const auto& [reason, count] : pruned) n += count;
@@ -55,6 +60,8 @@ void SearchStats::add(const SearchStats& o) {
   tasks += o.tasks;
   oracle_queries += o.oracle_queries;
 }
+
+std::string_view cost_bound_name(CostBound b) { return b == CostBound::model ? "model" : "bytes"; }
 
 std::string_view stop_reason_name(StopReason r) {
   switch (r) {

@@ -32,6 +32,7 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
                        {"tensor_us", k.tensor_us},
                        {"fma_us", k.fma_us},
                        {"barrier_us", k.barrier_us},
+                       {"pipeline_us", k.pipeline_us},
                        {"blocks", k.blocks},
                        {"blocks_on_busiest_sm", k.blocks_on_busiest_sm},
                        {"resident_blocks_per_sm", k.resident_blocks_per_sm}});
@@ -76,6 +77,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"abstract_pruning", o.abstract_pruning},
                   {"program_tile_values", o.program_tile_values},
                   {"target", o.target.name},
+                  {"cost_bound", cost_bound_name(o.cost_bound)},
                   {"verify_delta", o.verify.delta}};
   if (!r.top.empty())
     j["best"] = metrics_json(r.top.front());

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "checkpoint.h"
@@ -22,20 +23,20 @@ namespace {
 using namespace search_detail;
 using Clock = std::chrono::steady_clock;
 
-/// The ranking order (search.h, CandidateMetrics); `json` breaks ties so the order is total.
+/// The ranking order: the cost model's estimate, then the metrics (search.h, CandidateMetrics);
+/// `json` breaks the remaining ties so the order is total.
 struct RankedCandidate {
   FoundCandidate found;
   std::string json;
 };
 
 bool rank_less(const RankedCandidate& a, const RankedCandidate& b) {
-  const CandidateMetrics& x = a.found.metrics;
-  const CandidateMetrics& y = b.found.metrics;
-  auto key = [](const CandidateMetrics& m) {
-    return std::make_tuple(m.device_bytes, m.kernels, m.load_bytes_per_sm, m.block_ops, m.shared_memory_bytes,
-                           m.shared_traffic_bytes_per_sm);
+  auto key = [](const FoundCandidate& c) {
+    const CandidateMetrics& m = c.metrics;
+    return std::make_tuple(c.estimated_us, m.device_bytes, m.kernels, m.load_bytes_per_sm, m.block_ops,
+                           m.shared_memory_bytes, m.shared_traffic_bytes_per_sm);
   };
-  if (key(x) != key(y)) return key(x) < key(y);
+  if (key(a.found) != key(b.found)) return key(a.found) < key(b.found);
   return a.json < b.json;
 }
 
@@ -192,6 +193,7 @@ class Driver {
     if (!pool_.empty()) {
       p.best_device_bytes = pool_.front().found.metrics.device_bytes;
       p.best_kernels = pool_.front().found.metrics.kernels;
+      p.best_estimated_us = pool_.front().found.estimated_us;
     }
     return p;
   }
@@ -199,18 +201,23 @@ class Driver {
   void add_candidate(FoundCandidate c) {
     RankedCandidate r{std::move(c), {}};
     r.json = to_json(r.found.graph);
+    const std::pair<int64_t, int> key{r.found.metrics.device_bytes, r.found.metrics.kernels};
     auto it = std::lower_bound(pool_.begin(), pool_.end(), r, rank_less);
     if (it != pool_.end() && it->json == r.json) return;  // found twice (a resumed task)
     pool_.insert(it, std::move(r));
     // The deterministic mode may drop candidates later (cut_to_completed_prefix), so it keeps all.
     if (!opt_.deterministic && static_cast<int>(pool_.size()) > opt_.candidate_pool) pool_.pop_back();
     // The cost bound: once top_k + 4 candidates are known, a prefix that cannot beat the last of
-    // them cannot reach the top_k (the margin absorbs candidates verification rejects).
+    // them cannot reach the top_k (the margin absorbs candidates verification rejects). By the
+    // model, the last is the pool's; by bytes, the last of the smallest (bytes, kernels) keys.
     const size_t margin = static_cast<size_t>(std::max(1, opt_.top_k) + 4);
-    if (pool_.size() >= margin) {
-      const CandidateMetrics& m = pool_[margin - 1].found.metrics;
-      ctx_.set_bound(m.device_bytes, m.kernels);
+    if (opt_.cost_bound == CostBound::model) {
+      if (pool_.size() >= margin) ctx_.set_bound_us(pool_[margin - 1].found.estimated_us);
+      return;
     }
+    least_keys_.insert(key);
+    if (least_keys_.size() > margin) least_keys_.erase(std::prev(least_keys_.end()));
+    if (least_keys_.size() == margin) ctx_.set_bound(least_keys_.rbegin()->first, least_keys_.rbegin()->second);
   }
 
   CheckpointState state_locked() const {
@@ -272,6 +279,7 @@ class Driver {
   std::map<std::vector<int32_t>, Task> pending_;
   std::map<std::vector<int32_t>, const Task*> in_flight_;
   std::vector<RankedCandidate> pool_;
+  std::multiset<std::pair<int64_t, int>> least_keys_;  // CostBound::bytes: the smallest (bytes, kernels)
   SearchStats stats_;
   Clock::time_point start_;
   double offset_ = 0;

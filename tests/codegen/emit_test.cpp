@@ -59,9 +59,10 @@ TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
                         "t6, t5, t2, scratch);"),
             std::string::npos)
       << hopper;
-  // (After the tiles, 70,752 bytes, and the TMA loads' two barriers.)
-  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 70768;  // 13312 bytes"), std::string::npos);
-  EXPECT_NE(hopper.find("dim3(128), 84080"), std::string::npos);
+  // (After the tiles, 69,728 bytes as planned (70,752 in separate buffers), and the TMA loads'
+  // two barriers.)
+  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 69744;  // 13312 bytes"), std::string::npos);
+  EXPECT_NE(hopper.find("dim3(128), 83056"), std::string::npos);
   const std::string ampere = generate_cuda(g, find_cuda_target("sm_80")).source;
   EXPECT_EQ(count(ampere, "matmul_wgmma"), 0);
   EXPECT_EQ(count(ampere, "scratch"), 0);
@@ -128,11 +129,12 @@ TEST(Codegen, AnOutputThatIsAnInputIsCopied) {
 }
 
 TEST(Codegen, TooMuchSharedMemoryIsAUserError) {
-  // Valid under the all-live rule (f16 tiles), but f32 accumulators push it over A100's limit.
-  Graph g = test::rmsnorm_fig3b(40, 4096, 4096, 8, 256, DType::f16);  // 142 KiB all-live in f16
+  // Valid under the all-live rule (f16 tiles, 142 KiB), but four buffers per loaded tile and f32
+  // accumulators push it over A100's limit even with tensors sharing bytes.
+  Graph g = test::rmsnorm_fig3b(40, 4096, 4096, 8, 256, DType::f16);
   ASSERT_FALSE(validate(g, *find_cuda_target("sm_80").limits).has_value());
   try {
-    generate_cuda(g, find_cuda_target("sm_80"));
+    generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{4});
     FAIL() << "expected a shared-memory error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
@@ -158,12 +160,14 @@ TEST(Codegen, LoopLoadsArePipelinedInTwoStagesByDefault) {
   EXPECT_EQ(count(two.source, "mgd::async_commit();"), 2);
   EXPECT_EQ(count(two.source, "mgd::async_wait<1>();"), 1);
   EXPECT_NE(two.source.find("mgd::half* const t2 = t2_stages + it % 2 * 8192;"), std::string::npos);
-  // The three streamed tiles (X 8 KiB, G 512 B, W 16 KiB) take a second buffer each.
+  // The three streamed tiles (X 8 KiB, G 512 B, W 16 KiB) take a second buffer each, and hold
+  // their bytes over the whole loop (with one stage, tensors made later in the iteration may
+  // reuse a tile's bytes once it is read).
   const auto smem = [](const std::string& src) {
     const size_t at = src.find("dim3(128), ");
     return std::stoll(src.substr(at + 11));
   };
-  EXPECT_EQ(smem(two.source) - smem(one.source), 8192 + 512 + 16384);
+  EXPECT_GE(smem(two.source) - smem(one.source), 8192 + 512 + 16384);
 }
 
 TEST(Codegen, MorePipelineStagesLoadFurtherAhead) {
@@ -200,7 +204,14 @@ TEST(Codegen, TmaLoadsWaitOnAStageBarrier) {
   EXPECT_EQ(count(src, "mgd::async_commit"), 0);
   EXPECT_EQ(count(src, "mgd::load_async"), 0);
   // Each stage buffer of a TMA tile starts 128-byte aligned.
-  EXPECT_NE(src.find("t2_stages = reinterpret_cast<mgd::half*>(smem + 17408)"), std::string::npos);
+  int stage_buffers = 0;
+  for (size_t at = src.find("_stages = reinterpret_cast<"); at != std::string::npos;
+       at = src.find("_stages = reinterpret_cast<", at + 1)) {
+    const size_t offset = src.find("(smem + ", at) + 8;
+    EXPECT_EQ(std::stoll(src.substr(offset)) % 128, 0) << src.substr(at, 80);
+    ++stage_buffers;
+  }
+  EXPECT_EQ(stage_buffers, 3);
   // One stage: no pipeline, so the tiles load with cp.async as on sm_80.
   const std::string one = generate_cuda(g, find_cuda_target("sm_90a"), CodegenOptions{1}).source;
   EXPECT_EQ(count(one, "tma_load"), 0);
@@ -209,9 +220,10 @@ TEST(Codegen, TmaLoadsWaitOnAStageBarrier) {
 }
 
 TEST(Codegen, AnAutomaticPipelineFallsBackWhereItDoesNotFit) {
-  // 40 rows, 64 blocks, 16 iterations: 115,456 bytes with one buffer per tile, 169,216 with two
-  // (A100 allows 167,936): the automatic choice is no pipeline; asking for two is an error.
-  Graph g = test::rmsnorm_fig3b(40, 4096, 4096, 64, 16, DType::f16);
+  // 48 rows, 64 blocks, 16 iterations: with two buffers per tile (held over the whole loop) the
+  // kernel needs more than the 167,936 bytes A100 allows, with one it fits: the automatic choice
+  // is no pipeline; asking for two is an error.
+  Graph g = test::rmsnorm_fig3b(48, 4096, 4096, 64, 16, DType::f16);
   const GeneratedCode code = generate_cuda(g, find_cuda_target("sm_80"));
   EXPECT_EQ(count(code.source, "_stages"), 0) << code.source.substr(0, 400);
   try {

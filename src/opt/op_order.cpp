@@ -1,0 +1,106 @@
+// Operator order of a block graph: steps of longest-path depth (op_order.h).
+#include "mugraph/op_order.h"
+
+#include <algorithm>
+
+#include "block_structure.h"
+
+namespace mugraph {
+
+BlockSchedule schedule_block_ops(const Graph& g) {
+  MUGRAPH_CHECK(g.level == Level::block) << "schedule_block_ops takes a block graph";
+  BlockSchedule s;
+  const std::vector<interp::BlockPhase> phases = interp::block_phases(g);
+  s.phase.resize(g.ops.size());
+  s.step.assign(g.ops.size(), -1);
+  // ready[t]: the first step of the reading op's phase at which tensor t may be read; values from
+  // the loop read after it are ready at once (the loop's last barrier separates the phases).
+  std::vector<int32_t> ready(g.tensors.size(), 0);
+  std::vector<OpPhase> made_in(g.tensors.size(), OpPhase::loop);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    const OpPhase p = phases[i] == interp::BlockPhase::dead   ? OpPhase::dead
+                      : phases[i] == interp::BlockPhase::loop ? OpPhase::loop
+                                                              : OpPhase::post;
+    s.phase[i] = p;
+    if (p == OpPhase::dead) continue;
+    int32_t step = 0;
+    for (TensorId t : op.inputs)
+      if (made_in[t.index()] == p) step = std::max(step, ready[t.index()]);
+    s.step[i] = step;
+    // A reshape is an alias: its readers wait for what its operand waits for.
+    // An accumulator runs in the loop; its result is read after it, from the first step on.
+    const bool accumulated = op.kind == OpKind::accum && g.forloop > 1;
+    const int32_t out_ready = accumulated ? 0 : op.kind == OpKind::reshape ? step : step + 1;
+    for (TensorId t : op.outputs) {
+      ready[t.index()] = out_ready;
+      made_in[t.index()] = accumulated ? OpPhase::post : p;
+    }
+    int32_t& steps = p == OpPhase::post ? s.post_steps : s.loop_steps;
+    steps = std::max(steps, step + 1);
+  }
+  for (const OpPhase p : {OpPhase::loop, OpPhase::post}) {
+    std::vector<int32_t> ops;
+    for (size_t i = 0; i < g.ops.size(); ++i)
+      if (s.phase[i] == p) ops.push_back(static_cast<int32_t>(i));
+    std::stable_sort(ops.begin(), ops.end(), [&](int32_t a, int32_t b) {
+      return s.step[static_cast<size_t>(a)] < s.step[static_cast<size_t>(b)];
+    });
+    s.order.insert(s.order.end(), ops.begin(), ops.end());
+  }
+  return s;
+}
+
+std::vector<TensorLifetime> tensor_lifetimes(const Graph& g, const BlockSchedule& s, bool pipelined_loads) {
+  std::vector<TensorLifetime> life(g.tensors.size());
+  auto owner = [&](TensorId t) {
+    size_t i = t.index();
+    while (life[i].alias_of >= 0) i = static_cast<size_t>(life[i].alias_of);
+    return i;
+  };
+  const bool loop = g.forloop > 1;
+  const int32_t loop_end = std::max(0, s.loop_steps - 1);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (s.phase[i] == OpPhase::dead) continue;
+    const int32_t now = s.time(s.phase[i], s.step[i]);
+    for (TensorId t : op.inputs) {
+      TensorLifetime& l = life[owner(t)];
+      l.last = std::max(l.last, now);
+    }
+    for (TensorId t : op.outputs) {
+      TensorLifetime& l = life[t.index()];
+      if (op.kind == OpKind::reshape) {
+        l.alias_of = op.inputs[0].value;
+        continue;
+      }
+      l.stored = true;
+      l.first = l.last = now;
+      // Values that must outlive an iteration hold their bytes over the whole loop.
+      const bool carried = loop && s.phase[i] == OpPhase::loop &&
+                           (op.kind == OpKind::accum ||
+                            (op.kind == OpKind::input_iterator && (op.attrs.fmap == kPhi || pipelined_loads)));
+      if (carried) {
+        l.first = 0;
+        l.last = std::max(l.last, loop_end);
+      }
+    }
+  }
+  return life;
+}
+
+int64_t block_barriers(const Graph& g, const BlockSchedule& s) {
+  int64_t n = 0;
+  const bool loop = g.forloop > 1;
+  bool hoisted = false;
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    hoisted = hoisted || (loop && s.phase[i] == OpPhase::loop && g.ops[i].kind == OpKind::input_iterator &&
+                          g.ops[i].attrs.fmap == kPhi);
+  n += hoisted;
+  const int64_t per_iteration = std::max(0, s.loop_steps - 1) + (loop ? 1 : 0);
+  n += per_iteration * g.forloop;
+  n += std::max(0, s.post_steps - 1);
+  return n;
+}
+
+}  // namespace mugraph

@@ -1,0 +1,158 @@
+// Operator order (op_order.h): steps respect every dependency, each op sits at the earliest step
+// its operands allow (so a phase has as many steps as its longest chain, the fewest barriers),
+// and tensor lifetimes cover every read.
+#include "mugraph/op_order.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "mugraph/loader.h"
+#include "test_graphs.h"
+
+namespace mugraph {
+namespace {
+
+std::string source_dir() {
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  return env ? env : MUGRAPH_SOURCE_DIR_DEFAULT;
+}
+
+/// Every block graph of the hand-written examples and of the saved search results.
+std::vector<std::pair<std::string, Graph>> block_graphs() {
+  std::vector<std::pair<std::string, Graph>> out;
+  auto add = [&](const std::string& name, const Graph& k) {
+    for (size_t i = 0; i < k.bodies.size(); ++i)
+      if (k.bodies[i].level == Level::block) out.emplace_back(name + " body " + std::to_string(i), k.bodies[i]);
+  };
+  for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/examples/ugraphs"))
+    if (e.path().extension() == ".json") add(e.path().filename().string(), load_graph_file(e.path().string()));
+  for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/examples/found")) {
+    const auto best = e.path() / "best.json";
+    if (std::filesystem::exists(best)) add(e.path().filename().string(), load_graph_file(best.string()));
+  }
+  return out;
+}
+
+/// The op that writes each tensor.
+std::vector<int> producers(const Graph& g) {
+  std::vector<int> p(g.tensors.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    for (TensorId t : g.ops[i].outputs) p[t.index()] = static_cast<int>(i);
+  return p;
+}
+
+TEST(OpOrder, Figure3bRunsInFourStepsAndTwoAfterTheLoop) {
+  const Graph k = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16);
+  const Graph& b = k.bodies[0];
+  const BlockSchedule s = schedule_block_ops(b);
+  // loads | sqr, mul | sum, matmul | both accumulators ; thread graph | save
+  EXPECT_EQ(s.loop_steps, 4);
+  EXPECT_EQ(s.post_steps, 2);
+  const std::vector<int32_t> steps = {0, 0, 0, 1, 2, 1, 2, 3, 3, 0, 1};
+  ASSERT_EQ(s.step.size(), steps.size());
+  EXPECT_EQ(s.step, steps);
+  EXPECT_EQ(s.order, (std::vector<int32_t>{0, 1, 2, 3, 5, 4, 6, 7, 8, 9, 10}));
+  // Per iteration: 3 between the loop's steps and 1 at its end; 1 after the loop.
+  EXPECT_EQ(block_barriers(b, s), 4 * 16 + 1);
+}
+
+TEST(OpOrder, AChainNeedsAStepPerLink) {
+  Graph k;
+  TensorId x = k.add_input("X", {16, 64});
+  Graph b = make_block_graph({k.type(x)}, Dim3{4, 1, 1}, 1);
+  TensorId t = b.add(OpKind::input_iterator, {}, test::iter(0, {0, kPhi, kPhi}, kPhi));
+  for (int i = 0; i < 5; ++i) t = b.add(OpKind::exp, {t});
+  b.add(OpKind::output_saver, {t}, test::saver(0, {0, kPhi, kPhi}));
+  const BlockSchedule s = schedule_block_ops(b);
+  EXPECT_EQ(s.loop_steps, 7);  // load, 5 exps, save
+  EXPECT_EQ(s.post_steps, 0);
+  EXPECT_EQ(block_barriers(b, s), 6);
+}
+
+TEST(OpOrder, ReshapesSeparateNothing) {
+  Graph k;
+  TensorId x = k.add_input("X", {16, 64});
+  Graph b = make_block_graph({k.type(x)}, Dim3{4, 1, 1}, 1);
+  TensorId t = b.add(OpKind::input_iterator, {}, test::iter(0, {0, kPhi, kPhi}, kPhi));  // [4, 64]
+  OpAttrs r;
+  r.shape = Shape({4, 8, 8});
+  TensorId v = b.add(OpKind::reshape, {b.add(OpKind::exp, {t})}, r);
+  OpAttrs back;
+  back.shape = Shape({4, 64});
+  b.add(OpKind::output_saver, {b.add(OpKind::reshape, {v}, back)}, test::saver(0, {0, kPhi, kPhi}));
+  const BlockSchedule s = schedule_block_ops(b);
+  EXPECT_EQ(s.loop_steps, 3);  // load, exp, save (the reshapes with it: they emit nothing)
+  EXPECT_EQ(s.step[1], 1);
+  EXPECT_EQ(s.step[2], 2);
+  EXPECT_EQ(s.step[3], 2);
+  EXPECT_EQ(s.step[4], 2);
+  const std::vector<TensorLifetime> life = tensor_lifetimes(b, s, false);
+  // exp's result owns the bytes of both reshapes; the save reads it at step 2.
+  EXPECT_EQ(life[2].alias_of, 1);
+  EXPECT_EQ(life[3].alias_of, 2);
+  EXPECT_EQ(life[1].first, 1);
+  EXPECT_EQ(life[1].last, 2);
+}
+
+TEST(OpOrder, StepsRespectDependenciesAndAreTheEarliest) {
+  const auto graphs = block_graphs();
+  ASSERT_GE(graphs.size(), 8u);
+  for (const auto& [name, b] : graphs) {
+    const BlockSchedule s = schedule_block_ops(b);
+    const std::vector<int> made_by = producers(b);
+    std::vector<int> position(b.ops.size(), -1);
+    for (size_t p = 0; p < s.order.size(); ++p) position[static_cast<size_t>(s.order[p])] = static_cast<int>(p);
+    for (size_t i = 0; i < b.ops.size(); ++i) {
+      if (s.phase[i] == OpPhase::dead) {
+        EXPECT_EQ(position[i], -1) << name << " op " << i;
+        continue;
+      }
+      ASSERT_GE(position[i], 0) << name << " op " << i << " is live but not ordered";
+      bool tight = s.step[i] == 0;
+      for (TensorId t : b.ops[i].inputs) {
+        const size_t p = static_cast<size_t>(made_by[t.index()]);
+        EXPECT_LT(position[p], position[i]) << name << ": op " << i << " runs before op " << p << " it reads";
+        if (s.phase[p] != s.phase[i] || (b.ops[p].kind == OpKind::accum && b.forloop > 1)) continue;
+        const int gap = b.ops[p].kind == OpKind::reshape ? 0 : 1;
+        EXPECT_GE(s.step[i], s.step[p] + gap) << name << ": op " << i << " shares a step with op " << p;
+        tight = tight || s.step[i] == s.step[p] + gap;
+      }
+      EXPECT_TRUE(tight) << name << ": op " << i << " could run a step earlier";
+    }
+  }
+}
+
+TEST(OpOrder, LifetimesCoverEveryReadAndLoopCarriedValues) {
+  for (const auto& [name, b] : block_graphs()) {
+    const BlockSchedule s = schedule_block_ops(b);
+    for (const bool pipelined : {false, true}) {
+      const std::vector<TensorLifetime> life = tensor_lifetimes(b, s, pipelined);
+      for (size_t i = 0; i < b.ops.size(); ++i) {
+        if (s.phase[i] == OpPhase::dead) continue;
+        const int32_t now = s.time(s.phase[i], s.step[i]);
+        for (TensorId t : b.ops[i].inputs) {
+          size_t o = t.index();
+          while (life[o].alias_of >= 0) o = static_cast<size_t>(life[o].alias_of);
+          ASSERT_TRUE(life[o].stored) << name;
+          EXPECT_LE(life[o].first, now) << name << " tensor " << o;
+          EXPECT_GE(life[o].last, now) << name << " tensor " << o;
+        }
+        const Op& op = b.ops[i];
+        const bool carried =
+            b.forloop > 1 &&
+            (op.kind == OpKind::accum || (op.kind == OpKind::input_iterator && (op.attrs.fmap == kPhi || pipelined)));
+        if (carried) {
+          const TensorLifetime& l = life[op.outputs[0].index()];
+          EXPECT_EQ(l.first, 0) << name << " op " << i;
+          EXPECT_GE(l.last, s.loop_steps - 1) << name << " op " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mugraph
