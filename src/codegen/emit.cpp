@@ -11,7 +11,6 @@
 #include <map>
 #include <sstream>
 
-#include "block_structure.h"
 #include "files.h"
 #include "mugraph/codegen.h"
 #include "mugraph/error.h"
@@ -26,7 +25,6 @@ namespace {
 using codegen::broadcast_strides;
 using codegen::row_major_strides;
 using codegen::TileOrigin;
-using Phase = interp::BlockPhase;
 
 constexpr int64_t kSharedAlign = 16;  // bytes: every STensor starts on a 16-byte boundary
 constexpr int64_t kWarpgroupThreads = 128;
@@ -309,7 +307,7 @@ class BlockKernelEmitter {
     // Inputs every tile of which the copy engine loads are read through their tensor maps only.
     std::vector<bool> read_directly(body_.params.size(), false), by_tma(body_.params.size(), false);
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (is_load(i) && phase_[i] != Phase::dead)
+      if (is_load(i) && schedule_.phase[i] != OpPhase::dead)
         (tma_load(i) ? by_tma : read_directly)[static_cast<size_t>(body_.ops[i].attrs.io_index)] = true;
     std::string unused;
     for (size_t p = 0; p < body_.params.size(); ++p)
@@ -320,8 +318,8 @@ class BlockKernelEmitter {
     // Loop-invariant tiles (fmap φ) are loaded once, before the loop.
     std::string hoisted;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (phase_[i] != Phase::dead && hoisted_load(i)) hoisted += statement(i, "");
-    if (!hoisted.empty()) k << indent(hoisted + barrier_after(OpKind::input_iterator), 2);
+      if (schedule_.phase[i] != OpPhase::dead && hoisted_load(i)) hoisted += statement(i, "");
+    if (!hoisted.empty()) k << indent(hoisted + barrier_after(true), 2);
     // The ops in the order of the schedule (op_order.h): a barrier between its steps, none
     // between the ops of one step (they read nothing the others write), and one at the end of
     // each iteration, so the next one does not overwrite tiles still being read. With a
@@ -341,7 +339,7 @@ class BlockKernelEmitter {
       std::string& text = after_loop ? post : loop_body;
       Emitted& e = after_loop ? after : in_loop;
       if (e.step >= 0 && e.step != schedule_.step[i]) {
-        text += barrier_after(e.loads ? OpKind::input_iterator : OpKind::matmul);
+        text += barrier_after(e.loads);
         e.loads = false;
       }
       text += s;
@@ -390,9 +388,10 @@ class BlockKernelEmitter {
   /// The tensor maps the kernel takes after its outputs, in order.
   const std::vector<TensorMapParam>& tensor_maps() const { return tensor_maps_; }
 
-  /// The barrier after a step of `kind`: loads may be asynchronous, so they are waited for first.
-  static std::string barrier_after(OpKind kind) {
-    return kind == OpKind::input_iterator ? "mgd::async_wait_all();\nmgd::sync_block();\n" : "mgd::sync_block();\n";
+  /// The barrier after a step; a step that issued loads first waits for them (they may be
+  /// asynchronous).
+  static std::string barrier_after(bool loads) {
+    return loads ? "mgd::async_wait_all();\nmgd::sync_block();\n" : "mgd::sync_block();\n";
   }
 
  private:
@@ -409,7 +408,7 @@ class BlockKernelEmitter {
   bool hoisted_load(size_t i) const { return body_.forloop > 1 && is_load(i) && body_.ops[i].attrs.fmap == kPhi; }
   /// A tile loaded afresh in every iteration of the loop.
   bool streamed_load(size_t i) const {
-    return body_.forloop > 1 && is_load(i) && phase_[i] == Phase::loop && !hoisted_load(i);
+    return body_.forloop > 1 && is_load(i) && schedule_.phase[i] == OpPhase::loop && !hoisted_load(i);
   }
   /// Whether load i can go through the tensor memory accelerator once the loop is pipelined: the
   /// target has one, the loop streams the tile, and it is a box a tensor map can describe
@@ -501,7 +500,6 @@ class BlockKernelEmitter {
   void plan() {
     // Which ops run, in the loop or after it (the interpreters' definition, block_structure.h),
     // in which order and steps (op_order.h).
-    phase_ = interp::block_phases(body_);
     schedule_ = schedule_block_ops(body_);
     tma_capable_.assign(body_.ops.size(), false);
     for (size_t i = 0; i < body_.ops.size(); ++i) tma_capable_[i] = tma_capable(i);
@@ -545,7 +543,8 @@ class BlockKernelEmitter {
     std::vector<size_t> buffer_tensor;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
-      if (phase_[i] == Phase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape) continue;
+      if (schedule_.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape)
+        continue;
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
       // The copy engine writes tiles to 128-byte aligned shared memory.
@@ -572,13 +571,12 @@ class BlockKernelEmitter {
     // Reshapes read their operand's bytes.
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
-      if (phase_[i] == Phase::dead || op.kind != OpKind::reshape) continue;
+      if (schedule_.phase[i] == OpPhase::dead || op.kind != OpKind::reshape) continue;
       Storage& st = storage_[op.outputs[0].index()];
       const Storage& src = storage_[op.inputs[0].index()];
       st.alias_of = op.inputs[0].value;
       st.ctype = src.ctype;
       st.offset = src.offset;
-      st.staged = false;
     }
     shared_bytes_ = tensors_bytes_;
     tma_bars_offset_ = -1;
@@ -588,7 +586,7 @@ class BlockKernelEmitter {
     // One scratch area for the wgmma matmuls' operand stages (they run one after another).
     scratch_bytes_ = 0;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (phase_[i] != Phase::dead && wgmma_matmul(i))
+      if (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i))
         scratch_bytes_ = std::max(scratch_bytes_, wgmma_scratch_bytes(body_.type(body_.ops[i].outputs[0]).shape,
                                                                       body_.threads.volume() / kWarpgroupThreads));
     if (scratch_bytes_ > 0) shared_bytes_ = align_up(shared_bytes_, kSharedAlign);
@@ -739,7 +737,6 @@ class BlockKernelEmitter {
   bool tma_;              // CudaTarget::tma
   int requested_stages_;  // CodegenOptions::pipeline_stages
   int stages_ = 1;
-  std::vector<Phase> phase_;
   BlockSchedule schedule_;  // op order and steps (op_order.h)
   SharedMemoryPlan memory_plan_;
   int64_t tensors_bytes_ = 0;      // the STensors' bytes under the plan (its peak)

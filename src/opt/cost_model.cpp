@@ -148,12 +148,12 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   // One block's work: tiles loaded (loop-invariant ones once, the others every iteration),
   // tiles stored, FLOPs, and barriers (between the steps of the op order the emitter uses,
   // op_order.h, and one per iteration).
-  const std::vector<interp::BlockPhase> phase = interp::block_phases(body);
+  const BlockSchedule schedule = schedule_block_ops(body);
   double moved = 0, moved_per_iteration = 0, tensor = 0, fma = 0;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& b = body.ops[i];
-    if (phase[i] == interp::BlockPhase::dead) continue;
-    const bool post = phase[i] == interp::BlockPhase::post;
+    if (schedule.phase[i] == OpPhase::dead) continue;
+    const bool post = schedule.phase[i] == OpPhase::post;
     const double reps = post ? 1.0 : static_cast<double>(body.forloop);
     if (b.kind == OpKind::input_iterator) {
       const double tile = static_cast<double>(bytes_of(body.type(b.outputs[0])));
@@ -167,7 +167,7 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
     }
     add_flops(body, b, reps, tensor, fma);
   }
-  const double barriers = static_cast<double>(block_barriers(body, schedule_block_ops(body)));
+  const double barriers = static_cast<double>(block_barriers(body, schedule));
   const double busiest = static_cast<double>(k.blocks_on_busiest_sm);
   const double sms = static_cast<double>(gpu.sms);
 

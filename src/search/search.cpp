@@ -261,7 +261,7 @@ class Driver {
       SearchCandidate sc;
       sc.graph = fuse_thread_graphs(c.found.graph);
       sc.metrics = candidate_metrics(sc.graph, opt_.target);
-      sc.cost = estimate_cost(sc.graph, gpu_spec(opt_.target.name));
+      sc.cost = estimate_cost(sc.graph, ctx_.gpu());
       sc.verification = std::move(v);
       sc.found_seconds = c.found.found_seconds;
       result.top.push_back(std::move(sc));
