@@ -87,4 +87,22 @@ done
 # 5. Against PyTorch, with a sweep of pipeline depths.
 MUGRAPH_BIN=$BIN python3 "$ROOT/bench/codegen_vs_torch.py" --stages 0,1,3,4 --markdown "$OUT/codegen.md" \
   --json "$OUT/codegen.json"
+# 6. Issue 7: the tile layouts the layout pass chose against row-major ones, then measured
+#    selection over every verified candidate of the RMSNorm and GatedMLP searches (as many as
+#    the search keeps: --top 100) and the model's calibration (Spearman, top choice's gap,
+#    scatter plot).
+: > "$OUT/layouts.jsonl"
+for name in rmsnorm_fig3b gated_mlp_fig10b; do
+  for layouts in chosen row-major; do
+    line=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --layouts "$layouts" --seed 1 \
+           --warmup 20 --repeats 200 --json 2>&1 | tail -1)
+    echo "{\"name\": \"$name\", \"layouts\": \"$layouts\", \"result\": $line}" | tee -a "$OUT/layouts.jsonl"
+  done
+done
+for prog in rmsnorm_linear gated_mlp; do
+  "$BIN" search "$ROOT/examples/$prog.mg" -o "$OUT/calibrate_$prog" --target h200 --time-limit 120 --top 100 \
+    --measure 100 -q || echo "search $prog failed"
+done
+python3 "$ROOT/bench/calibrate_cost_model.py" "$OUT"/calibrate_* --markdown "$OUT/calibration.md" \
+  --png "$OUT/calibration.png" || echo "calibration report failed"
 echo "done: $(date -u)"

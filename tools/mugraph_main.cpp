@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,9 @@
 #include <iostream>
 #include <map>
 #include <new>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
 
 #include "mugraph/bench.h"
 #include "mugraph/codegen.h"
@@ -23,6 +27,7 @@
 #include "mugraph/interp.h"
 #include "mugraph/json.h"
 #include "mugraph/loader.h"
+#include "mugraph/measured_selection.h"
 #include "mugraph/printer.h"
 #include "mugraph/search.h"
 #include "mugraph/validate.h"
@@ -265,7 +270,45 @@ void write_text(const std::filesystem::path& path, const std::string& text) {
   if (!ok) throw UserError(path.string() + ": cannot write");
 }
 
-int cmd_search(const std::string& path, const std::string& out_dir, SearchOptions options, bool quiet) {
+/// How `search --measure` times the best candidates.
+struct MeasureRequest {
+  int count = 0;         ///< candidates to time (0: none)
+  bool emulate = false;  ///< check them under the host emulation instead (times mean nothing)
+};
+
+/// Measured selection after a search (measured_selection.h): the report's "measured" entry, and
+/// the rank that wins (-1 where nothing could be measured, with the reason in the entry).
+std::pair<nlohmann::ordered_json, int> measure_top(const SearchResult& r, const SearchOptions& options,
+                                                   const MeasureRequest& request, std::ostream& summary) {
+  std::vector<std::pair<Graph, double>> candidates;
+  for (size_t i = 0; i < r.top.size() && static_cast<int>(i) < request.count; ++i)
+    candidates.emplace_back(r.top[i].graph, r.top[i].cost.total_us);
+  BenchOptions bench;
+  bench.target = options.target.name == "a100" ? "sm_80" : "sm_90a";
+  bench.emulate = request.emulate;
+  if (request.emulate) bench.warmup = 0, bench.repeats = 1;
+  try {
+    const MeasuredSelection m = measure_candidates(candidates, bench);
+    summary << "  measured on " << m.device << (m.emulated ? " (code checked; host times say nothing)" : "") << ":\n";
+    for (const MeasuredCandidate& c : m.candidates) {
+      char line[160];
+      std::snprintf(line, sizeof line, "  %4d  model %9.2f us  measured %9.2f us  %s\n", c.rank, c.predicted_us,
+                    c.measured_us, c.ok ? "OK" : c.error.c_str());
+      summary << line;
+    }
+    if (!std::isnan(m.spearman))
+      summary << "  Spearman rank correlation, model against measured: " << m.spearman << "\n";
+    return {nlohmann::ordered_json::parse(measured_selection_json(m)), m.chosen_rank};
+  } catch (const UserError& e) {
+    std::cerr << "mugraph: warning: measured selection skipped: " << e.what() << "\n";
+    nlohmann::ordered_json j;
+    j["error"] = e.what();
+    return {j, -1};
+  }
+}
+
+int cmd_search(const std::string& path, const std::string& out_dir, SearchOptions options, bool quiet,
+               const MeasureRequest& measure) {
   Graph program = load_graph_file(path);
   if (auto r = validate(program, options.target)) throw UserError("not a valid program: " + r->str(), SourceLoc{path});
   std::error_code ec;
@@ -300,10 +343,18 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   if (!quiet && tty) std::cerr << "\n";
 
   std::filesystem::path dir(out_dir);
+  nlohmann::ordered_json measured;
+  std::ostringstream measured_summary;
+  int chosen = 0;
+  if (measure.count > 0 && !r.top.empty()) {
+    std::tie(measured, chosen) = measure_top(r, options, measure, measured_summary);
+    chosen = std::max(chosen, 0);
+  }
   std::filesystem::remove_all(dir / "top");
   if (!r.top.empty()) {
     std::filesystem::create_directories(dir / "top");
-    write_text(dir / "best.json", to_json(r.top.front().graph));
+    // best.json: the model's choice, or the fastest measured one.
+    write_text(dir / "best.json", to_json(r.top[static_cast<size_t>(chosen)].graph));
     for (size_t i = 0; i < r.top.size(); ++i) {
       char name[32];
       std::snprintf(name, sizeof name, "%02zu.json", i);
@@ -312,7 +363,13 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   } else {
     std::filesystem::remove(dir / "best.json");
   }
-  write_text(dir / "report.json", search_report_json(r, options));
+  if (measured.is_null()) {
+    write_text(dir / "report.json", search_report_json(r, options));
+  } else {
+    nlohmann::ordered_json report = nlohmann::ordered_json::parse(search_report_json(r, options));
+    report["measured"] = measured;
+    write_text(dir / "report.json", report.dump(2));
+  }
 
   std::cout << "search " << path << ": " << stop_reason_name(r.stop_reason)
             << (r.stop_detail.empty() ? "" : " (" + r.stop_detail + ")") << " after " << sci(r.search_seconds)
@@ -339,8 +396,10 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
                   human_bytes(m.shared_memory_bytes).c_str(), r.top[i].cost.total_us, r.top[i].found_seconds);
     std::cout << line;
   }
-  std::cout << "  best μGraph: " << (dir / "best.json").string() << "; report: " << (dir / "report.json").string()
-            << "\n";
+  std::cout << measured_summary.str();
+  std::cout << "  best μGraph: " << (dir / "best.json").string()
+            << (chosen > 0 ? " (rank " + std::to_string(chosen) + ", the fastest measured)" : std::string())
+            << "; report: " << (dir / "report.json").string() << "\n";
   return r.stop_reason == StopReason::interrupted ? 130 : 0;
 }
 
@@ -431,6 +490,14 @@ int run_main(int argc, char** argv) {
   srch->add_flag("--no-program-tile-values", no_program_tile_values,
                  "grow tile-local values op by op instead of replaying the program's (ablation)");
   srch->add_flag("-q,--quiet", quiet, "no progress line");
+  MeasureRequest measure;
+  srch->add_option("--measure", measure.count,
+                   "build, check and time the best K candidates on the GPU and keep the fastest (default 0: rank "
+                   "by the model only)")
+      ->check(CLI::Range(0, 100));
+  srch->add_flag("--measure-emulate", measure.emulate,
+                 "with --measure: check the candidates' generated code under the host emulation instead (no GPU "
+                 "needed; the model's choice is kept)");
 
   std::string codegen_target = "sm_90a";
   auto* cgen = app.add_subcommand("codegen",
@@ -444,6 +511,12 @@ int run_main(int argc, char** argv) {
                                   std::to_string(kMaxPipelineStages) +
                                   " (default: 2 where it loads asynchronously and fits)";
   cgen->add_option("--stages", cgopts.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
+  const std::map<std::string, bool> layout_modes{{"chosen", true}, {"row-major", false}};
+  const std::string layouts_help =
+      "shared-memory tile layouts: chosen (padded or transposed where the layout pass's model of the device "
+      "library's accesses says they take fewer wavefronts; the default) or row-major";
+  cgen->add_option("--layouts", cgopts.choose_layouts, layouts_help)
+      ->transform(CLI::CheckedTransformer(layout_modes, CLI::ignore_case));
 
   BenchOptions bopts;
   auto* bnch =
@@ -457,6 +530,8 @@ int run_main(int argc, char** argv) {
   bnch->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal");
   bnch->add_option("--seed", seed, "seed for the inputs that are not given (default 0)");
   bnch->add_option("--stages", bopts.codegen.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
+  bnch->add_option("--layouts", bopts.codegen.choose_layouts, layouts_help)
+      ->transform(CLI::CheckedTransformer(layout_modes, CLI::ignore_case));
   auto* warmup_opt = bnch->add_option("--warmup", bopts.warmup, "untimed runs first (default 10; 0 with --emulate)")
                          ->check(CLI::Range(0, 100000));
   auto* repeats_opt = bnch->add_option("--repeats", bopts.repeats, "timed runs (default 100; 1 with --emulate)")
@@ -489,7 +564,7 @@ int run_main(int argc, char** argv) {
     sopts.abstract_pruning = !no_abstract_pruning;
     sopts.cost_bound = cost_bound == "model" ? CostBound::model : CostBound::bytes;
     sopts.program_tile_values = !no_program_tile_values;
-    return cmd_search(file, out_dir, sopts, quiet);
+    return cmd_search(file, out_dir, sopts, quiet, measure);
   }
   if (*ver) {
     vopts.float_check = !no_float_check;

@@ -65,6 +65,10 @@ struct CodegenOptions {
   /// tile. 0 chooses: 2 where the kernel loads tiles asynchronously in its loop and the buffers
   /// fit in shared memory, else 1 (no pipeline). At most kMaxPipelineStages.
   int pipeline_stages = 0;
+  /// Lay each STensor out by the layout pass (layout_choice.h: padded rows, transposed tiles,
+  /// where the model of the device library's shared-memory accesses says they take fewer
+  /// wavefronts and the kernel still fits); false keeps every tile dense row-major.
+  bool choose_layouts = true;
 };
 inline constexpr int kMaxPipelineStages = 4;
 

@@ -14,6 +14,7 @@
 #include "files.h"
 #include "mugraph/codegen.h"
 #include "mugraph/error.h"
+#include "mugraph/layout_choice.h"
 #include "mugraph/op_order.h"
 #include "mugraph/shared_memory_plan.h"
 #include "mugraph/validate.h"
@@ -140,83 +141,103 @@ std::string origin_expr(const TileOrigin& o, const std::string& iteration) {
   return s.empty() ? "0" : s;
 }
 
-/// The strides that read a matmul operand of shape x as if it had the result c's batch dims and
-/// its own last two (broadcasting the batch dims), one per dim of c.
-std::vector<int64_t> matmul_operand_strides(const Shape& x, const Shape& c) {
+/// The strides that read a matmul operand of shape x (laid out with strides xst) as if it had
+/// the result c's batch dims and its own last two (broadcasting the batch dims), one per dim of c.
+std::vector<int64_t> matmul_operand_strides(const Shape& x, const std::vector<int64_t>& xst, const Shape& c) {
   Shape as_result = c;
   as_result[c.rank() - 2] = x[x.rank() - 2];
   as_result[c.rank() - 1] = x[x.rank() - 1];
-  return broadcast_strides(x, as_result);
+  return broadcast_read_strides(x, xst, as_result);
+}
+std::vector<int64_t> matmul_operand_strides(const Shape& x, const Shape& c) {
+  return matmul_operand_strides(x, row_major_strides(x), c);
 }
 
-/// The matmul of operands of shapes a, b into result c (batched, NumPy broadcasting of the batch
-/// dims) as the template arguments of mgd::matmul after the scope and result shape.
-std::string matmul_args(const Shape& a, const Shape& b, const Shape& c) {
+/// The matmul of operands of shapes a, b (strides ast, bst) into result c (batched, NumPy
+/// broadcasting of the batch dims) as the template arguments of mgd::matmul after the scope,
+/// the result's shape and its strides.
+std::string matmul_args(const Shape& a, const std::vector<int64_t>& a_strides, const Shape& b,
+                        const std::vector<int64_t>& b_strides, const Shape& c) {
   const int rank = c.rank();
   // Each operand's strides over the result's dims, then its contracted dim's stride taken out.
-  auto operand = [&](const Shape& x, int contracted) {
-    std::vector<int64_t> st = matmul_operand_strides(x, c);
+  auto operand = [&](const Shape& x, const std::vector<int64_t>& xst, int contracted) {
+    std::vector<int64_t> st = matmul_operand_strides(x, xst, c);
     const int64_t k = st[static_cast<size_t>(contracted)];
     st[static_cast<size_t>(contracted)] = 0;  // along the result's N (for A) or M (for B): no step
     return std::make_pair(st, k);
   };
-  const auto [ast, ak] = operand(a, rank - 1);
-  const auto [bst, bk] = operand(b, rank - 2);
+  const auto [ast, ak] = operand(a, a_strides, rank - 1);
+  const auto [bst, bk] = operand(b, b_strides, rank - 2);
   return dims(ast) + ", " + std::to_string(ak) + ", " + dims(bst) + ", " + std::to_string(bk) + ", " +
          std::to_string(a[a.rank() - 1]);
 }
 
+/// A tensor as a tile op sees it: its type, its strides, and the expression that points at it.
+struct Operand {
+  TensorType type;
+  std::vector<int64_t> strides;
+  std::string name;
+};
+
+/// A dense row-major operand.
+Operand dense(const TensorType& type, std::string name) {
+  return {type, row_major_strides(type.shape), std::move(name)};
+}
+
 /// The call of a tile op that computes `op` (an element-wise, reduction, matmul or layout op)
-/// into `out` from `ins` within `scope` ("mgd::Block" or "mgd::Grid"). Operands are dense
-/// row-major. Layout ops other than repeat return several statements.
-std::string compute_call(const std::string& scope, const Op& op, const std::vector<TensorType>& in_types,
-                         const TensorType& out_type, const std::string& out, const std::vector<std::string>& ins) {
-  const Shape& s = out_type.shape;
+/// into `out` from `ins` within `scope` ("mgd::Block" or "mgd::Grid"), each read and written
+/// through its strides. Layout ops other than repeat return several statements.
+std::string compute_call(const std::string& scope, const Op& op, const std::vector<Operand>& ins, const Operand& out) {
+  const Shape& s = out.type.shape;
+  const std::string os = dims(out.strides);
+  // Operand i read at the result's shape (broadcasting).
+  auto read = [&](size_t i) { return dims(broadcast_read_strides(ins[i].type.shape, ins[i].strides, s)); };
   const OpInfo& info = op_info(op.kind);
   std::ostringstream c;
   switch (info.category) {
     case OpCategory::unary:
-      c << "mgd::unary<" << scope << ", " << dims(s) << ", " << dims(broadcast_strides(in_types[0].shape, s)) << ", "
-        << functor(op.kind) << ">(" << out << ", " << ins[0] << ");";
+      c << "mgd::unary<" << scope << ", " << dims(s) << ", " << os << ", " << read(0) << ", " << functor(op.kind)
+        << ">(" << out.name << ", " << ins[0].name << ");";
       break;
     case OpCategory::binary:
       if (op.attrs.has_scalar) {
-        c << "mgd::binary_scalar<" << scope << ", " << dims(s) << ", " << dims(broadcast_strides(in_types[0].shape, s))
-          << ", " << functor(op.kind) << ", " << (op.attrs.scalar_pos == 0 ? "true" : "false") << ">(" << out << ", "
-          << ins[0] << ", " << float_literal(op.attrs.scalar.value()) << ");";
+        c << "mgd::binary_scalar<" << scope << ", " << dims(s) << ", " << os << ", " << read(0) << ", "
+          << functor(op.kind) << ", " << (op.attrs.scalar_pos == 0 ? "true" : "false") << ">(" << out.name << ", "
+          << ins[0].name << ", " << float_literal(op.attrs.scalar.value()) << ");";
       } else {
-        c << "mgd::binary<" << scope << ", " << dims(s) << ", " << dims(broadcast_strides(in_types[0].shape, s)) << ", "
-          << dims(broadcast_strides(in_types[1].shape, s)) << ", " << functor(op.kind) << ">(" << out << ", " << ins[0]
-          << ", " << ins[1] << ");";
+        c << "mgd::binary<" << scope << ", " << dims(s) << ", " << os << ", " << read(0) << ", " << read(1) << ", "
+          << functor(op.kind) << ">(" << out.name << ", " << ins[0].name << ", " << ins[1].name << ");";
       }
       break;
     case OpCategory::reduction: {
-      const int64_t group = in_types[0].shape[op.attrs.dim] / s[op.attrs.dim];
-      c << "mgd::sum<" << scope << ", " << dims(s) << ", " << dims(row_major_strides(in_types[0].shape)) << ", "
-        << op.attrs.dim << ", " << group << ">(" << out << ", " << ins[0] << ");";
+      const int64_t group = ins[0].type.shape[op.attrs.dim] / s[op.attrs.dim];
+      c << "mgd::sum<" << scope << ", " << dims(s) << ", " << os << ", " << dims(ins[0].strides) << ", " << op.attrs.dim
+        << ", " << group << ">(" << out.name << ", " << ins[0].name << ");";
       break;
     }
     case OpCategory::matmul:
-      c << "mgd::matmul<" << scope << ", " << dims(s) << ", " << matmul_args(in_types[0].shape, in_types[1].shape, s)
-        << ">(" << out << ", " << ins[0] << ", " << ins[1] << ");";
+      c << "mgd::matmul<" << scope << ", " << dims(s) << ", " << os << ", "
+        << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, s) << ">(" << out.name
+        << ", " << ins[0].name << ", " << ins[1].name << ");";
       break;
     case OpCategory::layout:
       if (op.kind == OpKind::repeat) {
-        c << "mgd::repeat<" << scope << ", " << dims(s) << ", " << dims(row_major_strides(in_types[0].shape)) << ", "
-          << op.attrs.dim << ", " << in_types[0].shape[op.attrs.dim] << ">(" << out << ", " << ins[0] << ");";
+        c << "mgd::repeat<" << scope << ", " << dims(s) << ", " << os << ", " << dims(ins[0].strides) << ", "
+          << op.attrs.dim << ", " << ins[0].type.shape[op.attrs.dim] << ">(" << out.name << ", " << ins[0].name << ");";
       } else if (op.kind == OpKind::reshape) {
         // A dense row-major reshape keeps the element order: a flat copy.
+        MUGRAPH_CHECK(out.strides == row_major_strides(s) && ins[0].strides == row_major_strides(ins[0].type.shape))
+            << "a reshape of a tensor that is not dense row-major";
         const std::vector<int64_t> flat{s.numel()};
-        c << "mgd::copy<" << scope << ", " << dims(flat) << ", mgd::Dims<1>, mgd::Dims<1>>(" << out << ", " << ins[0]
-          << ");";
+        c << "mgd::copy<" << scope << ", " << dims(flat) << ", mgd::Dims<1>, mgd::Dims<1>>(" << out.name << ", "
+          << ins[0].name << ");";
       } else {  // concat: each operand into its slice of the result
-        const std::vector<int64_t> os = row_major_strides(s);
         int64_t at = 0;
         for (size_t i = 0; i < ins.size(); ++i) {
-          const Shape& is = in_types[i].shape;
+          const Shape& is = ins[i].type.shape;
           if (i) c << "\n";
-          c << "mgd::copy<" << scope << ", " << dims(is) << ", " << dims(os) << ", " << dims(row_major_strides(is))
-            << ">(" << out << " + " << at * os[static_cast<size_t>(op.attrs.dim)] << ", " << ins[i] << ");";
+          c << "mgd::copy<" << scope << ", " << dims(is) << ", " << os << ", " << dims(ins[i].strides) << ">("
+            << out.name << " + " << at * out.strides[static_cast<size_t>(op.attrs.dim)] << ", " << ins[i].name << ");";
           at += is[op.attrs.dim];
         }
       }
@@ -247,14 +268,15 @@ struct TensorMapParam {
 class BlockKernelEmitter {
  public:
   BlockKernelEmitter(const Graph& body, int index, const std::vector<TensorType>& outputs, const CudaTarget& target,
-                     int requested_stages)
+                     const CodegenOptions& options)
       : body_(body),
         index_(index),
         output_types_(outputs),
         limits_(*target.limits),
         wgmma_(target.wgmma),
         tma_(target.tma),
-        requested_stages_(requested_stages) {}
+        requested_stages_(options.pipeline_stages),
+        choose_layouts_(options.choose_layouts) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -268,6 +290,10 @@ class BlockKernelEmitter {
       k << " (STensors " << tensors_bytes_ << " sharing bytes over their lifetimes, " << all_live_bytes_
         << " in separate buffers)";
     k << "\n";
+    if (layout_choice_.wavefronts < layout_choice_.row_major_wavefronts)
+      k << "// layouts: " << layout_choice_.wavefronts << " shared-memory wavefronts per block modelled, "
+        << layout_choice_.row_major_wavefronts << " with every tile row-major (" << layout_choice_.extra_bytes
+        << " bytes of padding)\n";
     k << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << body_.threads.volume() << ") kernel_" << index_ << "(";
     for (size_t i = 0; i < body_.params.size(); ++i)
       k << (i ? ", " : "") << "const " << ctype(body_.params[i].dtype) << "* MGD_RESTRICT in_" << i;
@@ -293,7 +319,8 @@ class BlockKernelEmitter {
       k << "  " << st.ctype << "* const t" << t << (st.staged ? "_stages" : "") << " = reinterpret_cast<" << st.ctype
         << "*>(smem + " << st.offset << ");  // " << (st.staged ? std::to_string(stages_) + " stages of " : "")
         << type_comment(body_.tensors[t].type)
-        << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "") << "\n";
+        << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "")
+        << (layouts_[t].is_row_major() ? "" : ", " + layouts_[t].str()) << "\n";
     }
     if (scratch_bytes_ > 0)
       k << "  unsigned char* const scratch = smem + " << scratch_offset_ << ";  // " << scratch_bytes_
@@ -517,6 +544,7 @@ class BlockKernelEmitter {
     stages = static_cast<int>(std::min<int64_t>(stages, body_.forloop));
     // Automatic pipelines fall back to fewer stages where they do not fit.
     for (;; --stages) {
+      choose_tile_layouts(stages);
       lay_out(stages);
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
     }
@@ -532,6 +560,38 @@ class BlockKernelEmitter {
                       (stages_ > 1 ? ", " + std::to_string(stages_) + " buffers per loaded tile" : std::string()) +
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
   }
+
+  /// Chooses each STensor's layout (layout_choice.h) for a kernel with `stages` pipeline stages,
+  /// among those that fit in shared memory; row-major where none does or the options say so.
+  void choose_tile_layouts(int stages) {
+    layouts_.assign(body_.tensors.size(), TileLayout{});
+    layout_choice_ = LayoutChoice{};
+    if (!choose_layouts_) return;
+    LayoutProblem p;
+    p.body = &body_;
+    p.schedule = &schedule_;
+    p.loads.assign(body_.ops.size(), TileLoad::none);
+    p.wgmma.assign(body_.ops.size(), false);
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      if (is_load(i))
+        p.loads[i] = tma_tile(i, stages)              ? TileLoad::tma
+                     : vector_load(i, load_origin(i)) ? TileLoad::cp_async
+                                                      : TileLoad::copy;
+      p.wgmma[i] = wgmma_matmul(i);
+    }
+    p.fits = [&](const std::vector<TileLayout>& layouts) {
+      layouts_ = layouts;
+      lay_out(stages);
+      return shared_bytes_ <= limits_.shared_memory_bytes;
+    };
+    layout_choice_ = choose_layouts(p);
+    layouts_ = layout_choice_.layouts;
+  }
+
+  /// The strides of STensor t in its layout.
+  std::vector<int64_t> strides_of(TensorId t) const { return layout_strides(body_.type(t).shape, layouts_[t.index()]); }
+  /// STensor t as a tile op's operand or result.
+  Operand operand(TensorId t) const { return {body_.type(t), strides_of(t), tensor(t)}; }
 
   /// Places the STensors in shared memory, `stages` buffers for each streamed tile: tensors that
   /// are never live at the same time share bytes (shared_memory_plan.h, lifetimes from the
@@ -552,7 +612,7 @@ class BlockKernelEmitter {
       for (TensorId t : op.outputs) {
         const TensorType& type = body_.type(t);
         const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
-        const int64_t bytes = align_up(type.shape.numel() * elem, align);
+        const int64_t bytes = align_up(layout_elements(type.shape, layouts_[t.index()]) * elem, align);
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
         st.staged = staged;
@@ -604,7 +664,7 @@ class BlockKernelEmitter {
     const TileOrigin o = load_origin(i);
     std::ostringstream s;
     s << (vector_load(i, o) ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
-      << dims(row_major_strides(tile.shape)) << ", " << dims(row_major_strides(whole.shape)) << ">(" << dst << ", in_"
+      << dims(strides_of(op.outputs[0])) << ", " << dims(row_major_strides(whole.shape)) << ">(" << dst << ", in_"
       << op.attrs.io_index << " + " << origin_expr(o, iteration) << ");  // tile " << type_comment(tile) << "\n";
     return s.str();
   }
@@ -624,23 +684,24 @@ class BlockKernelEmitter {
         const TensorType& tile = body_.type(op.inputs[0]);
         TileOrigin o = codegen::saver_origin(whole.shape, tile.shape, op.attrs.omap);
         s << "mgd::copy<mgd::Block, " << dims(tile.shape) << ", " << dims(row_major_strides(whole.shape)) << ", "
-          << dims(row_major_strides(tile.shape)) << ">(out_" << op.attrs.io_index << " + " << origin_expr(o, "") << ", "
+          << dims(strides_of(op.inputs[0])) << ">(out_" << op.attrs.io_index << " + " << origin_expr(o, "") << ", "
           << tensor(op.inputs[0]) << ");  // save " << type_comment(tile) << "\n";
         break;
       }
       case OpCategory::accumulator: {
         const TensorType& in = body_.type(op.inputs[0]);
         if (op.attrs.dim == kPhi) {
-          s << "mgd::accumulate<mgd::Block, " << dims(in.shape) << ">(" << tensor(op.outputs[0]) << ", "
-            << tensor(op.inputs[0]) << ", " << (in_loop ? "it == 0" : "true") << ");\n";
+          s << "mgd::accumulate<mgd::Block, " << dims(in.shape) << ", " << dims(strides_of(op.inputs[0])) << ">("
+            << tensor(op.outputs[0]) << ", " << tensor(op.inputs[0]) << ", " << (in_loop ? "it == 0" : "true")
+            << ");\n";
         } else {
           const Shape& whole = body_.type(op.outputs[0]).shape;
-          const std::vector<int64_t> ws = row_major_strides(whole);
+          const std::vector<int64_t> ws = strides_of(op.outputs[0]);
           const int64_t step = in.shape[op.attrs.dim] * ws[static_cast<size_t>(op.attrs.dim)];
-          s << "mgd::copy<mgd::Block, " << dims(in.shape) << ", " << dims(ws) << ", "
-            << dims(row_major_strides(in.shape)) << ">(" << tensor(op.outputs[0]) << " + "
-            << (in_loop ? "it * " + std::to_string(step) : std::string("0")) << ", " << tensor(op.inputs[0])
-            << ");  // accumulate by concatenation\n";
+          (void)whole;
+          s << "mgd::copy<mgd::Block, " << dims(in.shape) << ", " << dims(ws) << ", " << dims(strides_of(op.inputs[0]))
+            << ">(" << tensor(op.outputs[0]) << " + " << (in_loop ? "it * " + std::to_string(step) : std::string("0"))
+            << ", " << tensor(op.inputs[0]) << ");  // accumulate by concatenation\n";
         }
         break;
       }
@@ -649,22 +710,18 @@ class BlockKernelEmitter {
         break;
       default: {
         if (op.kind == OpKind::reshape) return "";  // an alias
-        std::vector<TensorType> in_types;
-        std::vector<std::string> ins;
-        for (TensorId t : op.inputs) {
-          in_types.push_back(body_.type(t));
-          ins.push_back(tensor(t));
-        }
-        const TensorType& out = body_.type(op.outputs[0]);
+        std::vector<Operand> ins;
+        for (TensorId t : op.inputs) ins.push_back(operand(t));
+        const Operand out = operand(op.outputs[0]);
         if (wgmma_matmul(i)) {
-          s << "mgd::matmul_wgmma<" << dims(out.shape) << ", "
-            << matmul_args(in_types[0].shape, in_types[1].shape, out.shape) << ", " << scratch_bytes_ << ">("
-            << tensor(op.outputs[0]) << ", " << ins[0] << ", " << ins[1] << ", scratch);  // matmul -> "
-            << type_comment(out) << " on wgmma\n";
+          s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", "
+            << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape) << ", "
+            << scratch_bytes_ << ">(" << out.name << ", " << ins[0].name << ", " << ins[1].name
+            << ", scratch);  // matmul -> " << type_comment(out.type) << " on wgmma\n";
           break;
         }
-        s << compute_call("mgd::Block", op, in_types, out, tensor(op.outputs[0]), ins) << "  // " << op_name(op.kind)
-          << " -> " << type_comment(out) << "\n";
+        s << compute_call("mgd::Block", op, ins, out) << "  // " << op_name(op.kind) << " -> " << type_comment(out.type)
+          << "\n";
         break;
       }
     }
@@ -700,7 +757,11 @@ class BlockKernelEmitter {
         if (op.kind == OpKind::output_saver) {
           if (std::find(savers.begin(), savers.end(), i) == savers.end()) continue;
           const TensorId dst = tg_op.outputs[static_cast<size_t>(op.attrs.io_index)];
-          s << "  " << tensor(dst) << "[e] = mgd::from_float<" << storage_[dst.index()].ctype << ">(v"
+          const std::vector<int64_t> ds = strides_of(dst);
+          const std::string at = ds == row_major_strides(shape)
+                                     ? std::string("e")
+                                     : "mgd::offset<" + dims(shape) + ", " + dims(ds) + ">(e)";
+          s << "  " << tensor(dst) << "[" << at << "] = mgd::from_float<" << storage_[dst.index()].ctype << ">(v"
             << op.inputs[0].value << ");\n";
           continue;
         }
@@ -709,7 +770,7 @@ class BlockKernelEmitter {
         if (op.kind == OpKind::input_iterator) {
           const TensorId src = tg_op.inputs[static_cast<size_t>(op.attrs.io_index)];
           s << "  const float " << v << " = mgd::to_float(" << tensor(src) << "[mgd::offset<" << dims(shape) << ", "
-            << dims(broadcast_strides(vs, shape)) << ">(e)]);\n";
+            << dims(broadcast_read_strides(vs, strides_of(src), shape)) << ">(e)]);\n";
         } else if (op_info(op.kind).category == OpCategory::unary) {
           s << "  const float " << v << " = " << functor(op.kind) << "{}(v" << op.inputs[0].value << ");\n";
         } else if (op_info(op.kind).category == OpCategory::binary) {
@@ -733,9 +794,12 @@ class BlockKernelEmitter {
   int index_;
   const std::vector<TensorType>& output_types_;
   const Target& limits_;
-  bool wgmma_;            // CudaTarget::wgmma
-  bool tma_;              // CudaTarget::tma
-  int requested_stages_;  // CodegenOptions::pipeline_stages
+  bool wgmma_;                       // CudaTarget::wgmma
+  bool tma_;                         // CudaTarget::tma
+  int requested_stages_;             // CodegenOptions::pipeline_stages
+  bool choose_layouts_;              // CodegenOptions::choose_layouts
+  std::vector<TileLayout> layouts_;  // per STensor (layout_choice.h)
+  LayoutChoice layout_choice_;
   int stages_ = 1;
   BlockSchedule schedule_;  // op order and steps (op_order.h)
   SharedMemoryPlan memory_plan_;
@@ -878,7 +942,7 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
       std::vector<TensorType> out_types;
       for (TensorId t : op.outputs) out_types.push_back(g.type(t));
-      BlockKernelEmitter e(body, index, out_types, target, options.pipeline_stages);
+      BlockKernelEmitter e(body, index, out_types, target, options);
       kernels << e.emit() << "\n";
       Launch l;
       l.kernel = name;
@@ -912,18 +976,17 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       continue;  // no kernel index taken
     } else {
       const TensorType& out = g.type(op.outputs[0]);
-      std::vector<TensorType> in_types;
-      std::vector<std::string> params, ins;
+      std::vector<Operand> ins;
+      std::vector<std::string> params;
       for (size_t k = 0; k < op.inputs.size(); ++k) {
-        in_types.push_back(g.type(op.inputs[k]));
-        params.push_back("const " + ctype(in_types.back().dtype) + "* MGD_RESTRICT a" + std::to_string(k));
-        ins.push_back("a" + std::to_string(k));
+        ins.push_back(dense(g.type(op.inputs[k]), "a" + std::to_string(k)));
+        params.push_back("const " + ctype(ins.back().type.dtype) + "* MGD_RESTRICT a" + std::to_string(k));
       }
       kernels << "// " << name << ": pre-defined " << op_name(op.kind) << " -> " << type_comment(out) << "\n";
       kernels << "MGD_GLOBAL void MGD_LAUNCH_BOUNDS(" << kGridThreads << ") " << name << "(";
       for (const std::string& p : params) kernels << p << ", ";
       kernels << ctype(out.dtype) << "* MGD_RESTRICT out) {\n";
-      kernels << indent(compute_call("mgd::Grid", op, in_types, out, "out", ins), 2) << "}\n\n";
+      kernels << indent(compute_call("mgd::Grid", op, ins, dense(out, "out")), 2) << "}\n\n";
       Launch l = grid_launch(name, out.shape.numel());
       for (TensorId t : op.inputs) l.args.push_back(buf[t.index()]);
       l.args.push_back(buf[op.outputs[0].index()]);

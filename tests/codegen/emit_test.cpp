@@ -16,6 +16,14 @@ int count(const std::string& text, const std::string& what) {
   return n;
 }
 
+/// Options that keep every tile dense row-major, for tests of what the layout pass would change.
+CodegenOptions row_major(int stages = 0) {
+  CodegenOptions o;
+  o.pipeline_stages = stages;
+  o.choose_layouts = false;
+  return o;
+}
+
 TEST(Codegen, TargetsByArch) {
   EXPECT_EQ(find_cuda_target("sm_80").limits->name, "a100");
   EXPECT_EQ(find_cuda_target("sm_90a").limits->name, "h100");
@@ -52,10 +60,11 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
 TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
   // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a, with a
   // scratch area for the operand stages (1024 + (64 + 32) · 128 bytes for one warpgroup at the
-  // end of the kernel's shared memory); mma.sync (mgd::matmul) on sm_80.
+  // end of the kernel's shared memory); mma.sync (mgd::matmul) on sm_80. Tiles row-major.
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
-  const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a")).source;
-  EXPECT_NE(hopper.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, 32, 256, 13312>("
+  const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a"), row_major()).source;
+  EXPECT_NE(hopper.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<32, 1>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, "
+                        "32, 256, 13312>("
                         "t6, t5, t2, scratch);"),
             std::string::npos)
       << hopper;
@@ -142,10 +151,10 @@ TEST(Codegen, TooMuchSharedMemoryIsAUserError) {
 }
 
 TEST(Codegen, LoopLoadsArePipelinedInTwoStagesByDefault) {
-  // cp.async on sm_80 (sm_90a's TMA pipeline: TmaLoadsWaitOnAStageBarrier).
+  // cp.async on sm_80 (sm_90a's TMA pipeline: TmaLoadsWaitOnAStageBarrier). Tiles row-major.
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
-  const GeneratedCode one = generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{1});
-  const GeneratedCode two = generate_cuda(g, find_cuda_target("sm_80"));
+  const GeneratedCode one = generate_cuda(g, find_cuda_target("sm_80"), row_major(1));
+  const GeneratedCode two = generate_cuda(g, find_cuda_target("sm_80"), row_major());
   // One stage: every iteration loads its own tiles and waits for all of them.
   EXPECT_EQ(count(one.source, "_stages"), 0);
   EXPECT_NE(one.source.find("in_2 + bx * 32 + it * 1048576"), std::string::npos) << one.source;
@@ -172,7 +181,7 @@ TEST(Codegen, LoopLoadsArePipelinedInTwoStagesByDefault) {
 
 TEST(Codegen, MorePipelineStagesLoadFurtherAhead) {
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
-  const GeneratedCode three = generate_cuda(g, find_cuda_target("sm_80"), CodegenOptions{3});
+  const GeneratedCode three = generate_cuda(g, find_cuda_target("sm_80"), row_major(3));
   EXPECT_NE(three.source.find("3-stage load pipeline"), std::string::npos);
   // Iterations 0 and 1 before the loop, each its own group; it + 2 in the loop.
   EXPECT_NE(three.source.find("(t2_stages + 1 * 8192, in_2 + bx * 32 + 1048576)"), std::string::npos) << three.source;
@@ -183,6 +192,38 @@ TEST(Codegen, MorePipelineStagesLoadFurtherAhead) {
   Graph short_loop = test::rmsnorm_fig3b(16, 512, 512, 16, 2, DType::f16);
   EXPECT_NE(generate_cuda(short_loop, find_cuda_target("sm_80"), CodegenOptions{4}).source.find("2-stage"),
             std::string::npos);
+}
+
+TEST(Codegen, TileLayoutsFollowTheLayoutPass) {
+  // Figure 3b on sm_80 (layout_choice_test.cpp has the model's figures): W's [256, 32] tile,
+  // read by ldmatrix.trans, and the mul's result, read by ldmatrix, get rows padded by 8
+  // halves (16 bytes: cp.async vectors stay aligned; W's stage grows from 8192 to 10240
+  // elements); the sqr's result, whose rows the sum walks down a thread per row, by 2; the
+  // matmul's result is written transposed.
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  const std::string src = generate_cuda(g, find_cuda_target("sm_80")).source;
+  EXPECT_NE(src.find("mgd::load_async<mgd::Dims<256, 32>, mgd::Dims<40, 1>, mgd::Dims<4096, 1>>(t2_stages + (it + 1) % "
+                     "2 * 10240"),
+            std::string::npos)
+      << src;
+  EXPECT_NE(src.find("mgd::sum<mgd::Block, mgd::Dims<16, 1>, mgd::Dims<1, 1>, mgd::Dims<258, 1>, 1, 256>(t4, t3);"),
+            std::string::npos);
+  EXPECT_NE(src.find("mgd::matmul<mgd::Block, mgd::Dims<16, 32>, mgd::Dims<1, 18>, mgd::Dims<264, 0>, 1, "
+                     "mgd::Dims<0, 1>, 40, 256>(t6, t5, t2);"),
+            std::string::npos);
+  EXPECT_NE(src.find("// [16, 256] f16, rows padded by 2"), std::string::npos);
+  EXPECT_NE(src.find("// layouts: 26544 shared-memory wavefronts per block modelled, 121520 with every tile row-major"),
+            std::string::npos);
+  // Row-major when asked: no padding, no layout line, every tile's strides dense.
+  const std::string dense = generate_cuda(g, find_cuda_target("sm_80"), row_major()).source;
+  EXPECT_EQ(count(dense, "padded"), 0);
+  EXPECT_EQ(count(dense, "transposed"), 0);
+  EXPECT_EQ(count(dense, "// layouts:"), 0);
+  // The copy engine's tiles stay dense boxes on sm_90a.
+  const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  EXPECT_NE(hopper.find("t2_stages = reinterpret_cast<mgd::half*>(smem + 0);  // 2 stages of [256, 32] f16\n"),
+            std::string::npos)
+      << hopper;
 }
 
 TEST(Codegen, TmaLoadsWaitOnAStageBarrier) {

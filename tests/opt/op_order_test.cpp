@@ -9,32 +9,11 @@
 #include <filesystem>
 #include <string>
 
-#include "mugraph/loader.h"
+#include "example_block_graphs.h"
 #include "test_graphs.h"
 
 namespace mugraph {
 namespace {
-
-std::string source_dir() {
-  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
-  return env ? env : MUGRAPH_SOURCE_DIR_DEFAULT;
-}
-
-/// Every block graph of the hand-written examples and of the saved search results.
-std::vector<std::pair<std::string, Graph>> block_graphs() {
-  std::vector<std::pair<std::string, Graph>> out;
-  auto add = [&](const std::string& name, const Graph& k) {
-    for (size_t i = 0; i < k.bodies.size(); ++i)
-      if (k.bodies[i].level == Level::block) out.emplace_back(name + " body " + std::to_string(i), k.bodies[i]);
-  };
-  for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/examples/ugraphs"))
-    if (e.path().extension() == ".json") add(e.path().filename().string(), load_graph_file(e.path().string()));
-  for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/examples/found")) {
-    const auto best = e.path() / "best.json";
-    if (std::filesystem::exists(best)) add(e.path().filename().string(), load_graph_file(best.string()));
-  }
-  return out;
-}
 
 /// The op that writes each tensor.
 std::vector<int> producers(const Graph& g) {
@@ -98,7 +77,7 @@ TEST(OpOrder, ReshapesSeparateNothing) {
 }
 
 TEST(OpOrder, StepsRespectDependenciesAndAreTheEarliest) {
-  const auto graphs = block_graphs();
+  const auto graphs = test::example_block_graphs();
   ASSERT_GE(graphs.size(), 8u);
   for (const auto& [name, b] : graphs) {
     const BlockSchedule s = schedule_block_ops(b);
@@ -126,7 +105,7 @@ TEST(OpOrder, StepsRespectDependenciesAndAreTheEarliest) {
 }
 
 TEST(OpOrder, LifetimesCoverEveryReadAndLoopCarriedValues) {
-  for (const auto& [name, b] : block_graphs()) {
+  for (const auto& [name, b] : test::example_block_graphs()) {
     const BlockSchedule s = schedule_block_ops(b);
     for (const bool pipelined : {false, true}) {
       const std::vector<TensorLifetime> life = tensor_lifetimes(b, s, pipelined);

@@ -78,7 +78,8 @@ TEST(TileOps, MatmulWithABroadcastBatch) {
   std::vector<float> a = randoms(M * K, 1), x = randoms(B * K * N, 2), out(B * M * N, NAN);
   for (unsigned threads : {32u, 100u}) {
     run_block(threads, 0, [&] {
-      mgd::matmul<mgd::Block, Dims<B, M, N>, Dims<0, K, 0>, 1, Dims<K * N, 0, 1>, N, K>(out.data(), a.data(), x.data());
+      mgd::matmul<mgd::Block, Dims<B, M, N>, Dims<M * N, N, 1>, Dims<0, K, 0>, 1, Dims<K * N, 0, 1>, N, K>(
+          out.data(), a.data(), x.data());
     });
     for (int b = 0; b < B; ++b)
       for (int m = 0; m < M; ++m)
@@ -104,7 +105,8 @@ void check_tensor_core_matmul(unsigned threads) {
   std::vector<float> out(B * M * N, NAN);
   static_assert(mgd::kTensorCoreOperands<T, T>);
   run_block(threads, 0, [&] {
-    mgd::matmul<mgd::Block, Dims<B, M, N>, Dims<0, K, 0>, 1, Dims<K * N, 0, 1>, N, K>(out.data(), a.data(), b.data());
+    mgd::matmul<mgd::Block, Dims<B, M, N>, Dims<M * N, N, 1>, Dims<0, K, 0>, 1, Dims<K * N, 0, 1>, N, K>(
+        out.data(), a.data(), b.data());
   });
   for (int bi = 0; bi < B; ++bi)
     for (int m = 0; m < M; ++m)
@@ -128,6 +130,61 @@ TEST(TileOps, TensorCoreMatmulWithLdmatrix) {
   check_tensor_core_matmul<mgd::bfloat16, 32, 24, 48>(64);
   check_tensor_core_matmul<mgd::half, 20, 16, 32>(64);  // A gathered, B through ldmatrix
   check_tensor_core_matmul<mgd::half, 16, 12, 16>(32);  // A through ldmatrix, B gathered
+}
+
+/// The tensor-core path with the layouts the layout pass chooses: A's rows padded by 8 elements
+/// (ldmatrix still applies: rows stay 16-byte aligned), B stored transposed (k innermost:
+/// gathered), the result written transposed (m innermost) and with padded rows.
+TEST(TileOps, TensorCoreMatmulThroughPaddedAndTransposedLayouts) {
+  constexpr int M = 32, N = 24, K = 48, AP = K + 8, BP = K + 4, OP = M + 2;
+  std::vector<float> fa = randoms(M * AP, 11), fb = randoms(N * BP, 12);
+  std::vector<mgd::half> a(fa.size()), b(fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<mgd::half>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<mgd::half>(fb[i]);
+  std::vector<float> out(N * OP, NAN);
+  run_block(128, 0, [&] {
+    mgd::matmul<mgd::Block, Dims<M, N>, Dims<1, OP>, Dims<AP, 0>, 1, Dims<0, BP>, 1, K>(out.data(), a.data(), b.data());
+  });
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float want = 0;
+      for (int k = 0; k < K; ++k) want += mgd::to_float(a[m * AP + k]) * mgd::to_float(b[n * BP + k]);
+      ASSERT_NEAR(out[n * OP + m], want, 1e-3f) << m << "," << n;
+    }
+  for (int n = 0; n < N; ++n)
+    for (int m = M; m < OP; ++m) EXPECT_TRUE(std::isnan(out[n * OP + m])) << "padding written at " << n << "," << m;
+}
+
+/// Element-wise ops, sums and repeats write through the result's strides: a transposed [4, 6]
+/// result and one with rows padded to 9, each checked element by element and for untouched
+/// padding.
+TEST(TileOps, ResultsThroughStrides) {
+  std::vector<float> a = randoms(24, 13), t(24, NAN), p(36, NAN), s(4 * 3, NAN), r(4 * 12, NAN);
+  run_block(7, 0, [&] {
+    mgd::unary<mgd::Block, Dims<4, 6>, Dims<1, 4>, Dims<6, 1>, mgd::op::Exp>(t.data(), a.data());
+    mgd::binary_scalar<mgd::Block, Dims<4, 6>, Dims<9, 1>, Dims<6, 1>, mgd::op::Mul, false>(p.data(), a.data(), 3.0f);
+    mgd::sum<mgd::Block, Dims<4, 3>, Dims<1, 4>, Dims<6, 1>, 1, 2>(s.data(), a.data());
+    mgd::repeat<mgd::Block, Dims<4, 12>, Dims<1, 4>, Dims<6, 1>, 1, 6>(r.data(), a.data());
+  });
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) {
+      EXPECT_FLOAT_EQ(t[j * 4 + i], std::exp(a[i * 6 + j]));
+      EXPECT_FLOAT_EQ(p[i * 9 + j], 3.0f * a[i * 6 + j]);
+    }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 6; j < 9; ++j) EXPECT_TRUE(std::isnan(p[i * 9 + j]));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) EXPECT_FLOAT_EQ(s[j * 4 + i], a[i * 6 + 2 * j] + a[i * 6 + 2 * j + 1]);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 12; ++j) EXPECT_EQ(r[j * 4 + i], a[i * 6 + j % 6]);
+}
+
+TEST(Dims, RowMajorStridesAreRecognized) {
+  EXPECT_TRUE((mgd::is_row_major<Dims<2, 3, 4>, Dims<12, 4, 1>>()));
+  EXPECT_TRUE((mgd::is_row_major<Dims<2, 1, 4>, Dims<4, 77, 1>>()));   // an extent-1 dim's stride is free
+  EXPECT_FALSE((mgd::is_row_major<Dims<2, 3, 4>, Dims<15, 5, 1>>()));  // padded rows
+  EXPECT_FALSE((mgd::is_row_major<Dims<3, 4>, Dims<1, 3>>()));         // transposed
+  EXPECT_EQ((mgd::offset<Dims<3, 4>, Dims<5, 1>>(7)), 8);              // (1, 3) with rows of 5
 }
 
 TEST(TileOps, MmaFragmentsFollowThePtxLayout) {
@@ -166,7 +223,7 @@ TEST(Emulation, WarpBarriersOnlyWaitForTheirWarp) {
 TEST(TileOps, SumToGroups) {
   // [4, 12] summed along dim 1 to 3: groups of 4 consecutive elements.
   std::vector<float> in = randoms(48, 3), out(12, NAN);
-  run_block(7, 0, [&] { mgd::sum<mgd::Block, Dims<4, 3>, Dims<12, 1>, 1, 4>(out.data(), in.data()); });
+  run_block(7, 0, [&] { mgd::sum<mgd::Block, Dims<4, 3>, Dims<3, 1>, Dims<12, 1>, 1, 4>(out.data(), in.data()); });
   for (int r = 0; r < 4; ++r)
     for (int j = 0; j < 3; ++j) {
       float want = 0;
@@ -177,7 +234,7 @@ TEST(TileOps, SumToGroups) {
 
 TEST(TileOps, RepeatCopiesAlongADim) {
   std::vector<float> in = randoms(6, 4), out(18, NAN);  // [2, 3] repeated 3 times along dim 1
-  run_block(5, 0, [&] { mgd::repeat<mgd::Block, Dims<2, 9>, Dims<3, 1>, 1, 3>(out.data(), in.data()); });
+  run_block(5, 0, [&] { mgd::repeat<mgd::Block, Dims<2, 9>, Dims<9, 1>, Dims<3, 1>, 1, 3>(out.data(), in.data()); });
   for (int r = 0; r < 2; ++r)
     for (int c = 0; c < 9; ++c) EXPECT_EQ(out[r * 9 + c], in[r * 3 + c % 3]);
 }
@@ -186,15 +243,16 @@ TEST(TileOps, ElementwiseBroadcastAndScalars) {
   std::vector<float> a = randoms(32, 5), row(8, 0), out(32, NAN), out2(32, NAN);
   for (int i = 0; i < 8; ++i) row[i] = 1.0f + i;
   run_block(13, 0, [&] {
-    mgd::binary<mgd::Block, Dims<4, 8>, Dims<8, 1>, Dims<0, 1>, mgd::op::Div>(out.data(), a.data(), row.data());
-    mgd::binary_scalar<mgd::Block, Dims<4, 8>, Dims<8, 1>, mgd::op::Sub, true>(out2.data(), a.data(), 2.0f);
+    mgd::binary<mgd::Block, Dims<4, 8>, Dims<8, 1>, Dims<8, 1>, Dims<0, 1>, mgd::op::Div>(out.data(), a.data(),
+                                                                                          row.data());
+    mgd::binary_scalar<mgd::Block, Dims<4, 8>, Dims<8, 1>, Dims<8, 1>, mgd::op::Sub, true>(out2.data(), a.data(), 2.0f);
   });
   for (int i = 0; i < 32; ++i) {
     EXPECT_FLOAT_EQ(out[i], a[i] / row[i % 8]);
     EXPECT_FLOAT_EQ(out2[i], 2.0f - a[i]);
   }
   std::vector<mgd::half> h(32);
-  run_block(32, 0, [&] { mgd::unary<mgd::Block, Dims<32>, Dims<1>, mgd::op::Silu>(h.data(), a.data()); });
+  run_block(32, 0, [&] { mgd::unary<mgd::Block, Dims<32>, Dims<1>, Dims<1>, mgd::op::Silu>(h.data(), a.data()); });
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(mgd::to_float(h[i]), a[i] / (1 + std::exp(-a[i])), 2e-3);
 }
 
@@ -206,8 +264,8 @@ TEST(TileOps, StridedCopyAndAccumulate) {
   run_block(8, 0, [&] {
     mgd::copy<mgd::Block, Dims<3, 4>, Dims<4, 1>, Dims<10, 1>>(tile.data(), whole.data() + 2);
     mgd::sync_block();
-    mgd::accumulate<mgd::Block, Dims<3, 4>>(acc.data(), tile.data(), true);
-    mgd::accumulate<mgd::Block, Dims<3, 4>>(acc.data(), tile.data(), false);
+    mgd::accumulate<mgd::Block, Dims<3, 4>, Dims<4, 1>>(acc.data(), tile.data(), true);
+    mgd::accumulate<mgd::Block, Dims<3, 4>, Dims<4, 1>>(acc.data(), tile.data(), false);
   });
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 4; ++c) {
@@ -298,7 +356,9 @@ TEST(Blas, GemmIsRowMajorBatchedMatmul) {
 
 TEST(TileOps, GridScopeCoversEveryElementOnce) {
   std::vector<float> in = randoms(1000, 7), out(1000, NAN);
-  std::function<void()> f = [&] { mgd::unary<mgd::Grid, Dims<1000>, Dims<1>, mgd::op::Exp>(out.data(), in.data()); };
+  std::function<void()> f = [&] {
+    mgd::unary<mgd::Grid, Dims<1000>, Dims<1>, Dims<1>, mgd::op::Exp>(out.data(), in.data());
+  };
   mgd::emu::launch(dim3(3), dim3(64), 0, nullptr, f);
   for (int i = 0; i < 1000; ++i) EXPECT_FLOAT_EQ(out[i], std::exp(in[i]));
 }

@@ -137,11 +137,14 @@ std::vector<float> randoms(size_t n, unsigned seed) {
 /// transposed in memory (a stored [K, M]) or B transposed (b stored [B, N, K]), against f32
 /// arithmetic on the same rounded operands. The tiles sit at odd offsets of shared memory, so
 /// the 1024-byte alignment of the stages is exercised too.
-template <typename T, int M, int N, int K, bool TransA = false, bool TransB = false>
+/// TransOut writes the result transposed within each batch (m innermost), as a layout the
+/// layout pass may choose.
+template <typename T, int M, int N, int K, bool TransA = false, bool TransB = false, bool TransOut = false>
 void check_wgmma_matmul(unsigned threads) {
   constexpr int B = 2;
   constexpr int64_t AM = TransA ? 1 : K, AK = TransA ? M : 1;
   constexpr int64_t BN = TransB ? K : 1, BK = TransB ? 1 : N;
+  constexpr int64_t OM = TransOut ? 1 : N, ON = TransOut ? M : 1;
   constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(N, 2);
   const size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{B} * K * N * sizeof(T);
   const size_t a_at = 48, b_at = (a_at + a_bytes + 15) / 16 * 16, scratch_at = (b_at + b_bytes + 15) / 16 * 16 + 16;
@@ -157,8 +160,8 @@ void check_wgmma_matmul(unsigned threads) {
     for (size_t i = mgd::thread_rank(); i < a.size(); i += mgd::block_threads()) sa[i] = a[i];
     for (size_t i = mgd::thread_rank(); i < b.size(); i += mgd::block_threads()) sb[i] = b[i];
     mgd::sync_block();
-    mgd::matmul_wgmma<Dims<B, M, N>, Dims<0, AM, 0>, AK, Dims<K * N, 0, BN>, BK, K, kScratch>(out.data(), sa, sb,
-                                                                                              smem + scratch_at);
+    mgd::matmul_wgmma<Dims<B, M, N>, Dims<M * N, OM, ON>, Dims<0, AM, 0>, AK, Dims<K * N, 0, BN>, BK, K, kScratch>(
+        out.data(), sa, sb, smem + scratch_at);
   });
   for (int bi = 0; bi < B; ++bi)
     for (int m = 0; m < M; ++m)
@@ -167,7 +170,7 @@ void check_wgmma_matmul(unsigned threads) {
         for (int k = 0; k < K; ++k)
           want += mgd::to_float(a[static_cast<size_t>(m * AM + k * AK)]) *
                   mgd::to_float(b[static_cast<size_t>(bi * K * N + n * BN + k * BK)]);
-        ASSERT_NEAR(out[static_cast<size_t>((bi * M + m) * N + n)], want, 1e-3f)
+        ASSERT_NEAR(out[static_cast<size_t>(bi * M * N + m * OM + n * ON)], want, 1e-3f)
             << bi << "," << m << "," << n << " with " << threads << " threads";
       }
 }
@@ -185,6 +188,7 @@ TEST(TileOps, WgmmaMatmulOfTransposedOperands) {
   check_wgmma_matmul<mgd::half, 16, 40, 64, true, false>(128);  // A gathered along k
   check_wgmma_matmul<mgd::half, 16, 40, 64, false, true>(128);  // B's chunks in 16-byte reads
   check_wgmma_matmul<mgd::bfloat16, 70, 24, 50, true, true>(256);
+  check_wgmma_matmul<mgd::half, 80, 72, 40, false, true, true>(256);  // the result transposed
 }
 
 TEST(TileOps, WgmmaMatmulNeedsWholeWarpgroups) {

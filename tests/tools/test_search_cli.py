@@ -6,6 +6,7 @@ then finishes with the same best μGraph as an uninterrupted run.
 Small shapes (X[4, 64], W[64, 64]) and tight limits keep each search under a couple of seconds,
 except the interruption tests, whose search must outlast the 5-s checkpoint period."""
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -407,3 +408,37 @@ def test_sigkill_after_checkpoint_then_resume_finishes(mugraph_bin, tmp_path, sl
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "exhausted" and report["resumed"] is True
     assert (out / "best.json").read_bytes() == ref_best
+
+
+def test_measure_emulate_checks_the_top_candidates_code(mugraph_bin, tmp_path):
+    # --measure K times the best K candidates on a GPU; --measure-emulate builds and checks them
+    # under the host emulation instead, keeps the model's choice and records what it measured.
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *args, "--top", "3", "--measure", "2", "--measure-emulate", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "measured on host emulation" in r.stdout
+    report = json.loads((out / "report.json").read_text())
+    m = report["measured"]
+    assert m["emulated"] is True and m["device"] == "host emulation" and m["chosen_rank"] == 0
+    n = min(2, len(report["top"]))
+    assert [c["rank"] for c in m["candidates"]] == list(range(n))
+    for c in m["candidates"]:
+        assert c["ok"], c
+        assert c["predicted_us"] == report["top"][c["rank"]]["estimated_us"]
+    assert (out / "best.json").read_bytes() == (out / "top" / "00.json").read_bytes()
+
+
+def test_measure_without_a_gpu_warns_and_keeps_the_models_choice(mugraph_bin, tmp_path):
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a GPU driver is present: --measure would time on it")
+    text, args = FAST["elementwise"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *args, "--measure", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "measured selection skipped" in r.stderr, r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["measured"]["error"], report["measured"]
+    assert (out / "best.json").read_bytes() == (out / "top" / "00.json").read_bytes()

@@ -21,10 +21,23 @@ struct Dims {
   }
 };
 
+/// Whether strides St lay shape S out densely in row-major order (element e at offset e); the
+/// stride of an extent-1 dim does not matter.
+template <typename S, typename St>
+MGD_HOST_DEVICE constexpr bool is_row_major() {
+  int64_t expect = 1;
+  for (int d = S::rank - 1; d >= 0; --d) {
+    if (S::get(d) != 1 && St::get(d) != expect) return false;
+    expect *= S::get(d);
+  }
+  return true;
+}
+
 /// Offset of element e (row-major linear index over shape S) in a tensor with strides St.
 template <typename S, typename St>
 MGD_HOST_DEVICE int64_t offset(int64_t e) {
   static_assert(S::rank == St::rank, "a stride per dim");
+  if constexpr (is_row_major<S, St>()) return e;
   int64_t off = 0;
   MGD_UNROLL
   for (int d = S::rank - 1; d >= 0; --d) {

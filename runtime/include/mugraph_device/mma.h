@@ -161,7 +161,8 @@ MGD_HOST_DEVICE constexpr bool batch_strides_aligned() {
 
 /// Batched matmul of tiles on tensor cores (the arguments of mgd::matmul, Block scope): warp w
 /// takes the 16×8 result blocks w, w + warps, ... of every batch. @pre block_threads() % 32 == 0
-template <typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, typename TO, typename T>
+template <typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, typename TO,
+          typename T>
 MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T* MGD_RESTRICT b) {
   constexpr int R = OutS::rank;
   constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
@@ -204,10 +205,10 @@ MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T
       }
       mma_m16n8k16<T>(acc, fa, fb, acc);
     }
-    TO* po = out + batch * M * N;
+    TO* po = out + offset<OutS, OutSt>(batch * M * N);
     for (int i = 0; i < 4; ++i) {
       const int64_t r = m0 + g + (i >= 2 ? 8 : 0), n = n0 + 2 * t + (i & 1);
-      if (r < M && n < N) po[r * N + n] = from_float<TO>(acc[i]);
+      if (r < M && n < N) po[r * OutSt::get(R - 2) + n * OutSt::get(R - 1)] = from_float<TO>(acc[i]);
     }
   }
 }

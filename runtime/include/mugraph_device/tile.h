@@ -2,8 +2,9 @@
 /// Cooperative tile ops, the building blocks generated kernels fill in. Each is called by every
 /// thread of a scope — Block (the threads of one block, on shared-memory tiles) or Grid (every
 /// thread of the launch, on device memory, for pre-defined kernels) — and each thread takes the
-/// elements e = first, first + step, ... of the result. Results are dense row-major over their
-/// shape; operands are read through strides (0 broadcasts). A scope-wide barrier between ops is
+/// elements e = first, first + step, ... of the result (its row-major linear index). Results are
+/// written and operands read through strides (0 broadcasts an operand's dim), so a tile may be
+/// laid out with padded rows or transposed (the layout pass, layout_choice.h). A scope-wide barrier between ops is
 /// the caller's (Block: sync_block()).
 ///
 /// These are the portable SIMT forms, used on every target and in the host emulation; the
@@ -43,56 +44,61 @@ MGD_DEVICE void copy(TD* MGD_RESTRICT dst, const TS* MGD_RESTRICT src) {
   for_each<Scope, S>([&](int64_t e) { dst[offset<S, DstSt>(e)] = convert<TD>(src[offset<S, SrcSt>(e)]); });
 }
 
-/// out = f(in), out dense of shape S, in read through strides InSt.
-template <typename Scope, typename S, typename InSt, typename F, typename TO, typename TI>
+/// out = f(in), both of shape S, out written through strides OutSt, in read through InSt.
+template <typename Scope, typename S, typename OutSt, typename InSt, typename F, typename TO, typename TI>
 MGD_DEVICE void unary(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   F f;
-  for_each<Scope, S>([&](int64_t e) { out[e] = from_float<TO>(f(to_float(in[offset<S, InSt>(e)]))); });
+  for_each<Scope, S>(
+      [&](int64_t e) { out[offset<S, OutSt>(e)] = from_float<TO>(f(to_float(in[offset<S, InSt>(e)]))); });
 }
 
-/// out = f(a, b), out dense of shape S, a and b read through strides ASt and BSt (NumPy
-/// broadcasting: stride 0 on the dims an operand does not have).
-template <typename Scope, typename S, typename ASt, typename BSt, typename F, typename TO, typename TA, typename TB>
+/// out = f(a, b) of shape S, out written through strides OutSt, a and b read through ASt and BSt
+/// (NumPy broadcasting: stride 0 on the dims an operand does not have).
+template <typename Scope, typename S, typename OutSt, typename ASt, typename BSt, typename F, typename TO, typename TA,
+          typename TB>
 MGD_DEVICE void binary(TO* out, const TA* a, const TB* b) {
   F f;
-  for_each<Scope, S>(
-      [&](int64_t e) { out[e] = from_float<TO>(f(to_float(a[offset<S, ASt>(e)]), to_float(b[offset<S, BSt>(e)]))); });
+  for_each<Scope, S>([&](int64_t e) {
+    out[offset<S, OutSt>(e)] = from_float<TO>(f(to_float(a[offset<S, ASt>(e)]), to_float(b[offset<S, BSt>(e)])));
+  });
 }
 
 /// out = f(a, c) (ScalarLeft false) or f(c, a) (true) with a constant c.
-template <typename Scope, typename S, typename ASt, typename F, bool ScalarLeft, typename TO, typename TA>
+template <typename Scope, typename S, typename OutSt, typename ASt, typename F, bool ScalarLeft, typename TO,
+          typename TA>
 MGD_DEVICE void binary_scalar(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, float c) {
   F f;
   for_each<Scope, S>([&](int64_t e) {
     const float x = to_float(a[offset<S, ASt>(e)]);
-    out[e] = from_float<TO>(ScalarLeft ? f(c, x) : f(x, c));
+    out[offset<S, OutSt>(e)] = from_float<TO>(ScalarLeft ? f(c, x) : f(x, c));
   });
 }
 
-/// sum(dim = Dim, to): out has shape OutS; out element e sums the Group = extent / to input
-/// elements along Dim that fold into it. InSt are the input's strides; element e of the output
-/// starts at offset<OutS, InSt>(e) with its Dim coordinate scaled by Group.
-template <typename Scope, typename OutS, typename InSt, int Dim, int64_t Group, typename TO, typename TI>
+/// sum(dim = Dim, to): out has shape OutS (written through strides OutSt); out element e sums the
+/// Group = extent / to input elements along Dim that fold into it. InSt are the input's strides;
+/// element e of the output starts at offset<OutS, InSt>(e) with its Dim coordinate scaled by Group.
+template <typename Scope, typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, typename TO,
+          typename TI>
 MGD_DEVICE void sum(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   for_each<Scope, OutS>([&](int64_t e) {
     const int64_t base = offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * InSt::get(Dim);
     float acc = 0.0f;
     for (int64_t g = 0; g < Group; ++g) acc += to_float(in[base + g * InSt::get(Dim)]);
-    out[e] = from_float<TO>(acc);
+    out[offset<OutS, OutSt>(e)] = from_float<TO>(acc);
   });
 }
 
-/// Batched matmul: out (shape OutS = [batch..., M, N]) = Σ_k a[.., m, k] · b[.., k, n], f32
-/// accumulation. ASt gives, per output dim, A's stride (batch dims, 0 where A broadcasts; its
-/// row stride for M; 0 for N), AK its stride along k; BSt and BK likewise for B (0 for M, its
-/// column stride for N).
-template <typename Scope, typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, typename TO,
-          typename TA, typename TB>
+/// Batched matmul: out (shape OutS = [batch..., M, N], written through strides OutSt) = Σ_k
+/// a[.., m, k] · b[.., k, n], f32 accumulation. ASt gives, per output dim, A's stride (batch
+/// dims, 0 where A broadcasts; its row stride for M; 0 for N), AK its stride along k; BSt and BK
+/// likewise for B (0 for M, its column stride for N).
+template <typename Scope, typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K,
+          typename TO, typename TA, typename TB>
 MGD_DEVICE void matmul(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, const TB* MGD_RESTRICT b) {
   // Tiles of f16 or bf16 operands go to the tensor cores (mma.h) when the block is whole warps.
   if constexpr (std::is_same_v<Scope, Block> && kTensorCoreOperands<TA, TB>) {
     if (block_threads() % 32 == 0) {
-      matmul_tc<OutS, ASt, AK, BSt, BK, K>(out, a, b);
+      matmul_tc<OutS, OutSt, ASt, AK, BSt, BK, K>(out, a, b);
       return;
     }
   }
@@ -101,27 +107,32 @@ MGD_DEVICE void matmul(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, const TB*
     const TB* pb = b + offset<OutS, BSt>(e);
     float acc = 0.0f;
     for (int64_t k = 0; k < K; ++k) acc += to_float(pa[k * AK]) * to_float(pb[k * BK]);
-    out[e] = from_float<TO>(acc);
+    out[offset<OutS, OutSt>(e)] = from_float<TO>(acc);
   });
 }
 
-/// repeat(dim = Dim, times): out (shape OutS) element e reads the input element whose Dim
-/// coordinate is e's modulo Ext (the input's extent along Dim); InSt are the input's strides.
-template <typename Scope, typename OutS, typename InSt, int Dim, int64_t Ext, typename TO, typename TI>
+/// repeat(dim = Dim, times): out (shape OutS, strides OutSt) element e reads the input element
+/// whose Dim coordinate is e's modulo Ext (the input's extent along Dim); InSt are the input's
+/// strides.
+template <typename Scope, typename OutS, typename OutSt, typename InSt, int Dim, int64_t Ext, typename TO, typename TI>
 MGD_DEVICE void repeat(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   for_each<Scope, OutS>([&](int64_t e) {
     const int64_t c = coord<OutS>(e, Dim);
     const int64_t off = offset<OutS, InSt>(e) - c * InSt::get(Dim) + (c % Ext) * InSt::get(Dim);
-    out[e] = convert<TO>(in[off]);
+    out[offset<OutS, OutSt>(e)] = convert<TO>(in[off]);
   });
 }
 
-/// A summing for-loop accumulator: acc (f32, dense, shape S) = in in the first iteration, acc +
-/// in after. Each thread touches the same elements in every iteration, so no barrier is needed
-/// between the iterations' calls beyond the one that makes `in` ready.
-template <typename Scope, typename S, typename T>
+/// A summing for-loop accumulator: acc (f32, dense, shape S) = in (read through strides InSt) in
+/// the first iteration, acc + in after. Each thread touches the same elements in every
+/// iteration, so no barrier is needed between the iterations' calls beyond the one that makes
+/// `in` ready.
+template <typename Scope, typename S, typename InSt, typename T>
 MGD_DEVICE void accumulate(float* MGD_RESTRICT acc, const T* MGD_RESTRICT in, bool first) {
-  for_each<Scope, S>([&](int64_t e) { acc[e] = first ? to_float(in[e]) : acc[e] + to_float(in[e]); });
+  for_each<Scope, S>([&](int64_t e) {
+    const float x = to_float(in[offset<S, InSt>(e)]);
+    acc[e] = first ? x : acc[e] + x;
+  });
 }
 
 }  // namespace mgd

@@ -253,14 +253,14 @@ MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t addr_a, uint32_t addr
 /// then issues up to four wgmma ops and waits for them. Where wgmma is not available (compiled
 /// for another GPU) it is mma.sync (matmul_tc).
 /// @pre block_threads() % 128 == 0 (whole warpgroups)
-template <typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch, typename TO,
-          typename T>
+template <typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
+          typename TO, typename T>
 MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T* MGD_RESTRICT b,
                              unsigned char* scratch) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
   if constexpr (!kWgmmaAvailable) {
     (void)scratch;
-    matmul_tc<OutS, ASt, AK, BSt, BK, K>(out, a, b);
+    matmul_tc<OutS, OutSt, ASt, AK, BSt, BK, K>(out, a, b);
   } else {
     constexpr int R = OutS::rank;
     constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1), NT = wgmma_n(N);
@@ -314,11 +314,11 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
         fence_registers(acc);
         warpgroup_sync();  // every warp is done with the stages before they are refilled
       }
-      TO* po = out + batch * M * N;
+      TO* po = out + offset<OutS, OutSt>(batch * M * N);
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) {
         const int64_t m = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-        if (m < M && n < N) po[m * N + n] = from_float<TO>(acc[i]);
+        if (m < M && n < N) po[m * OutSt::get(R - 2) + n * OutSt::get(R - 1)] = from_float<TO>(acc[i]);
       }
     }
   }
