@@ -286,7 +286,10 @@ std::pair<nlohmann::ordered_json, int> measure_top(const SearchResult& r, const 
   BenchOptions bench;
   bench.target = options.target.name == "a100" ? "sm_80" : "sm_90a";
   bench.emulate = request.emulate;
-  if (request.emulate) bench.warmup = 0, bench.repeats = 1;
+  if (request.emulate) {
+    bench.warmup = 0;
+    bench.repeats = 1;
+  }
   try {
     const MeasuredSelection m = measure_candidates(candidates, bench);
     summary << "  measured on " << m.device << (m.emulated ? " (code checked; host times say nothing)" : "") << ":\n";

@@ -54,6 +54,16 @@ int64_t layout_elements(const Shape& shape, const TileLayout& layout);
 std::vector<int64_t> broadcast_read_strides(const Shape& operand, const std::vector<int64_t>& strides,
                                             const Shape& result);
 
+/// How the device library's matmul (mgd::matmul's template arguments) indexes an operand of
+/// shape x laid out with strides x_strides, for a result of shape `result`: per result dim, the
+/// operand's stride (batch dims broadcast, the contracted dim's entry 0), and its stride along k.
+struct MatmulOperandStrides {
+  std::vector<int64_t> strides;
+  int64_t k_stride = 0;
+};
+MatmulOperandStrides matmul_operand_strides(const Shape& x, const std::vector<int64_t>& x_strides, const Shape& result,
+                                            bool is_a);
+
 /// Shared-memory wavefronts of one warp-wide access: lane i accesses `bytes` (2, 4, 8 or 16) at
 /// byte address addresses[i], or nothing where it is negative. Accesses of 8 and 16 bytes are
 /// served in phases of 16 and 8 lanes. Within a phase a bank serves one 4-byte word per

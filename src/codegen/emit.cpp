@@ -23,7 +23,6 @@ namespace mugraph {
 
 namespace {
 
-using codegen::broadcast_strides;
 using codegen::row_major_strides;
 using codegen::TileOrigin;
 
@@ -141,35 +140,15 @@ std::string origin_expr(const TileOrigin& o, const std::string& iteration) {
   return s.empty() ? "0" : s;
 }
 
-/// The strides that read a matmul operand of shape x (laid out with strides xst) as if it had
-/// the result c's batch dims and its own last two (broadcasting the batch dims), one per dim of c.
-std::vector<int64_t> matmul_operand_strides(const Shape& x, const std::vector<int64_t>& xst, const Shape& c) {
-  Shape as_result = c;
-  as_result[c.rank() - 2] = x[x.rank() - 2];
-  as_result[c.rank() - 1] = x[x.rank() - 1];
-  return broadcast_read_strides(x, xst, as_result);
-}
-std::vector<int64_t> matmul_operand_strides(const Shape& x, const Shape& c) {
-  return matmul_operand_strides(x, row_major_strides(x), c);
-}
-
 /// The matmul of operands of shapes a, b (strides ast, bst) into result c (batched, NumPy
 /// broadcasting of the batch dims) as the template arguments of mgd::matmul after the scope,
 /// the result's shape and its strides.
 std::string matmul_args(const Shape& a, const std::vector<int64_t>& a_strides, const Shape& b,
                         const std::vector<int64_t>& b_strides, const Shape& c) {
-  const int rank = c.rank();
-  // Each operand's strides over the result's dims, then its contracted dim's stride taken out.
-  auto operand = [&](const Shape& x, const std::vector<int64_t>& xst, int contracted) {
-    std::vector<int64_t> st = matmul_operand_strides(x, xst, c);
-    const int64_t k = st[static_cast<size_t>(contracted)];
-    st[static_cast<size_t>(contracted)] = 0;  // along the result's N (for A) or M (for B): no step
-    return std::make_pair(st, k);
-  };
-  const auto [ast, ak] = operand(a, a_strides, rank - 1);
-  const auto [bst, bk] = operand(b, b_strides, rank - 2);
-  return dims(ast) + ", " + std::to_string(ak) + ", " + dims(bst) + ", " + std::to_string(bk) + ", " +
-         std::to_string(a[a.rank() - 1]);
+  const MatmulOperandStrides sa = matmul_operand_strides(a, a_strides, c, true);
+  const MatmulOperandStrides sb = matmul_operand_strides(b, b_strides, c, false);
+  return dims(sa.strides) + ", " + std::to_string(sa.k_stride) + ", " + dims(sb.strides) + ", " +
+         std::to_string(sb.k_stride) + ", " + std::to_string(a[a.rank() - 1]);
 }
 
 /// A tensor as a tile op sees it: its type, its strides, and the expression that points at it.
@@ -695,10 +674,8 @@ class BlockKernelEmitter {
             << tensor(op.outputs[0]) << ", " << tensor(op.inputs[0]) << ", " << (in_loop ? "it == 0" : "true")
             << ");\n";
         } else {
-          const Shape& whole = body_.type(op.outputs[0]).shape;
           const std::vector<int64_t> ws = strides_of(op.outputs[0]);
           const int64_t step = in.shape[op.attrs.dim] * ws[static_cast<size_t>(op.attrs.dim)];
-          (void)whole;
           s << "mgd::copy<mgd::Block, " << dims(in.shape) << ", " << dims(ws) << ", " << dims(strides_of(op.inputs[0]))
             << ">(" << tensor(op.outputs[0]) << " + " << (in_loop ? "it * " + std::to_string(step) : std::string("0"))
             << ", " << tensor(op.inputs[0]) << ");  // accumulate by concatenation\n";
@@ -827,7 +804,8 @@ std::string blas_gemm_args(const Shape& a, const Shape& b, const Shape& c, DType
   for (int d = 0; d + 2 < rank; ++d) batch *= c[d];
   // The stride from one matrix of operand x to the next, or -1 if no single stride serves.
   auto batch_stride = [&](const Shape& x) -> int64_t {
-    const std::vector<int64_t> st = matmul_operand_strides(x, c);
+    // Only the batch dims' strides matter here, which do not depend on which operand x is.
+    const std::vector<int64_t> st = matmul_operand_strides(x, row_major_strides(x), c, true).strides;
     const int64_t matrix = x[x.rank() - 2] * x[x.rank() - 1];
     bool broadcast = true, dense = true;
     int64_t expect = matrix;

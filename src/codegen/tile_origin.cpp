@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "mugraph/codegen.h"
+#include "mugraph/layout_choice.h"
 
 namespace mugraph::codegen {
 
@@ -19,17 +20,7 @@ std::vector<int64_t> row_major_strides(const Shape& shape) {
 }
 
 std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& result) {
-  const int rank = std::max(1, result.rank());
-  std::vector<int64_t> own = row_major_strides(operand);
-  std::vector<int64_t> s(static_cast<size_t>(rank), 0);
-  for (int d = 0; d < operand.rank(); ++d) {
-    const int r = rank - operand.rank() + d;
-    MUGRAPH_CHECK(r >= 0) << "operand " << operand.str() << " has more dims than " << result.str();
-    const bool broadcast = operand[d] == 1 && result[r] != 1;
-    MUGRAPH_CHECK(broadcast || operand[d] == result[r]) << operand.str() << " does not broadcast to " << result.str();
-    s[static_cast<size_t>(r)] = broadcast ? 0 : own[static_cast<size_t>(d)];
-  }
-  return s;
+  return broadcast_read_strides(operand, row_major_strides(operand), result);
 }
 
 std::vector<TileOrigin> iterator_coords(const Shape& whole, const std::array<int8_t, 3>& imap, int8_t fmap,

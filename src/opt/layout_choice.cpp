@@ -7,7 +7,6 @@
 #include <array>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <sstream>
 
 #include "mugraph/error.h"
@@ -20,7 +19,7 @@ namespace {
 constexpr int kWarp = 32;
 constexpr int kBanks = 32;
 // The wgmma path's constants (runtime/include/mugraph_device/wgmma.h).
-constexpr int64_t kWgmmaM = 64, kWgmmaStageK = 64, kWarpgroup = 128;
+constexpr int64_t kWgmmaM = 64, kWgmmaStageK = 64;
 int64_t wgmma_n(int64_t n) { return n >= 64 ? 64 : (n + 7) / 8 * 8; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -93,25 +92,18 @@ int64_t runs(const Graph& g, const BlockSchedule& s, size_t i) {
   return s.phase[i] == OpPhase::loop && !hoisted ? g.forloop : 1;
 }
 
-/// A matmul's operand as the device library indexes it (mgd::matmul's template arguments):
-/// strides over the result's dims with the contracted one taken out, and the stride along k.
+/// A matmul's operand as the device library indexes it, and whether every batch stride keeps
+/// 16-byte alignment for 16-bit elements (mma.h's batch_strides_aligned).
 struct MatmulOperand {
   std::vector<int64_t> st;
   int64_t k_stride = 0;
-  bool batch_aligned = true;  // every batch stride a multiple of 8 elements
+  bool batch_aligned = true;
 };
 
 MatmulOperand matmul_operand(const Shape& x, const std::vector<int64_t>& strides, const Shape& c, bool is_a) {
-  const int r = c.rank();
-  Shape as_result = c;
-  as_result[r - 2] = x[x.rank() - 2];
-  as_result[r - 1] = x[x.rank() - 1];
-  MatmulOperand m;
-  m.st = broadcast_read_strides(x, strides, as_result);
-  const size_t contracted = static_cast<size_t>(is_a ? r - 1 : r - 2);
-  m.k_stride = m.st[contracted];
-  m.st[contracted] = 0;
-  for (int d = 0; d + 2 < r; ++d) m.batch_aligned = m.batch_aligned && m.st[static_cast<size_t>(d)] % 8 == 0;
+  MatmulOperandStrides s = matmul_operand_strides(x, strides, c, is_a);
+  MatmulOperand m{std::move(s.strides), s.k_stride, true};
+  for (int d = 0; d + 2 < c.rank(); ++d) m.batch_aligned = m.batch_aligned && m.st[static_cast<size_t>(d)] % 8 == 0;
   return m;
 }
 
@@ -147,10 +139,13 @@ int64_t tc_operand_wavefronts(const Shape& x, const std::vector<int64_t>& stride
           w.issue(16);
           continue;
         }
-        // Gathered: one 16-bit read per element of the fragment (pack2 of two reads).
-        const std::vector<std::pair<int, int>> at =
-            is_a ? std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {8, 0}, {8, 1}, {0, 8}, {0, 9}, {8, 8}, {8, 9}}
-                 : std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {8, 0}, {9, 0}};
+        // Gathered: one 16-bit read per element of the fragment (pack2 of two reads), at these
+        // (row, k) offsets from the lane's first element for A, (k, n) offsets for B.
+        static constexpr std::array<std::pair<int, int>, 8> kGatherA{
+            {{0, 0}, {0, 1}, {8, 0}, {8, 1}, {0, 8}, {0, 9}, {8, 8}, {8, 9}}};
+        static constexpr std::array<std::pair<int, int>, 4> kGatherB{{{0, 0}, {1, 0}, {8, 0}, {9, 0}}};
+        const std::span<const std::pair<int, int>> at =
+            is_a ? std::span<const std::pair<int, int>>(kGatherA) : std::span<const std::pair<int, int>>(kGatherB);
         for (const auto& [dr, dk] : at) {
           w.clear();
           for (int l = 0; l < kWarp; ++l) {
@@ -226,7 +221,6 @@ int64_t wgmma_operand_wavefronts(const Shape& x, const std::vector<int64_t>& str
       w.total += (w.total - before) * (repeats - 1);
     }
   }
-  (void)kWarpgroup;
   return w.total;
 }
 
@@ -351,6 +345,20 @@ std::vector<int64_t> broadcast_read_strides(const Shape& operand, const std::vec
     s[static_cast<size_t>(r)] = broadcast ? 0 : strides[static_cast<size_t>(d)];
   }
   return s;
+}
+
+MatmulOperandStrides matmul_operand_strides(const Shape& x, const std::vector<int64_t>& x_strides, const Shape& result,
+                                            bool is_a) {
+  const int r = result.rank();
+  Shape as_result = result;
+  as_result[r - 2] = x[x.rank() - 2];
+  as_result[r - 1] = x[x.rank() - 1];
+  MatmulOperandStrides m{broadcast_read_strides(x, x_strides, as_result), 0};
+  // Along the result's N (for A) or M (for B) the operand takes no step.
+  const size_t contracted = static_cast<size_t>(is_a ? r - 1 : r - 2);
+  m.k_stride = m.strides[contracted];
+  m.strides[contracted] = 0;
+  return m;
 }
 
 int64_t warp_wavefronts(std::span<const int64_t> addresses, int bytes) {
