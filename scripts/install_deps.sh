@@ -11,7 +11,8 @@ DEB_PACKAGES=(
   libgtest-dev libbenchmark-dev         # tests and benchmarks
   libz3-dev                             # tests only: Z3 cross-checks the subexpression oracle
   clang libclang-rt-14-dev              # libFuzzer for the parser fuzz target
-  python3 python3-pip python3-venv      # the NumPy cross-check tests
+  python3 python3-pip python3-venv      # the Python package and the NumPy cross-check tests
+  graphviz                              # drawing μGraphs (UGraph.draw) and its test
 )
 
 missing=()
@@ -33,7 +34,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 # cuobjdump and nvdisasm (not in every CUDA toolkit install) let the tests read the SASS of the
-# generated kernels without a GPU.
+# generated kernels without a GPU. nanobind builds the Python extension module; PyTorch is for
+# the package's from_torch and tensor tests (MUGRAPH_NO_TORCH=1 skips it: those tests then skip).
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7" \
-  "nvidia-cuda-cuobjdump>=13" "nvidia-cuda-nvdisasm>=13"
+  "nvidia-cuda-cuobjdump>=13" "nvidia-cuda-nvdisasm>=13" "nanobind>=2.0"
+if [ "${MUGRAPH_NO_TORCH:-0}" != 1 ]; then
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch>=2.1"
+fi
 echo "install_deps: ok"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set-up command 2: run every test. Builds what it needs first, so it works on a fresh clone.
 #   1. unit and integration tests (ctest) on the Release build, warnings as errors
-#   2. the NumPy cross-checks of the CLI (pytest)
+#   2. the NumPy cross-checks of the CLI, and the Python package's tests (pytest)
 #   3. the unit tests and the CLI tests again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   4. the parser fuzz target for a bounded time (MUGRAPH_FUZZ_SECONDS, default 60)
 set -euo pipefail
@@ -10,12 +10,12 @@ bash scripts/install_deps.sh
 JOBS="$(nproc)"
 
 echo "== 1/4 build (Release, -Werror) and ctest"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMUGRAPH_WERROR=ON >/dev/null
-cmake --build build -j "$JOBS"
+bash scripts/build.sh -DMUGRAPH_WERROR=ON
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-echo "== 2/4 CLI cross-checks against NumPy (pytest)"
+echo "== 2/4 CLI cross-checks against NumPy, and the Python package (pytest)"
 MUGRAPH_BIN="$PWD/build/bin/mugraph" .venv/bin/python -m pytest -q tests/tools
+PYTHONPATH="$PWD/build/python" .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 echo "== 3/4 ASan + UBSan build and ctest"
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMUGRAPH_SANITIZE=ON -DMUGRAPH_BENCH=OFF >/dev/null

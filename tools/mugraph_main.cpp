@@ -39,13 +39,6 @@ namespace {
 constexpr int kExitUser = 1;
 constexpr int kExitInternal = 3;
 
-Target target_or_throw(const std::string& name) {
-  if (auto t = find_target(name)) return *t;
-  std::string known;
-  for (const Target& t : all_targets()) known += (known.empty() ? "" : ", ") + std::string(t.name);
-  throw UserError("unknown target '" + name + "'; known targets are " + known);
-}
-
 /// Loads a program or μGraph file and checks it is a valid μGraph for the target.
 Graph load_valid(const std::string& path, const Target& target) {
   Graph g = load_graph_file(path);
@@ -69,7 +62,7 @@ int cmd_codegen(const std::string& path, const std::string& arch, const std::str
 }
 
 int cmd_check(const std::string& path, const std::string& target_name) {
-  Target target = target_or_throw(target_name);
+  Target target = require_target(target_name);
   Graph g = load_valid(path, target);
   std::cout << describe(g);
   std::cout << "valid for " << target.name << " (" << target.arch << "): " << count_ops(g) << " ops, "
@@ -563,7 +556,7 @@ int run_main(int argc, char** argv) {
     return cmd_bench(file, input_args, seed, bopts, bench_json);
   }
   if (*srch) {
-    sopts.target = target_or_throw(search_target);
+    sopts.target = require_target(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;
     sopts.cost_bound = cost_bound == "model" ? CostBound::model : CostBound::bytes;
     sopts.program_tile_values = !no_program_tile_values;

@@ -1,11 +1,6 @@
 // mugraph bench (bench.h): build the harness around generated code, run it, check, time.
 #include "mugraph/bench.h"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -15,88 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "files.h"
+#include "build_tools.h"
 #include "mugraph/error.h"
-
-extern char** environ;
 
 namespace mugraph {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ProcessResult {
-  int status = -1;  ///< exit status, or -1 if it did not exit normally
-  std::string out, err;
-};
-
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::ostringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-/// Runs argv (no shell) with stdout and stderr captured in files under dir.
-ProcessResult run_process(const std::vector<std::string>& argv, const fs::path& dir) {
-  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ProcessResult r;
-  if (rc != 0) {
-    r.err = "cannot start " + argv[0] + ": " + std::strerror(rc);
-    return r;
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_all(out);
-  r.err = read_all(err);
-  return r;
-}
-
-bool executable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
-
-/// nvcc: $CUDACXX, else on PATH, else the toolkit's default place.
-std::string find_nvcc() {
-  if (const char* c = std::getenv("CUDACXX"); c && *c) return c;
-  if (const char* path = std::getenv("PATH")) {
-    std::istringstream dirs(path);
-    std::string d;
-    while (std::getline(dirs, d, ':'))
-      if (!d.empty() && executable(fs::path(d) / "nvcc")) return (fs::path(d) / "nvcc").string();
-  }
-  if (executable("/usr/local/cuda/bin/nvcc")) return "/usr/local/cuda/bin/nvcc";
-  throw UserError("mugraph bench needs nvcc (the CUDA toolkit): set CUDACXX or put nvcc on PATH");
-}
-
-fs::path cache_root(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* c = std::getenv("MUGRAPH_CACHE_DIR"); c && *c) return c;
-  if (const char* c = std::getenv("XDG_CACHE_HOME"); c && *c) return fs::path(c) / "mugraph";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "mugraph";
-  return fs::temp_directory_path() / "mugraph-cache";
-}
-
-/// FNV-1a, 64 bits: the cache key of a build (a collision would need equal-length inputs that
-/// hash equal; the key also holds the target and the compiler command).
-uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+using codegen::ProcessResult;
+using codegen::read_all;
+using codegen::run_process;
 
 void write_bytes(const fs::path& p, const std::vector<unsigned char>& bytes) {
   std::ofstream f(p, std::ios::binary);
@@ -149,52 +73,12 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
     throw UserError("bench: " + std::to_string(inputs.size()) + " inputs given, the μGraph takes " +
                     std::to_string(code.inputs.size()));
 
-  // The build command and everything it reads make the cache key.
-  const std::string compiler = opt.emulate ? (std::getenv("CXX") ? std::getenv("CXX") : "c++") : find_nvcc();
-  std::string key =
-      std::string(target.arch) + (opt.emulate ? " emulate " : " gpu ") + compiler + "\n" + code.source + code.header;
-  for (const codegen::EmbeddedFile& f : codegen::device_library_files())
-    key += std::string(f.name) + std::string(f.text);
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
   BenchResult result;
-  const fs::path dir =
-      cache_root(opt.cache_dir) / (std::string(opt.emulate ? "emu-" : "") + std::string(target.arch) + "-" + hex);
+  const codegen::CachedBuild build =
+      codegen::build_cached(code, target, opt.emulate, opt.cache_dir, codegen::BuildProduct::bench_harness);
+  const fs::path dir = build.dir, exe = build.output;
   result.build_dir = dir.string();
-  const fs::path exe = dir / "bench";
-  result.cached = executable(exe);
-  if (!result.cached) {
-    write_generated_code(code, dir.string());
-    std::vector<std::string> cmd;
-    if (opt.emulate) {
-      cmd = {compiler,
-             "-std=c++20",
-             "-O2",
-             "-I" + dir.string(),
-             "-x",
-             "c++",
-             (dir / "ugraph.cu").string(),
-             "-x",
-             "c++",
-             (dir / "mugraph_device" / "bench_main.cu").string(),
-             "-o",
-             exe.string()};
-    } else {
-      const std::string arch(target.arch);
-      cmd = {compiler,
-             "-std=c++17",
-             "-O3",
-             "-arch=" + arch,
-             "-I" + dir.string(),
-             (dir / "ugraph.cu").string(),
-             (dir / "mugraph_device" / "bench_main.cu").string(),
-             "-lcublas",
-             "-o",
-             exe.string()};
-    }
-    ProcessResult r = run_process(cmd, dir);
-    if (r.status != 0) throw UserError("building the benchmark harness in " + dir.string() + " failed:\n" + r.err);
-  }
+  result.cached = build.cached;
 
   // Inputs and outputs as raw files, then one run of the harness.
   const fs::path io = dir / "io";

@@ -101,7 +101,9 @@ std::string op_text(const Graph& g, const Op& op) {
   return s;
 }
 
-std::string types_of(const Graph& g, const Op& op) {
+}  // namespace
+
+std::string describe_types(const Graph& g, const Op& op) {
   std::string s;
   if (op_info(op.kind).category == OpCategory::saver && g.level == Level::block && !op.inputs.empty() &&
       in_range(g, op.inputs[0])) {
@@ -124,6 +126,17 @@ std::string types_of(const Graph& g, const Op& op) {
   return names.empty() ? s : s + "  " + names;
 }
 
+std::string describe_op(const Graph& g, const Op& op) {
+  std::string line;
+  if (!op.outputs.empty()) {
+    for (size_t k = 0; k < op.outputs.size(); ++k) line += (k ? ", " : "") + ref(op.outputs[k]);
+    line += " = ";
+  }
+  return line + op_text(g, op);
+}
+
+namespace {
+
 void describe_graph(std::string& out, const Graph& g, size_t indent, int depth) {
   std::string pad(indent, ' ');
   if (g.level == Level::block)
@@ -132,13 +145,8 @@ void describe_graph(std::string& out, const Graph& g, size_t indent, int depth) 
   else if (g.level == Level::thread)
     out += pad + "thread graph:\n";
   for (const Op& op : g.ops) {
-    std::string line = pad;
-    if (!op.outputs.empty()) {
-      for (size_t k = 0; k < op.outputs.size(); ++k) line += (k ? ", " : "") + ref(op.outputs[k]);
-      line += " = ";
-    }
-    line += op_text(g, op);
-    std::string types = types_of(g, op);
+    std::string line = pad + describe_op(g, op);
+    std::string types = describe_types(g, op);
     if (!types.empty()) {
       size_t w = width(line);
       line += std::string(w + 2 < kTypeColumn ? kTypeColumn - w : 2, ' ');

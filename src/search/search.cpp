@@ -250,8 +250,19 @@ class Driver {
 
   void verify_and_rank(SearchResult& result) {
     ReferenceRuns runs;  // the program runs once per test, not once per candidate
+    int checked = 0;
     for (RankedCandidate& c : pool_) {
       if (static_cast<int>(result.top.size()) >= opt_.top_k) break;
+      // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
+      // checkpoint keeps the candidates, so a resume verifies the rest.
+      if (control_ && control_->stop.load()) {
+        if (result.stop_reason == StopReason::exhausted && !opt_.checkpoint_path.empty()) write_state();
+        result.stop_reason = StopReason::interrupted;
+        result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("verification stopped after ") +
+                              std::to_string(checked) + " of " + std::to_string(pool_.size()) + " candidates";
+        break;
+      }
+      ++checked;
       VerifyResult v = verify(ctx_.program(), c.found.graph, opt_.verify, &runs);
       if (v.verdict != Verdict::equivalent) {
         ++result.stats.rejected;

@@ -1,0 +1,353 @@
+"""from_torch: a PyTorch function or module, captured with torch.fx and run once on example
+inputs, becomes a Program. Module parameters become program inputs bound to the module, so the
+optimized μGraph is called with the function's own arguments."""
+
+from __future__ import annotations
+
+import operator
+import re
+from typing import Callable, Optional
+
+from . import _core
+from . import program as mg
+from .program import Program, Tensor
+
+_DTYPES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def _where(node) -> str:
+    """"file:line" of the source line a node was traced from, if fx recorded it."""
+    trace = getattr(node, "stack_trace", None) or ""
+    found = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    if not found:
+        return "an unknown source line"
+    path, line = found[-1]
+    code = trace.strip().splitlines()[-1].strip()
+    return f"{path}:{line}" + (f" ({code})" if code and not code.startswith("File ") else "")
+
+
+def _name_of(target) -> str:
+    if isinstance(target, str):
+        return target
+    import torch
+
+    name = getattr(target, "__name__", None)
+    for namespace, prefix in ((torch, "torch."), (torch.nn.functional, "torch.nn.functional.")):
+        if name and getattr(namespace, name, None) is target:
+            return prefix + name
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def _safe_name(text: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    return name if re.match(r"[A-Za-z_]", name) else "_" + name
+
+
+class _Builder:
+    def __init__(self, module, program: Program):
+        self.module = module
+        self.p = program
+
+    # --- values --------------------------------------------------------------------------------
+
+    def parameter(self, path: str, value, transform: Optional[Callable] = None, suffix: str = "") -> Tensor:
+        """A program input bound to the module's tensor at path (a parameter or buffer), through
+        transform (a transpose, say), re-read when the tensor changes."""
+        import torch
+
+        name = _safe_name(path + suffix)
+        if name in self.p.bindings:
+            return self.p.tensor(name)
+        materialized = transform(value) if transform else value
+        t = self.p.input(name, list(materialized.shape), _dtype_of(materialized))
+        module = self.module
+
+        def current(device, _path=path, _transform=transform, _cache={}):
+            source = _lookup(module, _path)
+            key = (source.data_ptr(), source._version, str(device))
+            if _cache.get("key") != key:
+                with torch.no_grad():
+                    v = _transform(source) if _transform else source
+                    _cache["value"] = v.detach().to(device).contiguous() if device is not None else v.detach()
+                _cache["key"] = key
+            return _cache["value"]
+
+        self.p.bindings[name] = current
+        return t
+
+    # --- ops -----------------------------------------------------------------------------------
+
+    def reduce_sum(self, x: Tensor, dims, keepdim: bool, mean: bool = False) -> Tensor:
+        if dims is None:
+            dims = list(range(x.ndim))
+        elif isinstance(dims, int):
+            dims = [dims]
+        dims = sorted({d % x.ndim for d in dims})
+        count = 1
+        for d in dims:
+            count *= x.shape[d]
+            x = mg.sum(x, dim=d)
+        if mean:
+            x = x / count
+        if not keepdim:
+            shape = [e for i, e in enumerate(x.shape) if i not in dims]
+            x = mg.reshape(x, shape or [1])
+        return x
+
+    def linear(self, x: Tensor, weight: Tensor, bias) -> Tensor:
+        y = x @ weight
+        return y + bias if bias is not None else y
+
+    def rms_norm(self, x: Tensor, shape, weight, eps: float) -> Tensor:
+        dims = list(range(x.ndim - len(shape), x.ndim))
+        ms = self.reduce_sum(mg.sqr(x), dims, keepdim=True, mean=True)
+        y = x / mg.sqrt(ms + eps)
+        return y * weight if weight is not None else y
+
+
+def _tracer_class():
+    """A torch.fx Tracer that records, for every node, the user's frames that made it (fx's own
+    filter keeps only frames below a `forward`, so a plain function would get none)."""
+    import os
+    import traceback
+
+    import torch
+    import torch.fx
+
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
+
+    class Tracer(torch.fx.Tracer):
+        def _filter_traceback_frames(self, summary):
+            return traceback.StackSummary.from_list(
+                [f for f in summary if not f.filename.startswith(skip)])
+
+    return Tracer
+
+
+def _lookup(module, path: str):
+    obj = module
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _dtype_of(t) -> str:
+    dtype = _DTYPES.get(str(t.dtype))
+    if dtype is None:
+        raise _core.MugraphError(f"mugraph programs hold f16, bf16 or f32 tensors, not {t.dtype}")
+    return dtype
+
+
+def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
+    """Captures fn (a function or torch.nn.Module) with torch.fx, runs it on example_inputs (a
+    tuple of tensors) to learn every shape, and maps its ops to a Program: matmul and @, + − × ÷
+    (with tensors or numbers), exp, sqrt, rsqrt, square and ** 2, sum and mean, silu, relu,
+    gelu, reshape and view, repeat, cat, nn.Linear, nn.RMSNorm and F.rms_norm. Module parameters
+    become program inputs bound to the module (Program.bindings). An op outside that list raises
+    MugraphError naming the op and the source line it came from."""
+    import torch
+    import torch.fx
+    import torch.nn.functional as F
+
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    example_inputs = tuple(example_inputs)
+    module = fn if isinstance(fn, torch.nn.Module) else None
+    tracer = _tracer_class()()
+    tracer.record_stack_traces = True
+    graph = tracer.trace(fn)
+    gm = torch.fx.GraphModule(tracer.root, graph)
+    p = Program(filename=name or f"<from_torch {getattr(fn, '__name__', type(fn).__name__)}>")
+    b = _Builder(gm, p)
+
+    class Capture(torch.fx.Interpreter):
+        def __init__(self):
+            super().__init__(gm)
+            self.values = {}  # node -> Tensor or Python constant
+
+        def run_node(self, n):
+            result = super().run_node(n)
+            try:
+                self.values[n] = self.convert(n, result)
+            except _Unsupported as e:
+                raise _core.MugraphError(f"from_torch: {e} at {_where(n)}") from None
+            except _core.MugraphError as e:
+                raise _core.MugraphError(f"from_torch: {_name_of(n.target)} at {_where(n)}: {e}") from None
+            return result
+
+        def arg(self, a):
+            if isinstance(a, torch.fx.Node):
+                return self.values[a]
+            if isinstance(a, (list, tuple)):
+                return type(a)(self.arg(x) for x in a)
+            return a
+
+        def convert(self, n, result):
+            if n.op == "placeholder":
+                if not isinstance(result, torch.Tensor):
+                    return result
+                return p.input(_safe_name(n.target), list(result.shape), _dtype_of(result))
+            if n.op == "get_attr":
+                value = _lookup(gm, n.target)
+                return b.parameter(n.target, value) if isinstance(value, torch.Tensor) else value
+            if n.op == "output":
+                outs = self.arg(n.args[0])
+                outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                for i, t in enumerate(outs):
+                    if not isinstance(t, Tensor):
+                        raise _Unsupported(f"output {i} is not a tensor")
+                    p.output(t, "out" if len(outs) == 1 else f"out{i}")
+                return None
+            args = [self.arg(a) for a in n.args]
+            kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
+            if n.op == "call_module":
+                return convert_module(n, _lookup(gm, n.target), args, kwargs)
+            target = n.target
+            if n.op == "call_method":
+                return convert_method(n, target, args, kwargs, result)
+            return convert_function(n, target, args, kwargs, result)
+
+    def operand(x):
+        if isinstance(x, (Tensor, int, float)) and not isinstance(x, bool):
+            return x
+        raise _Unsupported(f"an operand of type {type(x).__name__}")
+
+    def convert_module(n, m, args, kwargs):
+        if isinstance(m, torch.nn.Linear):
+            w = b.parameter(f"{n.target}.weight", m.weight, lambda t: t.t(), suffix="_t")
+            bias = b.parameter(f"{n.target}.bias", m.bias) if m.bias is not None else None
+            return b.linear(args[0], w, bias)
+        if hasattr(torch.nn, "RMSNorm") and isinstance(m, torch.nn.RMSNorm):
+            weight = b.parameter(f"{n.target}.weight", m.weight) if m.weight is not None else None
+            eps = m.eps if m.eps is not None else torch.finfo(_torch_dtype(args[0].dtype)).eps
+            return b.rms_norm(args[0], m.normalized_shape, weight, eps)
+        simple = {torch.nn.SiLU: mg.silu, torch.nn.ReLU: mg.relu}
+        for cls, f in simple.items():
+            if isinstance(m, cls):
+                return f(args[0])
+        if isinstance(m, torch.nn.GELU) and m.approximate == "none":
+            return mg.gelu(args[0])
+        raise _Unsupported(f"module {type(m).__module__}.{type(m).__name__} ({n.target}) is not supported")
+
+    def convert_method(n, name, args, kwargs, result):
+        x = args[0]
+        if name in ("view", "reshape"):
+            return mg.reshape(x, list(result.shape))
+        if name in ("contiguous", "float", "half", "to") and isinstance(x, Tensor) and _dtype_of(result) == x.dtype:
+            return x
+        if name in ("size",):
+            return result
+        if name == "repeat":
+            return repeat(x, args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1])
+        if name in METHODS:
+            return METHODS[name](n, *args, **kwargs)
+        raise _Unsupported(f"method Tensor.{name} is not supported")
+
+    def repeat(x, sizes):
+        sizes = list(sizes)
+        if len(sizes) != x.ndim:
+            raise _Unsupported(f"repeat with {len(sizes)} sizes of a rank-{x.ndim} tensor is not supported")
+        for d, t in enumerate(sizes):
+            if t != 1:
+                x = mg.repeat(x, dim=d, times=t)
+        return x
+
+    def pow_(n, x, e):
+        if e == 2:
+            return mg.sqr(x)
+        if e == 0.5:
+            return mg.sqrt(x)
+        if e == -0.5:
+            return 1 / mg.sqrt(x)
+        raise _Unsupported(f"pow with exponent {e} is not supported (2, 0.5 and -0.5 are)")
+
+    def binary(op):
+        def f(n, a, c, alpha=1, **kw):
+            if kw or alpha != 1:
+                raise _Unsupported(f"{_name_of(n.target)} with {', '.join(list(kw) + (['alpha'] if alpha != 1 else []))}"
+                                   " is not supported")
+            return op(operand(a), operand(c))
+        return f
+
+    def reduce(mean):
+        def f(n, x, dim=None, keepdim=False, dtype=None):
+            if dtype is not None:
+                raise _Unsupported(f"{_name_of(n.target)} with dtype= is not supported")
+            return b.reduce_sum(x, dim, keepdim, mean=mean)
+        return f
+
+    def unary(op):
+        def f(n, x, inplace=False, approximate="none"):
+            if approximate != "none":
+                raise _Unsupported(f"gelu with approximate={approximate!r} is not supported (the erf form is)")
+            return op(x)
+        return f
+
+    def cat(n, tensors, dim=0):
+        return mg.concat(list(tensors), dim=dim)
+
+    def rms_norm(n, x, normalized_shape, weight=None, eps=None):
+        return b.rms_norm(x, normalized_shape, weight, eps if eps is not None else 1.1920928955078125e-07)
+
+    def rsqrt(n, x):
+        return 1 / mg.sqrt(x)
+
+    def getitem(n, x, i):
+        if isinstance(x, Tensor):
+            raise _Unsupported("indexing a tensor is not supported")
+        return x[i]
+
+    def linear(n, x, weight, bias=None):
+        # F.linear(x, W) with W a traced tensor: only parameters (bound, so transposable) work.
+        raise _Unsupported("torch.nn.functional.linear on a computed weight is not supported (use nn.Linear)")
+
+    FUNCTIONS = {
+        operator.add: binary(operator.add), torch.add: binary(operator.add),
+        operator.sub: binary(operator.sub), torch.sub: binary(operator.sub),
+        operator.mul: binary(operator.mul), torch.mul: binary(operator.mul),
+        operator.truediv: binary(operator.truediv), torch.div: binary(operator.truediv),
+        operator.matmul: binary(operator.matmul), torch.matmul: binary(operator.matmul),
+        torch.mm: binary(operator.matmul), torch.bmm: binary(operator.matmul),
+        torch.exp: unary(mg.exp), torch.sqrt: unary(mg.sqrt), torch.square: unary(mg.sqr),
+        torch.rsqrt: rsqrt, torch.relu: unary(mg.relu), F.relu: unary(mg.relu), F.silu: unary(mg.silu),
+        F.gelu: unary(mg.gelu), torch.sum: reduce(False), torch.mean: reduce(True), torch.cat: cat,
+        torch.concat: cat, operator.pow: pow_, torch.pow: pow_, operator.getitem: getitem,
+        torch.reshape: None, F.linear: linear,
+    }
+    if hasattr(F, "rms_norm"):
+        FUNCTIONS[F.rms_norm] = rms_norm
+    METHODS = {
+        "add": FUNCTIONS[operator.add], "sub": FUNCTIONS[operator.sub], "mul": FUNCTIONS[operator.mul],
+        "div": FUNCTIONS[operator.truediv], "matmul": FUNCTIONS[operator.matmul], "exp": unary(mg.exp),
+        "sqrt": unary(mg.sqrt), "rsqrt": rsqrt, "square": unary(mg.sqr), "relu": unary(mg.relu),
+        "sum": reduce(False), "mean": reduce(True), "pow": pow_,
+    }
+
+    def convert_function(n, target, args, kwargs, result):
+        if target is torch.reshape:
+            return mg.reshape(args[0], list(result.shape))
+        if target is getattr and not isinstance(args[0], Tensor):
+            return result
+        if target is getattr and args[1] in ("shape", "dtype", "device"):
+            return result if args[1] != "shape" else tuple(result)
+        f = FUNCTIONS.get(target)
+        if f is None:
+            raise _Unsupported(f"{_name_of(target)} is not supported")
+        return f(n, *args, **kwargs)
+
+    def _torch_dtype(d):
+        return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[d]
+
+    # Node by node rather than Interpreter.run, which would append its own notes to our errors.
+    capture = Capture()
+    capture.args_iter = iter(example_inputs)
+    with torch.no_grad():
+        for node in gm.graph.nodes:
+            capture.env[node] = capture.run_node(node)
+    return p

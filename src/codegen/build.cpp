@@ -1,0 +1,164 @@
+// Building generated code (build.h, build_tools.h): the compiler commands and the build cache.
+#include "mugraph/build.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "build_tools.h"
+#include "files.h"
+#include "mugraph/error.h"
+
+extern char** environ;
+
+namespace mugraph {
+
+namespace codegen {
+
+namespace fs = std::filesystem;
+
+namespace {}  // namespace
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, const fs::path& dir) {
+  const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ProcessResult r;
+  if (rc != 0) {
+    r.err = "cannot start " + argv[0] + ": " + std::strerror(rc);
+    return r;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = read_all(out);
+  r.err = read_all(err);
+  return r;
+}
+
+namespace {
+
+bool executable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
+
+/// nvcc: $CUDACXX, else on PATH, else the toolkit's default place.
+std::string find_nvcc() {
+  if (const char* c = std::getenv("CUDACXX"); c && *c) return c;
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream dirs(path);
+    std::string d;
+    while (std::getline(dirs, d, ':'))
+      if (!d.empty() && executable(fs::path(d) / "nvcc")) return (fs::path(d) / "nvcc").string();
+  }
+  if (executable("/usr/local/cuda/bin/nvcc")) return "/usr/local/cuda/bin/nvcc";
+  throw UserError("building generated code needs nvcc (the CUDA toolkit): set CUDACXX or put nvcc on PATH");
+}
+
+fs::path cache_root(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* c = std::getenv("MUGRAPH_CACHE_DIR"); c && *c) return c;
+  if (const char* c = std::getenv("XDG_CACHE_HOME"); c && *c) return fs::path(c) / "mugraph";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "mugraph";
+  return fs::temp_directory_path() / "mugraph-cache";
+}
+
+/// FNV-1a, 64 bits: the cache key of a build (a collision would need equal-length inputs that
+/// hash equal; the key also holds the target and the compiler command).
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+}  // namespace
+
+CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bool emulate,
+                         const std::string& cache_dir, BuildProduct product) {
+  const bool library = product == BuildProduct::shared_library;
+  const std::string compiler = emulate ? (std::getenv("CXX") ? std::getenv("CXX") : "c++") : find_nvcc();
+  // The build command and everything it reads make the cache key.
+  std::string key = std::string(target.arch) + (emulate ? " emulate " : " gpu ") + compiler +
+                    (library ? " library" : "") + "\n" + code.source + code.header;
+  for (const EmbeddedFile& f : device_library_files()) key += std::string(f.name) + std::string(f.text);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
+  CachedBuild build;
+  build.dir = cache_root(cache_dir) /
+              (std::string(emulate ? "emu-" : "") + (library ? "lib-" : "") + std::string(target.arch) + "-" + hex);
+  build.output = build.dir / (library ? "libugraph.so" : "bench");
+  build.cached = fs::exists(build.output);
+  if (build.cached) return build;
+
+  write_generated_code(code, build.dir.string());
+  const std::string dir = build.dir.string();
+  // Build to a temporary name and rename, so that a build cut short never looks cached.
+  const fs::path partial = build.dir / (build.output.filename().string() + ".partial");
+  std::vector<std::string> cmd;
+  if (emulate) {
+    cmd = {compiler, "-std=c++20", "-O2", "-I" + dir, "-x", "c++", (build.dir / "ugraph.cu").string()};
+    if (library) {
+      cmd.insert(cmd.begin() + 1, {"-shared", "-fPIC"});
+    } else {
+      cmd.insert(cmd.end(), {"-x", "c++", (build.dir / "mugraph_device" / "bench_main.cu").string()});
+    }
+  } else {
+    cmd = {compiler,   "-std=c++17",
+           "-O3",      "-arch=" + std::string(target.arch),
+           "-I" + dir, (build.dir / "ugraph.cu").string()};
+    if (library) {
+      cmd.insert(cmd.begin() + 1, {"-shared", "-Xcompiler", "-fPIC"});
+    } else {
+      cmd.push_back((build.dir / "mugraph_device" / "bench_main.cu").string());
+    }
+    cmd.push_back("-lcublas");
+  }
+  cmd.insert(cmd.end(), {"-o", partial.string()});
+  ProcessResult r = run_process(cmd, build.dir);
+  if (r.status != 0) throw UserError("building the generated code in " + dir + " failed:\n" + r.err);
+  std::error_code ec;
+  fs::rename(partial, build.output, ec);
+  if (ec) throw UserError("cannot move the build output into place in " + dir + ": " + ec.message());
+  return build;
+}
+
+}  // namespace codegen
+
+BuiltLibrary build_ugraph_library(const Graph& ugraph, const BuildOptions& options) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  BuiltLibrary lib;
+  lib.code = generate_cuda(ugraph, target, options.codegen);
+  const codegen::CachedBuild b = codegen::build_cached(lib.code, target, options.emulate, options.cache_dir,
+                                                       codegen::BuildProduct::shared_library);
+  lib.library = b.output.string();
+  lib.dir = b.dir.string();
+  lib.cached = b.cached;
+  return lib;
+}
+
+}  // namespace mugraph

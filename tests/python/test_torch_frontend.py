@@ -1,0 +1,126 @@
+"""mugraph.from_torch (python/mugraph/torch_frontend.py)."""
+
+import numpy as np
+import pytest
+
+import mugraph
+from conftest import assert_close_f16, needs_torch
+
+pytestmark = needs_torch
+
+
+def make_rmsnorm_linear(k=256, n=64):
+    import torch
+
+    class RMSNormLinear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.RMSNorm(k, eps=1e-6)
+            self.proj = torch.nn.Linear(k, n, bias=False)
+
+        def forward(self, x):
+            return self.proj(self.norm(x))
+
+    torch.manual_seed(0)
+    m = RMSNormLinear().half()
+    with torch.no_grad():
+        m.norm.weight.uniform_(0.5, 1.5)
+    return m
+
+
+def gated_mlp_fn(x, w1, w2):
+    import torch
+    import torch.nn.functional as F
+
+    return F.silu(torch.matmul(x, w1)) * (x @ w2)
+
+
+def test_rmsnorm_linear_module_becomes_a_program_with_bound_weights():
+    import torch
+
+    m = make_rmsnorm_linear()
+    x = torch.randn(16, 256, dtype=torch.float16)
+    p = mugraph.from_torch(m, (x,))
+    names = [n for n, _, _ in p.inputs()]
+    assert names == ["x", "norm_weight", "proj_weight_t"]
+    assert p.inputs()[2][1] == [256, 64]  # the Linear's weight, transposed for matmul
+    assert set(p.bindings) == {"norm_weight", "proj_weight_t"}
+    assert p.outputs() == [("out", [16, 64], "f16")]
+    want = m.float()(x.float()).detach().numpy()
+    m.half()
+    # The program itself, then its superoptimized μGraph, called with the module's argument only.
+    assert_close_f16(p(x).float().numpy(), want)
+    best = mugraph.superoptimize(p, time_limit=30, threads=2, top=2)
+    assert best.graph.graph_defined_kernels() >= 1
+    out = best(x)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
+    assert_close_f16(out.float().numpy(), want)
+    assert best.verify().verdict == "equivalent"
+    # Bound weights are re-read when the module changes.
+    with torch.no_grad():
+        m.proj.weight.mul_(2)
+    assert_close_f16(best(x).float().numpy(), 2 * want)
+
+
+def test_gated_mlp_function():
+    import torch
+
+    torch.manual_seed(1)
+    x = torch.randn(8, 256, dtype=torch.float16)
+    w1 = (torch.randn(256, 128) * 0.05).half()
+    w2 = (torch.randn(256, 128) * 0.05).half()
+    p = mugraph.from_torch(gated_mlp_fn, (x, w1, w2))
+    text = p.text
+    assert "silu(" in text and text.count("matmul(") == 2 and "mul(" in text
+    best = mugraph.superoptimize(p, time_limit=30, threads=2, top=2)
+    want = gated_mlp_fn(x.float(), w1.float(), w2.float()).numpy()
+    assert_close_f16(best(x, w1, w2).float().numpy(), want)
+
+
+def test_more_ops_map():
+    import torch
+
+    def f(x, y):
+        a = torch.exp(x) - x.mean(dim=-1, keepdim=True)
+        b = torch.sqrt(torch.relu(x) + 1.0) / 2 + x ** 2
+        c = torch.cat([a, b], dim=1).view(4, -1)
+        d = y.repeat(1, 2) * torch.rsqrt(y.sum(1, keepdim=True) + 3)
+        return c.reshape(8, 16) + torch.nn.functional.gelu(d), x.sum(0)
+
+    x = torch.randn(8, 8)
+    y = torch.rand(8, 8) + 0.5
+    p = mugraph.from_torch(f, (x, y))
+    got = p(x, y)
+    want = f(x, y)
+    assert [o[0] for o in p.outputs()] == ["out0", "out1"]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_unsupported_ops_name_the_op_and_the_source_line():
+    import torch
+
+    def f(x):
+        y = x * 2
+        return torch.tanh(y)  # the line the error names
+
+    with pytest.raises(mugraph.MugraphError) as info:
+        mugraph.from_torch(f, (torch.randn(4, 4),))
+    message = str(info.value)
+    assert "tanh is not supported" in message
+    assert "test_torch_frontend.py:" in message and "torch.tanh(y)" in message
+
+    with pytest.raises(mugraph.MugraphError, match="torch.int64"):
+        mugraph.from_torch(lambda x: x + 1, (torch.ones(4, dtype=torch.int64),))
+
+    class Conv(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv1d(4, 4, 1)
+
+        def forward(self, x):
+            return self.conv(x)
+
+    with pytest.raises(mugraph.MugraphError, match="Conv1d"):
+        mugraph.from_torch(Conv(), (torch.randn(1, 4, 8),))

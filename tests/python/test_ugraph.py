@@ -1,0 +1,197 @@
+"""superoptimize and the optimized object (python/mugraph/ugraph.py): search, call, save, load,
+verify, report, drawing, interruption."""
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import mugraph
+from conftest import (assert_close_f16, gated_mlp_reference, needs_dot, needs_torch, rmsnorm_linear_reference)
+from test_program import rmsnorm_linear
+
+
+def gated_mlp(m=8, k=256, n=128):
+    p = mugraph.Program()
+    X = p.input("X", [m, k])
+    W1 = p.input("W1", [k, n])
+    W2 = p.input("W2", [k, n])
+    p.output(mugraph.silu(X @ W1) * (X @ W2), "O")
+    return p
+
+
+def lora(m=16, k=256, n=64, r=16):
+    p = mugraph.Program()
+    X = p.input("X", [m, k])
+    W = p.input("W", [k, n])
+    A = p.input("A", [k, r])
+    B = p.input("B", [r, n])
+    p.output(X @ W + (X @ A) @ B, "O")
+    return p
+
+
+@pytest.fixture(scope="module")
+def rmsnorm_best():
+    return mugraph.superoptimize(rmsnorm_linear(), time_limit=30, target="h100", threads=2, top=4)
+
+
+def inputs_for(ugraph, seed=0, scale=None):
+    rng = np.random.default_rng(seed)
+    out = []
+    for name, shape, _ in ugraph.inputs():
+        a = rng.standard_normal(shape)
+        if scale and name in scale:
+            a = a * scale[name]
+        out.append(a)
+    return out
+
+
+def test_superoptimize_rmsnorm_finds_a_fused_kernel(rmsnorm_best):
+    best = rmsnorm_best
+    assert isinstance(best, mugraph.UGraph)
+    # Figure 3b's shape: one graph-defined kernel does it all.
+    assert best.graph.graph_defined_kernels() == 1
+    assert best.report["format"] == "mugraph-search-report"
+    assert best.report["stop_reason"] in ("exhausted", "time_limit")
+    assert best.candidates[0] is best and len(best.candidates) >= 2
+    costs = [c.cost("h100") for c in best.candidates]
+    assert costs == sorted(costs)
+    assert best.cost("h100") < mugraph.UGraph(best.program.graph).cost("h100")
+
+
+def test_results_match_numpy_on_arrays(rmsnorm_best):
+    x, g, w = inputs_for(rmsnorm_best, scale={"W": 0.05})
+    out = rmsnorm_best(x, g, w)
+    assert out.shape == (16, 64) and out.dtype == np.float16
+    assert_close_f16(out, rmsnorm_linear_reference(x, g, w))
+    # By name, and mixed.
+    assert np.array_equal(rmsnorm_best(X=x, G=g, W=w), out)
+    assert np.array_equal(rmsnorm_best(x, W=w, G=g), out)
+    for c in rmsnorm_best.candidates:
+        assert_close_f16(c(x, g, w), rmsnorm_linear_reference(x, g, w))
+
+
+@needs_torch
+def test_results_match_numpy_on_torch_cpu_tensors(rmsnorm_best):
+    import torch
+
+    x, g, w = inputs_for(rmsnorm_best, scale={"W": 0.05})
+    out = rmsnorm_best(*(torch.tensor(a, dtype=torch.float16) for a in (x, g, w)))
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float16 and tuple(out.shape) == (16, 64)
+    assert_close_f16(out.float().numpy(), rmsnorm_linear_reference(x, g, w))
+
+
+@pytest.mark.parametrize("make, reference, scale", [
+    (gated_mlp, gated_mlp_reference, {"W1": 0.05, "W2": 0.05}),
+    (lora, None, {"W": 0.05, "A": 0.05, "B": 0.2}),
+])
+def test_superoptimize_the_small_benchmark_programs(make, reference, scale):
+    program = make()
+    best = mugraph.superoptimize(program, time_limit=30, threads=2, top=2)
+    values = inputs_for(best, seed=3, scale=scale)
+    out = best(*values)
+    if reference is None:  # LoRA: X·W + (X·A)·B
+        x, w, a, b = (np.asarray(v, dtype=np.float16).astype(np.float64) for v in values)
+        want = x @ w + (x @ a) @ b
+    else:
+        want = reference(*values)
+    assert_close_f16(out, want)
+    assert best.verify().verdict == "equivalent"
+
+
+def test_save_and_load_round_trip(rmsnorm_best, tmp_path):
+    path = tmp_path / "best.json"
+    rmsnorm_best.save(str(path))
+    loaded = mugraph.load_ugraph(str(path))
+    assert loaded.graph == rmsnorm_best.graph
+    values = inputs_for(loaded, scale={"W": 0.05})
+    assert np.array_equal(loaded(*values), rmsnorm_best(*values))
+    # A loaded μGraph has no program: verify needs one given.
+    with pytest.raises(mugraph.MugraphError, match="needs a reference"):
+        loaded.verify()
+    assert loaded.verify(rmsnorm_linear()).verdict == "equivalent"
+
+
+def test_verify_reports_the_bound_and_catches_a_wrong_graph(rmsnorm_best, tmp_path):
+    r = rmsnorm_best.verify(delta=1e-9)
+    assert r.verdict == "equivalent" and r.tests_run >= 1 and 0 < r.bound <= 1e-9
+    # A different function: the reference without the normalization.
+    p = mugraph.Program()
+    X, G, W = p.input("X", [16, 256]), p.input("G", [256]), p.input("W", [256, 64])
+    p.output((X * G) @ W, "O")
+    r = rmsnorm_best.verify(p)
+    assert r.verdict == "not_equivalent" and r.reason
+    with pytest.raises(mugraph.MugraphError, match="delta"):
+        rmsnorm_best.verify(delta=0)
+
+
+def test_to_dot_shows_grid_loop_and_maps(examples_dir):
+    fig3b = mugraph.load_ugraph(str(examples_dir / "ugraphs" / "rmsnorm_fig3b.json"))
+    dot = fig3b.to_dot()
+    assert dot.startswith("digraph ugraph {")
+    assert "subgraph cluster_" in dot
+    assert "grid=(128,1,1) threads=(128,1,1) forloop=16" in dot
+    assert "imap={x:1} fmap=0" in dot and "omap={x:1}" in dot and "accum(%4) sum" in dot
+
+
+@needs_dot
+def test_draw_renders_svg(rmsnorm_best, tmp_path):
+    path = rmsnorm_best.draw(str(tmp_path / "best.svg"))
+    text = open(path, encoding="utf-8").read()
+    assert "<svg" in text and "forloop=" in text
+
+
+def test_call_errors_are_clear(rmsnorm_best):
+    x, g, w = inputs_for(rmsnorm_best)
+    with pytest.raises(mugraph.MugraphError, match="takes 3 inputs"):
+        rmsnorm_best(x, g, w, w)
+    with pytest.raises(mugraph.MugraphError, match="missing input: W"):
+        rmsnorm_best(x, g)
+    with pytest.raises(mugraph.MugraphError, match="no input named 'Q'"):
+        rmsnorm_best(x, g, Q=w)
+    with pytest.raises(mugraph.MugraphError, match="given twice"):
+        rmsnorm_best(x, g, w, X=x)
+    with pytest.raises(mugraph.MugraphError, match=r"shape \[16, 255\]"):
+        rmsnorm_best(x[:, :255], g, w)
+
+
+def test_superoptimize_errors():
+    with pytest.raises(mugraph.MugraphError, match="unknown target 'v100'"):
+        mugraph.superoptimize(rmsnorm_linear(), target="v100")
+    with pytest.raises(mugraph.MugraphError, match="time_limit must be positive"):
+        mugraph.superoptimize(rmsnorm_linear(), time_limit=0)
+    with pytest.raises(mugraph.MugraphError, match="resume=True needs checkpoint"):
+        mugraph.superoptimize(rmsnorm_linear(), resume=True)
+    with pytest.raises(mugraph.MugraphError, match="takes a mugraph.Program"):
+        mugraph.superoptimize(42)
+
+
+def test_ctrl_c_stops_the_search_and_keeps_its_checkpoint(tmp_path):
+    # Group-query attention at small shapes: a search that runs for minutes; SIGINT arrives
+    # after 3 s, as Ctrl-C would.
+    p = mugraph.parse("input Q[2, 16, 64]\ninput K[2, 64, 256]\ninput V[2, 256, 64]\nE = exp(matmul(Q, K))\n"
+                      "O = matmul(div(E, sum(E, dim=2)), V)\noutput O\n")
+    checkpoint = tmp_path / "checkpoint.json"
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.warns(RuntimeWarning, match="interrupted"):
+            best = mugraph.superoptimize(p, threads=2, checkpoint=str(checkpoint), )
+        assert best.report["stop_reason"] == "interrupted"
+    except KeyboardInterrupt:
+        pass  # stopped before anything was verified: also a clean stop
+    finally:
+        timer.cancel()
+    assert checkpoint.exists()
+    # The search resumes from it.
+    again = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    again.start()
+    try:
+        with pytest.warns(RuntimeWarning):
+            mugraph.superoptimize(p, threads=2, checkpoint=str(checkpoint), resume=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        again.cancel()
