@@ -7,12 +7,13 @@
 # default build/bin/mugraph). To run it on a lent machine that cannot build mugraph, pack the
 # binary with the shared libraries it needs here first: `bench/gpu_session.sh --pack .gpu` puts
 # them in .gpu/ (add `/.gpu/` to .git/info/exclude and carry .gpu), then there:
-#   MUGRAPH_BIN=.gpu/mugraph LD_LIBRARY_PATH=.gpu bench/gpu_session.sh $OUT
+#   MUGRAPH_BIN=.gpu/mugraph LD_LIBRARY_PATH=.gpu MUGRAPH_PYTHONPATH=.gpu/python bench/gpu_session.sh $OUT
 #
 # Writes to OUT_DIR: examples.jsonl (mugraph bench --json on every μGraph and program in
 # examples/), sass.txt (tensor-core instructions in the matmul kernels), sanitizer.txt
 # (compute-sanitizer memcheck and racecheck where the runtime supports it), codegen.md and
-# codegen.json (bench/codegen_vs_torch.py), and log.txt.
+# codegen.json (bench/codegen_vs_torch.py), layouts.jsonl and calibration.* (issue 7),
+# torch_module.md (bench/torch_module_vs_mugraph.py, issue 8), and log.txt.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -24,6 +25,10 @@ if [[ "${1:-}" == "--pack" ]]; then
   # The libraries outside glibc and libstdc++ (a GPU image has those): BLAS and its runtime.
   ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'openblas|gfortran|quadmath|blas|lapack' |
     while read -r lib; do cp -L "$lib" "$dest/"; done
+  # The Python package as built here (its extension module is for this Python's version).
+  if [[ -d "$ROOT/build/python/mugraph" ]]; then
+    rm -rf "$dest/python" && mkdir -p "$dest/python" && cp -rL "$ROOT/build/python/mugraph" "$dest/python/"
+  fi
   ls -la "$dest"
   exit 0
 fi
@@ -105,4 +110,7 @@ for prog in rmsnorm_linear gated_mlp; do
 done
 python3 "$ROOT/bench/calibrate_cost_model.py" "$OUT"/calibrate_* --markdown "$OUT/calibration.md" \
   --png "$OUT/calibration.png" || echo "calibration report failed"
+# 7. Issue 8: a PyTorch module with its RMSNorm + Linear replaced by the optimized callable.
+PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 "$ROOT/bench/torch_module_vs_mugraph.py" \
+  --markdown "$OUT/torch_module.md" || echo "torch_module_vs_mugraph failed"
 echo "done: $(date -u)"

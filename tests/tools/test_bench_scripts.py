@@ -185,3 +185,21 @@ def test_gpu_session_packs_the_binary_with_its_libraries(mugraph_bin, tmp_path):
     v = subprocess.run([str(packed), "--version"], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path / "pack")})
     assert v.returncode == 0, v.stderr
+
+
+TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"
+
+
+def test_torch_module_vs_mugraph_says_what_it_needs_without_a_gpu():
+    # Issue 8's GPU comparison runs in a GPU session (bench/gpu_session.sh step 7); here it must
+    # stop cleanly, saying why, and measure nothing.
+    try:
+        import torch
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU: the script would measure")
+    except ImportError:
+        pass
+    r = run_script(TORCH_MODULE)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "needs PyTorch" in r.stderr or "needs a CUDA GPU" in r.stderr, r.stderr
+    assert r.stdout == ""
