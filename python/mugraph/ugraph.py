@@ -245,7 +245,9 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
             raise KeyboardInterrupt("search interrupted before any μGraph was verified")
         raise _core.MugraphError(f"no equivalent μGraph found within the limits ({outcome.stop_reason}"
                                  + (f": {outcome.stop_detail}" if outcome.stop_detail else "") + ")")
-    if outcome.interrupted:
+    # A Ctrl-C that came as the last candidate was being verified stops nothing: the result is
+    # complete, and is returned as such.
+    if outcome.interrupted and outcome.stop_reason == "interrupted":
         warnings.warn(f"search interrupted after {outcome.search_seconds:.1f} s; returning the best μGraph found so far"
                       + (f" (checkpoint: {checkpoint})" if checkpoint else ""), RuntimeWarning, stacklevel=2)
     candidates: list = []
