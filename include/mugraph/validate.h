@@ -14,14 +14,14 @@ namespace mugraph {
 
 /// Hardware limits of a target GPU that validity depends on.
 struct Target {
-  std::string_view name;        ///< "a100", "h100", "h200"
-  std::string_view arch;        ///< "sm_80", "sm_90a"
-  int64_t shared_memory_bytes;  ///< usable dynamic shared memory per block
+  std::string_view name;          ///< "a100", "h100", "h200"
+  std::string_view arch;          ///< "sm_80", "sm_90a"
+  int64_t shared_memory_bytes;    ///< usable dynamic shared memory per block
   int64_t device_memory_bytes;
-  int64_t registers_per_thread;  ///< architectural maximum (255 on sm_80 and sm_90)
+  int64_t registers_per_thread;   ///< architectural maximum (255 on sm_80 and sm_90)
   int64_t max_threads_per_block;
-  int64_t max_grid_y_z;  ///< largest grid extent along y and z (x allows 2^31 − 1)
-  int64_t sms;           ///< streaming multiprocessors (A100 108, H100 SXM and H200 132)
+  int64_t max_grid_y_z;           ///< largest grid extent along y and z (x allows 2^31 − 1)
+  int64_t sms;                    ///< streaming multiprocessors (A100 108, H100 SXM and H200 132)
 };
 
 /// All known targets.

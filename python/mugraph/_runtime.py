@@ -14,6 +14,13 @@ _TMA_ERROR_BASE = 20000
 _NUMPY_DTYPE = {"f16": np.float16, "f32": np.float32}
 
 
+def torch_dtype(dtype: str):
+    """The torch dtype of a mugraph dtype name (f16, bf16, f32)."""
+    import torch
+
+    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
+
+
 def cuda_arch_of(device) -> str:
     """The code-generation target for a CUDA device: sm_90a on Hopper and later, sm_80 on Ampere."""
     import torch
@@ -65,6 +72,8 @@ class CompiledUGraph:
         if not self.emulate:
             raise _core.MugraphError("run_numpy runs an emulated build (compile(emulate=True)); a GPU build "
                                      "runs on CUDA tensors")
+        if len(arrays) != len(self._inputs):
+            raise _core.MugraphError(f"the μGraph takes {len(self._inputs)} inputs, {len(arrays)} given")
         ins = []
         for value, (name, shape, dtype) in zip(arrays, self._inputs):
             if dtype not in _NUMPY_DTYPE:
@@ -72,8 +81,6 @@ class CompiledUGraph:
             ins.append(np.ascontiguousarray(np.asarray(value, dtype=_NUMPY_DTYPE[dtype])))
             if ins[-1].shape != tuple(shape):
                 raise _core.MugraphError(f"input {name}: expected shape {list(shape)}, got {list(ins[-1].shape)}")
-        if len(ins) != len(self._inputs):
-            raise _core.MugraphError(f"the μGraph takes {len(self._inputs)} inputs, {len(arrays)} given")
         outs = [np.empty(shape, dtype=_NUMPY_DTYPE[dtype]) for _, shape, dtype in self._outputs]
         workspace = np.empty(max(1, self.workspace_bytes), dtype=np.uint8)
         self._call([a.ctypes.data for a in ins], [o.ctypes.data for o in outs], workspace.ctypes.data, None)
@@ -86,7 +93,6 @@ class CompiledUGraph:
 
         if self.emulate:
             raise _core.MugraphError("an emulated build runs on NumPy arrays (run_numpy), not CUDA tensors")
-        dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
         device = tensors[0].device
         ins = []
         for t, (name, shape, dtype) in zip(tensors, self._inputs):
@@ -94,10 +100,10 @@ class CompiledUGraph:
                 raise _core.MugraphError(f"input {name} is on {t.device}, the others on {device}")
             if tuple(t.shape) != tuple(shape):
                 raise _core.MugraphError(f"input {name}: expected shape {list(shape)}, got {list(t.shape)}")
-            if t.dtype != dtypes[dtype]:
-                raise _core.MugraphError(f"input {name}: expected {dtypes[dtype]}, got {t.dtype}")
+            if t.dtype != torch_dtype(dtype):
+                raise _core.MugraphError(f"input {name}: expected {torch_dtype(dtype)}, got {t.dtype}")
             ins.append(t.contiguous())
-        outs = [torch.empty(shape, dtype=dtypes[dtype], device=device) for _, shape, dtype in self._outputs]
+        outs = [torch.empty(shape, dtype=torch_dtype(dtype), device=device) for _, shape, dtype in self._outputs]
         workspace = torch.empty(max(1, self.workspace_bytes), dtype=torch.uint8, device=device)
         with torch.cuda.device(device):
             stream = torch.cuda.current_stream(device).cuda_stream

@@ -131,7 +131,8 @@ class Program:
         self._own(tensor)
         if name is not None and name != tensor.name:
             # An alias names the same tensor, so its type is the tensor's.
-            tensor = self._add(name, f"{name} = {tensor.name}", check_name=True, known=(tensor.shape, tensor.dtype))
+            self._check_name(name)
+            tensor = self._add(name, f"{name} = {tensor.name}", known=(tensor.shape, tensor.dtype))
         if tensor.name in self._outputs:
             raise _core.MugraphError(f"{tensor.name} is already an output")
         self._outputs.append(tensor.name)
@@ -166,7 +167,7 @@ class Program:
             name = self._fresh()
         else:
             self._check_name(name)
-        return self._add(name, f"{name} = {op}({', '.join(args)})", check_name=False)
+        return self._add(name, f"{name} = {op}({', '.join(args)})")
 
     # --- what it is -------------------------------------------------------------------------
 
@@ -234,9 +235,7 @@ class Program:
         text = "\n".join(lines + ([f"output {', '.join(outputs)}"] if outputs else [])) + "\n"
         return _core.parse(text, self._filename)
 
-    def _add(self, name: str, line: str, check_name: bool = False, known=None) -> Tensor:
-        if check_name:
-            self._check_name(name)
+    def _add(self, name: str, line: str, known=None) -> Tensor:
         try:
             graph = self._parse(self._lines + [line], [name])
         except _core.MugraphError as e:

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from . import _core
 from . import program as mg
+from ._runtime import torch_dtype
 from .program import Program, Tensor
 
 _DTYPES = {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}
@@ -67,16 +68,17 @@ class _Builder:
         materialized = transform(value) if transform else value
         t = self.p.input(name, list(materialized.shape), _dtype_of(materialized))
         module = self.module
+        cache: dict = {}  # the last value handed out, and the (storage, version, device) it came from
 
-        def current(device, _path=path, _transform=transform, _cache={}):
-            source = _lookup(module, _path)
+        def current(device):
+            source = _lookup(module, path)
             key = (source.data_ptr(), source._version, str(device))
-            if _cache.get("key") != key:
+            if cache.get("key") != key:
                 with torch.no_grad():
-                    v = _transform(source) if _transform else source
-                    _cache["value"] = v.detach().to(device).contiguous() if device is not None else v.detach()
-                _cache["key"] = key
-            return _cache["value"]
+                    v = transform(source) if transform else source
+                    cache["value"] = v.detach().to(device).contiguous() if device is not None else v.detach()
+                cache["key"] = key
+            return cache["value"]
 
         self.p.bindings[name] = current
         return t
@@ -225,7 +227,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             return b.linear(args[0], w, bias)
         if hasattr(torch.nn, "RMSNorm") and isinstance(m, torch.nn.RMSNorm):
             weight = b.parameter(f"{n.target}.weight", m.weight) if m.weight is not None else None
-            eps = m.eps if m.eps is not None else torch.finfo(_torch_dtype(args[0].dtype)).eps
+            eps = m.eps if m.eps is not None else torch.finfo(torch_dtype(args[0].dtype)).eps
             return b.rms_norm(args[0], m.normalized_shape, weight, eps)
         simple = {torch.nn.SiLU: mg.silu, torch.nn.ReLU: mg.relu}
         for cls, f in simple.items():
@@ -318,7 +320,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         torch.rsqrt: rsqrt, torch.relu: unary(mg.relu), F.relu: unary(mg.relu), F.silu: unary(mg.silu),
         F.gelu: unary(mg.gelu), torch.sum: reduce(False), torch.mean: reduce(True), torch.cat: cat,
         torch.concat: cat, operator.pow: pow_, torch.pow: pow_, operator.getitem: getitem,
-        torch.reshape: None, F.linear: linear,
+        F.linear: linear,
     }
     if hasattr(F, "rms_norm"):
         FUNCTIONS[F.rms_norm] = rms_norm
@@ -340,9 +342,6 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         if f is None:
             raise _Unsupported(f"{_name_of(target)} is not supported")
         return f(n, *args, **kwargs)
-
-    def _torch_dtype(d):
-        return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[d]
 
     # Node by node rather than Interpreter.run, which would append its own notes to our errors.
     capture = Capture()

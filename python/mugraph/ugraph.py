@@ -12,7 +12,7 @@ from typing import Optional
 import numpy as np
 
 from . import _core
-from ._runtime import CompiledUGraph, cuda_arch_of
+from ._runtime import CompiledUGraph, cuda_arch_of, torch_dtype
 from .program import Program
 
 _NUMPY_DTYPE = {"f16": np.float16, "f32": np.float32, "bf16": np.float32}  # NumPy has no bfloat16
@@ -143,7 +143,7 @@ class UGraph:
             import torch
 
             arrays = [np.ascontiguousarray(v.detach().to(torch.float32).numpy()) for v in values]
-            outs = [torch.from_numpy(np.array(a)).to(_torch_dtype(dtype))
+            outs = [torch.from_numpy(np.array(a)).to(torch_dtype(dtype))
                     for a, (_, _, dtype) in zip(_core.run(self.graph, arrays, threads), self.outputs())]
         else:
             arrays = [np.ascontiguousarray(np.asarray(v, dtype=np.float32)) for v in values]
@@ -198,12 +198,6 @@ def _device_of(values):
         if type(v).__module__.startswith("torch"):
             return v.device
     return None
-
-
-def _torch_dtype(dtype: str):
-    import torch
-
-    return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
 
 
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,

@@ -40,17 +40,19 @@ using ShapeTuple = std::vector<int64_t>;
 /// (name, shape, dtype name) of a program input or output.
 using TensorSignature = std::tuple<std::string, ShapeTuple, std::string>;
 
-ShapeTuple dims_of(const Shape& s) {
-  ShapeTuple d;
-  for (int i = 0; i < s.rank(); ++i) d.push_back(s[i]);
-  return d;
+/// A float32 NumPy array that takes over a host tensor's values (no copy).
+Float32Array to_numpy(HostTensor&& t) {
+  auto* data = new std::vector<float>(std::move(t.data));
+  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  std::vector<size_t> shape(t.type.shape.begin(), t.type.shape.end());
+  return Float32Array(data->data(), shape.size(), shape.data(), owner);
 }
 
 std::vector<TensorSignature> input_signature(const Graph& g) {
   std::vector<TensorSignature> out;
   for (const Op& op : g.ops)
     if (op.kind == OpKind::input)
-      out.emplace_back(op.attrs.name, dims_of(op.attrs.shape), std::string(dtype_name(op.attrs.dtype)));
+      out.emplace_back(op.attrs.name, op.attrs.shape.to_vector(), std::string(dtype_name(op.attrs.dtype)));
   return out;
 }
 
@@ -58,7 +60,7 @@ std::vector<TensorSignature> output_signature(const Graph& g) {
   std::vector<TensorSignature> out;
   for (size_t i = 0; i < g.outputs.size(); ++i) {
     const TensorType& t = g.type(g.outputs[i]);
-    out.emplace_back(i < g.output_names.size() ? g.output_names[i] : "", dims_of(t.shape),
+    out.emplace_back(i < g.output_names.size() ? g.output_names[i] : "", t.shape.to_vector(),
                      std::string(dtype_name(t.dtype)));
   }
   return out;
@@ -67,7 +69,7 @@ std::vector<TensorSignature> output_signature(const Graph& g) {
 /// The type of the kernel-level tensor a program statement named, for the Program builder.
 std::optional<std::pair<ShapeTuple, std::string>> named_type(const Graph& g, const std::string& name) {
   for (const Tensor& t : g.tensors)
-    if (t.name == name) return std::make_pair(dims_of(t.type.shape), std::string(dtype_name(t.type.dtype)));
+    if (t.name == name) return std::make_pair(t.type.shape.to_vector(), std::string(dtype_name(t.type.dtype)));
   return std::nullopt;
 }
 
@@ -83,7 +85,7 @@ std::vector<Float32Array> run(const Graph& g, const std::vector<Float32Array>& a
   for (size_t i = 0; i < arrays.size(); ++i) {
     const Float32Array& a = arrays[i];
     ShapeTuple given(a.shape_ptr(), a.shape_ptr() + a.ndim());
-    if (given != dims_of(types[i].shape))
+    if (given != types[i].shape.to_vector())
       throw UserError("input " + std::to_string(i) + " has shape " + Shape(given).str() + ", the μGraph's input " +
                       std::to_string(i) + " has shape " + types[i].shape.str());
     HostTensor t(types[i]);
@@ -99,13 +101,7 @@ std::vector<Float32Array> run(const Graph& g, const std::vector<Float32Array>& a
     outputs = run_float(g, inputs, options);
   }
   std::vector<Float32Array> result;
-  for (HostTensor& t : outputs) {
-    auto* data = new std::vector<float>(std::move(t.data));
-    nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-    std::vector<size_t> shape;
-    for (int64_t d : dims_of(t.type.shape)) shape.push_back(static_cast<size_t>(d));
-    result.emplace_back(data->data(), shape.size(), shape.data(), owner);
-  }
+  for (HostTensor& t : outputs) result.push_back(to_numpy(std::move(t)));
   return result;
 }
 
@@ -223,13 +219,7 @@ NB_MODULE(_core, m) {
       "random_inputs",
       [](const Graph& g, uint64_t seed) {
         std::vector<Float32Array> arrays;
-        for (HostTensor& t : random_inputs(g, seed)) {
-          auto* data = new std::vector<float>(std::move(t.data));
-          nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
-          std::vector<size_t> shape;
-          for (int i = 0; i < t.type.shape.rank(); ++i) shape.push_back(static_cast<size_t>(t.type.shape[i]));
-          arrays.emplace_back(data->data(), shape.size(), shape.data(), owner);
-        }
+        for (HostTensor& t : random_inputs(g, seed)) arrays.push_back(to_numpy(std::move(t)));
         return arrays;
       },
       "graph"_a, "seed"_a);

@@ -26,8 +26,6 @@ namespace codegen {
 
 namespace fs = std::filesystem;
 
-namespace {}  // namespace
-
 std::string read_all(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   std::ostringstream s;

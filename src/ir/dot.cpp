@@ -66,9 +66,23 @@ class DotWriter {
  private:
   static std::string node_name(const std::string& prefix, size_t op) { return prefix + std::to_string(op); }
 
+  /// The nodes of the ops of `op`'s body (op `op_index` of a graph at prefix) that are of a
+  /// category (iterators or savers) and read or write io_index.
+  static std::vector<std::string> body_nodes(const Graph& body, const std::string& prefix, size_t op_index,
+                                             OpCategory category, size_t io_index) {
+    std::vector<std::string> nodes;
+    const std::string inner = node_name(prefix, op_index) + "_";
+    for (size_t k = 0; k < body.ops.size(); ++k) {
+      const Op& op = body.ops[k];
+      if (op_info(op.kind).category == category && static_cast<size_t>(op.attrs.io_index) == io_index)
+        nodes.push_back(node_name(inner, k));
+    }
+    return nodes;
+  }
+
   /// The nodes that make tensor t of g: its producer, or the savers of its producer's body that
   /// write it.
-  std::vector<std::string> sources(const Graph& g, const std::string& prefix, TensorId t, int depth) const {
+  static std::vector<std::string> sources(const Graph& g, const std::string& prefix, TensorId t, int depth) {
     if (!t.valid() || t.index() >= g.tensors.size()) return {};
     const OpId p = g.tensors[t.index()].producer;
     if (!p.valid() || p.index() >= g.ops.size()) return {};
@@ -77,31 +91,16 @@ class DotWriter {
     if (!body || depth >= kMaxDepth) return {node_name(prefix, p.index())};
     size_t out_index = 0;
     while (out_index < op.outputs.size() && op.outputs[out_index] != t) ++out_index;
-    std::vector<std::string> nodes;
-    const std::string inner = node_name(prefix, p.index()) + "_";
-    for (size_t k = 0; k < body->ops.size(); ++k) {
-      const Op& s = body->ops[k];
-      if (op_info(s.kind).category == OpCategory::saver && static_cast<size_t>(s.attrs.io_index) == out_index)
-        nodes.push_back(node_name(inner, k));
-    }
-    return nodes;
+    return body_nodes(*body, prefix, p.index(), OpCategory::saver, out_index);
   }
 
   /// The nodes that read operand `index` of op `op_index`: the op, or the iterators of its body
   /// that read that param.
-  std::vector<std::string> sinks(const Graph& g, const std::string& prefix, size_t op_index, size_t index,
-                                 int depth) const {
-    const Op& op = g.ops[op_index];
-    const Graph* body = body_of(g, op);
+  static std::vector<std::string> sinks(const Graph& g, const std::string& prefix, size_t op_index, size_t index,
+                                        int depth) {
+    const Graph* body = body_of(g, g.ops[op_index]);
     if (!body || depth >= kMaxDepth) return {node_name(prefix, op_index)};
-    std::vector<std::string> nodes;
-    const std::string inner = node_name(prefix, op_index) + "_";
-    for (size_t k = 0; k < body->ops.size(); ++k) {
-      const Op& it = body->ops[k];
-      if (op_info(it.kind).category == OpCategory::iterator && static_cast<size_t>(it.attrs.io_index) == index)
-        nodes.push_back(node_name(inner, k));
-    }
-    return nodes;
+    return body_nodes(*body, prefix, op_index, OpCategory::iterator, index);
   }
 
   void graph(const Graph& g, const std::string& prefix, size_t indent, int depth) {
@@ -110,13 +109,13 @@ class DotWriter {
       const Op& op = g.ops[i];
       const std::string name = node_name(prefix, i);
       const Graph* body = body_of(g, op);
+      // The op as `mugraph check` lists it, a block graph's launch, and what the op makes.
+      std::string label = describe_op(g, op);
+      if (body && body->level == Level::block)
+        label += "\ngrid=" + dims(body->grid) + " threads=" + dims(body->threads) +
+                 " forloop=" + std::to_string(body->forloop);
+      if (const std::string types = describe_types(g, op); !types.empty()) label += "\n" + types;
       if (body && depth < kMaxDepth) {
-        std::string label = describe_op(g, op);
-        if (body->level == Level::block)
-          label += "\ngrid=" + dims(body->grid) + " threads=" + dims(body->threads) +
-                   " forloop=" + std::to_string(body->forloop);
-        const std::string types = describe_types(g, op);
-        if (!types.empty()) label += "\n" + types;
         const bool block = body->level == Level::block;
         out_ += pad + "subgraph cluster_" + name + " {\n" + pad + "  label=" + quoted(label) + ";\n" + pad +
                 "  labeljust=l; style=\"rounded,filled\"; fillcolor=" + (block ? "\"#f4f4f4\"" : "\"#fff7e0\"") +
@@ -124,9 +123,6 @@ class DotWriter {
         graph(*body, name + "_", indent + 1, depth + 1);
         out_ += pad + "}\n";
       } else {
-        std::string label = describe_op(g, op);
-        const std::string types = describe_types(g, op);
-        if (!types.empty()) label += "\n" + types;
         std::string style;
         switch (op_info(op.kind).category) {
           case OpCategory::source:

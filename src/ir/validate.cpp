@@ -73,8 +73,8 @@ struct Validator {
 
   std::optional<Rejection> structure(const Graph& g, Level want, const std::string& where) {
     if (g.level != want)
-      return reject(Reason::level_mismatch)
-             << where << "is a " << level_name(g.level) << " graph where a " << level_name(want) << " graph belongs";
+      return reject(Reason::level_mismatch) << where << "is a " << level_name(g.level) << " graph where a "
+                                            << level_name(want) << " graph belongs";
     std::vector<bool> body_used(g.bodies.size(), false);
     for (size_t i = 0; i < g.tensors.size(); ++i) {
       const Tensor& t = g.tensors[i];
@@ -88,9 +88,7 @@ struct Validator {
       std::sort(perm.begin(), perm.end());
       bool is_perm = static_cast<int>(perm.size()) == t.type.shape.rank();
       for (size_t d = 0; is_perm && d < perm.size(); ++d) is_perm = perm[d] == static_cast<int8_t>(d);
-      if (!is_perm)
-        return reject(Reason::malformed) << where << "tensor " << i
-                                         << " has a layout that is not a permutation of its dimensions";
+      if (!is_perm) return reject(Reason::malformed) << where << "tensor " << i << " has a layout that is not a permutation of its dimensions";
     }
     std::set<std::string> input_names;
     for (size_t i = 0; i < g.ops.size(); ++i) {
@@ -107,8 +105,7 @@ struct Validator {
       if (op.attrs != used_attrs(op.kind, op.attrs))
         return reject(Reason::bad_attribute) << at << "sets attributes that " << op_name(op.kind) << " does not use";
       if (op.attrs.has_scalar && op.attrs.scalar_pos != 0 && op.attrs.scalar_pos != 1)
-        return reject(Reason::bad_attribute)
-               << at << "scalar position " << int(op.attrs.scalar_pos) << " is not 0 or 1";
+        return reject(Reason::bad_attribute) << at << "scalar position " << int(op.attrs.scalar_pos) << " is not 0 or 1";
       auto types = infer_output_types(g, op.kind, in, op.attrs);
       if (!types) return Rejection{types.rejection().reason, at + types.rejection().message};
       if (types->size() != op.outputs.size())
@@ -116,19 +113,17 @@ struct Validator {
                                          << types->size();
       for (size_t k = 0; k < op.outputs.size(); ++k) {
         TensorId t = op.outputs[k];
-        if (!t.valid() || t.index() >= g.tensors.size() ||
-            g.tensors[t.index()].producer.value != static_cast<int32_t>(i))
+        if (!t.valid() || t.index() >= g.tensors.size() || g.tensors[t.index()].producer.value != static_cast<int32_t>(i))
           return reject(Reason::malformed) << at << "output " << k << " is not a tensor it produces";
         if (g.tensors[t.index()].type != (*types)[k])
-          return reject(Reason::shape_mismatch)
-                 << at << "output " << k << " is stored as " << g.tensors[t.index()].type.str()
-                 << " but its shape rule gives " << (*types)[k].str();
+          return reject(Reason::shape_mismatch) << at << "output " << k << " is stored as "
+                                                << g.tensors[t.index()].type.str() << " but its shape rule gives "
+                                                << (*types)[k].str();
       }
       if (op.kind == OpKind::input && !input_names.insert(op.attrs.name).second)
         return reject(Reason::malformed) << at << "a second input named '" << op.attrs.name << "'";
       if (op.attrs.body >= 0) {
-        if (op_info(op.kind).category != OpCategory::kernel_body &&
-            op_info(op.kind).category != OpCategory::thread_body)
+        if (op_info(op.kind).category != OpCategory::kernel_body && op_info(op.kind).category != OpCategory::thread_body)
           return reject(Reason::malformed) << at << "has a body but is not a graph_kernel or thread_graph";
         if (body_used[static_cast<size_t>(op.attrs.body)])
           return reject(Reason::malformed) << at << "shares body " << op.attrs.body << " with another op";
@@ -160,8 +155,7 @@ struct Validator {
         l = h = 1;
       }
       if (op.kind == OpKind::output_saver && g.forloop > 1 && l == 0)
-        return reject(Reason::path_rule) << where << "op " << i
-                                         << " (output_saver) saves a value with a path from an input"
+        return reject(Reason::path_rule) << where << "op " << i << " (output_saver) saves a value with a path from an input"
                                          << " iterator that passes no accumulator, but the for-loop runs " << g.forloop
                                          << " iterations";
       for (TensorId t : op.outputs) {
@@ -189,14 +183,14 @@ struct Validator {
     for (int axis = 0; axis < 3; ++axis) {
       int64_t limit = axis == 0 ? (int64_t{1} << 31) - 1 : target.max_grid_y_z;
       if (g.grid[axis] < 1 || g.grid[axis] > limit)
-        return reject(Reason::bad_attribute)
-               << where << "grid " << axis_name(axis) << " = " << g.grid[axis] << " is outside 1.." << limit;
+        return reject(Reason::bad_attribute) << where << "grid " << axis_name(axis) << " = " << g.grid[axis]
+                                             << " is outside 1.." << limit;
       if (g.threads[axis] < 1)
         return reject(Reason::bad_attribute) << where << "threads " << axis_name(axis) << " = " << g.threads[axis];
     }
     if (g.threads.volume() > target.max_threads_per_block)
-      return reject(Reason::bad_attribute)
-             << where << g.threads.volume() << " threads per block; at most " << target.max_threads_per_block;
+      return reject(Reason::bad_attribute) << where << g.threads.volume() << " threads per block; at most "
+                                           << target.max_threads_per_block;
     if (g.forloop < 1 || g.forloop > kMaxExtent)
       return reject(Reason::bad_attribute) << where << "for-loop range " << g.forloop << " must be at least 1";
     if (auto r = path_rule(g, where)) return r;
@@ -213,16 +207,15 @@ struct Validator {
     if (auto r = structure(g, Level::kernel, "")) return r;
     if (g.outputs.empty()) return reject(Reason::missing_output) << "the graph has no outputs";
     if (g.output_names.size() != g.outputs.size())
-      return reject(Reason::malformed) << g.outputs.size() << " outputs but " << g.output_names.size()
-                                       << " output names";
+      return reject(Reason::malformed) << g.outputs.size() << " outputs but " << g.output_names.size() << " output names";
     for (TensorId t : g.outputs)
       if (!t.valid() || t.index() >= g.tensors.size())
         return reject(Reason::missing_output) << "output tensor " << t.value << " does not exist";
     int64_t bytes = 0;
     for (const Tensor& t : g.tensors) bytes += t.type.shape.numel() * dtype_bytes(t.type.dtype);
     if (bytes > target.device_memory_bytes)
-      return reject(Reason::device_memory) << "the device tensors take " << bytes << " bytes; " << target.name
-                                           << " has " << target.device_memory_bytes;
+      return reject(Reason::device_memory) << "the device tensors take " << bytes << " bytes; " << target.name << " has "
+                                           << target.device_memory_bytes;
     return std::nullopt;
   }
 };

@@ -254,7 +254,7 @@ class Driver {
     for (RankedCandidate& c : pool_) {
       if (static_cast<int>(result.top.size()) >= opt_.top_k) break;
       // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
-      // checkpoint keeps the candidates, so a resume verifies the rest.
+      // checkpoint keeps the whole candidate pool, which a resume verifies again.
       if (control_ && control_->stop.load()) {
         if (result.stop_reason == StopReason::exhausted && !opt_.checkpoint_path.empty()) write_state();
         result.stop_reason = StopReason::interrupted;
