@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Everything issue 6 measures on a GPU, in one command (GPU time is scarce: one call does it all).
+# Everything issues 6-9 measure on a GPU, in as few commands as possible (GPU time is scarce).
 #
-#   bench/gpu_session.sh OUT_DIR
+#   bench/gpu_session.sh OUT_DIR [STEP...]      # steps 1-8, default all
 #
 # Needs: a CUDA GPU, nvcc, python3 with PyTorch and NumPy, and the mugraph binary ($MUGRAPH_BIN,
 # default build/bin/mugraph). To run it on a lent machine that cannot build mugraph, pack the
@@ -13,7 +13,10 @@
 # examples/), sass.txt (tensor-core instructions in the matmul kernels), sanitizer.txt
 # (compute-sanitizer memcheck and racecheck where the runtime supports it), codegen.md and
 # codegen.json (bench/codegen_vs_torch.py), layouts.jsonl and calibration.* (issue 7),
-# torch_module.md (bench/torch_module_vs_mugraph.py, issue 8), and log.txt.
+# torch_module.md (bench/torch_module_vs_mugraph.py, issue 8), paper.{md,json,png}
+# (bench/paper/run.py, issue 9; $PAPER_ARGS adds arguments, e.g. --benchmarks gqa,qknorm), and
+# log.txt. Builds are cached in $MUGRAPH_CACHE_DIR (default .gpu_cache/), so that later steps and
+# later calls on a machine still warm reuse them.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -33,10 +36,16 @@ if [[ "${1:-}" == "--pack" ]]; then
   exit 0
 fi
 
-OUT=${1:?usage: gpu_session.sh OUT_DIR}
+OUT=${1:?usage: gpu_session.sh OUT_DIR [STEP...]}
+shift
+# Steps to run (default all). One call may not fit them all in the device tool's 10 minutes: split
+# them over calls (the builds are cached in $CACHE, kept while the machine stays warm).
+STEPS=" ${*:-1 2 3 4 5 6 7 8} "
+want() { [[ "$STEPS" == *" $1 "* ]]; }
 mkdir -p "$OUT"
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
-CACHE=$(mktemp -d)
+CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
+mkdir -p "$CACHE"
 exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
 nvcc --version | tail -1
@@ -51,66 +60,93 @@ build_dir() {
 mapfile -t FILES < <(ls "$ROOT"/examples/ugraphs/*.json "$ROOT"/examples/found/*/best.json "$ROOT"/examples/*.mg)
 
 # 1. Build every harness in parallel (nvcc is the slow part), checking each once.
-printf '%s\n' "${FILES[@]}" |
-  xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+if want 1; then
+  printf '%s\n' "${FILES[@]}" |
+    xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+fi
 
 # 2. Time them one at a time (cached builds), correctness checked again on fresh inputs.
-: > "$OUT/examples.jsonl"
-for f in "${FILES[@]}"; do
-  rel=${f#"$ROOT"/}
-  line=$("$BIN" bench "$f" --cache-dir "$CACHE" --seed 1 --warmup 20 --repeats 200 --json 2>&1 | tail -1)
-  echo "{\"file\": \"$rel\", \"result\": $line}" >> "$OUT/examples.jsonl" || true
-  echo "$rel: $line"
-done
+if want 2; then
+  : > "$OUT/examples.jsonl"
+  for f in "${FILES[@]}"; do
+    rel=${f#"$ROOT"/}
+    line=$("$BIN" bench "$f" --cache-dir "$CACHE" --seed 1 --warmup 20 --repeats 200 --json 2>&1 | tail -1)
+    echo "{\"file\": \"$rel\", \"result\": $line}" >> "$OUT/examples.jsonl" || true
+    echo "$rel: $line"
+  done
+fi
 
 # 3. SASS: the fused matmul kernels use tensor cores (HMMA on sm_80 code, HGMMA on sm_90a) and
 #    load their tiles with cp.async (LDGSTS, sm_80) or the tensor memory accelerator (UTMALDG).
-: > "$OUT/sass.txt"
-for name in rmsnorm_fig3b gated_mlp_fig10b; do
-  dir=$(build_dir "$ROOT/examples/ugraphs/$name.json")
-  cuobjdump --dump-sass "$dir/bench" > "$OUT/sass_$name.txt" 2>&1
-  echo "$name: HMMA $(grep -c HMMA "$OUT/sass_$name.txt") HGMMA $(grep -c HGMMA "$OUT/sass_$name.txt")" \
-       "LDGSTS $(grep -c LDGSTS "$OUT/sass_$name.txt") LDSM $(grep -c LDSM "$OUT/sass_$name.txt")" \
-       "UTMALDG $(grep -c UTMALDG "$OUT/sass_$name.txt")" | tee -a "$OUT/sass.txt"
-done
+if want 3; then
+  : > "$OUT/sass.txt"
+  for name in rmsnorm_fig3b gated_mlp_fig10b; do
+    dir=$(build_dir "$ROOT/examples/ugraphs/$name.json")
+    cuobjdump --dump-sass "$dir/bench" > "$OUT/sass_$name.txt" 2>&1
+    echo "$name: HMMA $(grep -c HMMA "$OUT/sass_$name.txt") HGMMA $(grep -c HGMMA "$OUT/sass_$name.txt")" \
+         "LDGSTS $(grep -c LDGSTS "$OUT/sass_$name.txt") LDSM $(grep -c LDSM "$OUT/sass_$name.txt")" \
+         "UTMALDG $(grep -c UTMALDG "$OUT/sass_$name.txt")" | tee -a "$OUT/sass.txt"
+  done
+fi
 
 # 4. compute-sanitizer on the harness of each hand-written μGraph (one run each).
-: > "$OUT/sanitizer.txt"
-for f in "$ROOT"/examples/ugraphs/*.json; do
-  dir=$(build_dir "$f")
-  read -r -a args < "$dir/io/args.txt"  # the harness's file arguments, as mugraph bench ran it
-  for tool in memcheck racecheck; do
-    {
-      echo "== $tool ${f#"$ROOT"/}"
-      (cd "$dir/io" && timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/bench" --warmup 0 \
-         --repeats 1 "${args[@]}") 2>&1
-      echo "exit $?"
-    } >> "$OUT/sanitizer.txt"
+if want 4; then
+  : > "$OUT/sanitizer.txt"
+  for f in "$ROOT"/examples/ugraphs/*.json; do
+    dir=$(build_dir "$f")
+    read -r -a args < "$dir/io/args.txt"  # the harness's file arguments, as mugraph bench ran it
+    for tool in memcheck racecheck; do
+      {
+        echo "== $tool ${f#"$ROOT"/}"
+        (cd "$dir/io" && timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 "$dir/bench" --warmup 0 \
+           --repeats 1 "${args[@]}") 2>&1
+        echo "exit $?"
+      } >> "$OUT/sanitizer.txt"
+    done
   done
-done
+fi
 
 # 5. Against PyTorch, with a sweep of pipeline depths.
-MUGRAPH_BIN=$BIN python3 "$ROOT/bench/codegen_vs_torch.py" --stages 0,1,3,4 --markdown "$OUT/codegen.md" \
-  --json "$OUT/codegen.json"
+if want 5; then
+  MUGRAPH_BIN=$BIN python3 "$ROOT/bench/codegen_vs_torch.py" --stages 0,1,3,4 --markdown "$OUT/codegen.md" \
+    --json "$OUT/codegen.json"
+fi
+
 # 6. Issue 7: the tile layouts the layout pass chose against row-major ones, then measured
 #    selection over every verified candidate of the RMSNorm and GatedMLP searches (as many as
 #    the search keeps: --top 100) and the model's calibration (Spearman, top choice's gap,
 #    scatter plot).
-: > "$OUT/layouts.jsonl"
-for name in rmsnorm_fig3b gated_mlp_fig10b; do
-  for layouts in chosen row-major; do
-    line=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --layouts "$layouts" --seed 1 \
-           --warmup 20 --repeats 200 --json 2>&1 | tail -1)
-    echo "{\"name\": \"$name\", \"layouts\": \"$layouts\", \"result\": $line}" | tee -a "$OUT/layouts.jsonl"
+if want 6; then
+  : > "$OUT/layouts.jsonl"
+  for name in rmsnorm_fig3b gated_mlp_fig10b; do
+    for layouts in chosen row-major; do
+      line=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --layouts "$layouts" --seed 1 \
+             --warmup 20 --repeats 200 --json 2>&1 | tail -1)
+      echo "{\"name\": \"$name\", \"layouts\": \"$layouts\", \"result\": $line}" | tee -a "$OUT/layouts.jsonl"
+    done
   done
-done
-for prog in rmsnorm_linear gated_mlp; do
-  "$BIN" search "$ROOT/examples/$prog.mg" -o "$OUT/calibrate_$prog" --target h200 --time-limit 120 --top 100 \
-    --measure 100 -q || echo "search $prog failed"
-done
-python3 "$ROOT/bench/calibrate_cost_model.py" "$OUT"/calibrate_* --markdown "$OUT/calibration.md" \
-  --png "$OUT/calibration.png" || echo "calibration report failed"
+  for prog in rmsnorm_linear gated_mlp; do
+    "$BIN" search "$ROOT/examples/$prog.mg" -o "$OUT/calibrate_$prog" --target h200 --time-limit 120 --top 100 \
+      --measure 100 -q || echo "search $prog failed"
+  done
+  python3 "$ROOT/bench/calibrate_cost_model.py" "$OUT"/calibrate_* --markdown "$OUT/calibration.md" \
+    --png "$OUT/calibration.png" || echo "calibration report failed"
+fi
+
 # 7. Issue 8: a PyTorch module with its RMSNorm + Linear replaced by the optimized callable.
-PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 "$ROOT/bench/torch_module_vs_mugraph.py" \
-  --markdown "$OUT/torch_module.md" || echo "torch_module_vs_mugraph failed"
+if want 7; then
+  PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 "$ROOT/bench/torch_module_vs_mugraph.py" \
+    --markdown "$OUT/torch_module.md" || echo "torch_module_vs_mugraph failed"
+fi
+
+# 8. Issue 9: the paper's six benchmarks at the paper's shapes, from the searches saved in
+#    bench/paper/results/, against PyTorch eager, torch.compile and SDPA (docs/benchmarks.md).
+if want 8; then
+  # The harnesses built in parallel first (nvcc is the slow part); run.py then finds them cached.
+  ls "$ROOT"/bench/paper/results/*/best.json |
+    xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+  # shellcheck disable=SC2086  # PAPER_ARGS is a list of arguments
+  MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never ${PAPER_ARGS:-} \
+    --markdown "$OUT/paper.md" --json "$OUT/paper.json" --chart "$OUT/paper.png" || echo "paper benchmarks failed"
+fi
 echo "done: $(date -u)"

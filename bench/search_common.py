@@ -162,18 +162,19 @@ def _load_json(path):
         return None
 
 
-def run_search(cmd, out_dir, time_limit=None):
+def run_search(cmd, out_dir, time_limit=None, verify_allowance=300):
     """Runs one search (cmd from search_command, writing into the fresh directory out_dir).
 
     A run whose search finds nothing exits with 1 and still writes report.json; a run is usable when
     report.json exists. As a guard against a hung process the run is killed after
-    1.5 × time_limit + 300 s (verification is not covered by the search's time limit). On Ctrl-C the
+    1.5 × time_limit + verify_allowance seconds (verification is not covered by the search's time
+    limit). On Ctrl-C the
     search (same process group) stops itself and writes its report; this waits for that, then raises
     Interrupted with the run attached."""
     out_dir = pathlib.Path(out_dir)
     if (out_dir / "report.json").exists():
         raise RuntimeError(f"{out_dir} already holds a report; every run needs a fresh directory")
-    guard = None if time_limit is None else 1.5 * time_limit + 300
+    guard = None if time_limit is None else 1.5 * time_limit + verify_allowance
     start = datetime.datetime.now()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     error = None

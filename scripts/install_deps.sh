@@ -36,8 +36,9 @@ fi
 # cuobjdump and nvdisasm (not in every CUDA toolkit install) let the tests read the SASS of the
 # generated kernels without a GPU. nanobind builds the Python extension module; PyTorch is for
 # the package's from_torch and tensor tests (MUGRAPH_NO_TORCH=1 skips it: those tests then skip).
+# matplotlib draws the benchmark charts (bench/paper/run.py, bench/calibrate_cost_model.py).
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7" \
-  "nvidia-cuda-cuobjdump>=13" "nvidia-cuda-nvdisasm>=13" "nanobind>=2.0"
+  "nvidia-cuda-cuobjdump>=13" "nvidia-cuda-nvdisasm>=13" "nanobind>=2.0" "matplotlib>=3.5"
 if [ "${MUGRAPH_NO_TORCH:-0}" != 1 ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch>=2.1"
 fi

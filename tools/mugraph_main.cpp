@@ -113,6 +113,21 @@ std::vector<HostTensor> load_inputs(const Graph& g, const std::vector<std::strin
   return inputs;
 }
 
+/// Writes each output as DIR/NAME.npy; returns one "NAME TYPE -> FILE" line per output.
+std::vector<std::string> write_outputs(const Graph& g, const std::vector<HostTensor>& outputs,
+                                       const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw UserError("cannot create output directory '" + out_dir + "': " + ec.message());
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string file = (std::filesystem::path(out_dir) / (g.output_names[i] + ".npy")).string();
+    write_npy(file, outputs[i]);
+    lines.push_back(g.output_names[i] + " " + outputs[i].type.str() + " -> " + file);
+  }
+  return lines;
+}
+
 int cmd_run(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
             const std::string& out_dir, int threads) {
   Graph g = load_valid(path, default_target());
@@ -120,24 +135,19 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
   InterpOptions options;
   options.threads = threads;
   std::vector<HostTensor> outputs = run_float(g, inputs, options);
-
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) throw UserError("cannot create output directory '" + out_dir + "': " + ec.message());
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string file = (std::filesystem::path(out_dir) / (g.output_names[i] + ".npy")).string();
-    write_npy(file, outputs[i]);
-    std::cout << g.output_names[i] << " " << outputs[i].type.str() << " -> " << file << "\n";
-  }
+  for (const std::string& line : write_outputs(g, outputs, out_dir)) std::cout << line << "\n";
   return 0;
 }
 
 int cmd_bench(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
-              const BenchOptions& options, bool json) {
+              const BenchOptions& options, const std::string& out_dir, bool json) {
   const CudaTarget& target = find_cuda_target(options.target);
   Graph g = load_valid(path, *target.limits);
   std::vector<HostTensor> inputs = load_inputs(g, input_args, seed);
   BenchResult r = bench_ugraph(g, inputs, options);
+  // Written before the verdict, so that a failed check leaves the outputs to look at.
+  std::vector<std::string> written;
+  if (!out_dir.empty()) written = write_outputs(g, r.values, out_dir);
   if (json) {
     std::printf("%s\n", bench_result_json(r, options).c_str());
     return r.ok ? 0 : kExitUser;
@@ -154,6 +164,7 @@ int cmd_bench(const std::string& path, const std::vector<std::string>& input_arg
   std::printf("  time: median %.2f us, min %.2f us over %d runs (inputs rotated over %d copies)%s\n", r.median_us,
               r.min_us, r.runs, r.input_copies, options.emulate ? " -- host emulation, not a GPU time" : "");
   std::printf("  build: %s\n", r.build_dir.c_str());
+  for (const std::string& line : written) std::printf("  output %s\n", line.c_str());
   return r.ok ? 0 : kExitUser;
 }
 
@@ -399,10 +410,29 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   return r.stop_reason == StopReason::interrupted ? 130 : 0;
 }
 
+/// The version and how this binary was built: a bug report needs both, and the tests use the
+/// build kind to size their searches (a sanitized debug build searches ten times slower).
+std::string version_line() {
+  std::string line = "mugraph 0.1.0 (";
+#ifdef NDEBUG
+  line += "optimized";
+#else
+  line += "debug";
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+  line += ", AddressSanitizer";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  line += ", AddressSanitizer";
+#endif
+#endif
+  return line + ")";
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"mugraph: a multi-level superoptimizer for tensor programs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "mugraph 0.1.0");
+  app.set_version_flag("--version", version_line());
 
   std::string file, target = "h100", out_dir, out_json;
   std::vector<std::string> input_args;
@@ -534,6 +564,9 @@ int run_main(int argc, char** argv) {
                           ->check(CLI::Range(1, 100000));
   bnch->add_option("--tolerance", bopts.tolerance, "largest error relative to the largest output (default 1e-2)")
       ->check(CLI::NonNegativeNumber);
+  std::string bench_out_dir;
+  bnch->add_option("--out", bench_out_dir,
+                   "directory for what the generated code computed (the checked outputs), written as NAME.npy");
   bool bench_json = false;
   bnch->add_flag("--json", bench_json, "print the result as one JSON object");
   bnch->add_option("--cache-dir", bopts.cache_dir, "where builds are cached (default ~/.cache/mugraph)");
@@ -553,7 +586,7 @@ int run_main(int argc, char** argv) {
     // The emulation runs a kernel in seconds, not microseconds: one run checks it.
     if (bopts.emulate && warmup_opt->count() == 0) bopts.warmup = 0;
     if (bopts.emulate && repeats_opt->count() == 0) bopts.repeats = 1;
-    return cmd_bench(file, input_args, seed, bopts, bench_json);
+    return cmd_bench(file, input_args, seed, bopts, bench_out_dir, bench_json);
   }
   if (*srch) {
     sopts.target = require_target(search_target);

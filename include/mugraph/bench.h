@@ -47,6 +47,9 @@ struct BenchResult {
   int runs = 0;
   double median_us = 0, min_us = 0;
   int input_copies = 1;  ///< how many copies of the inputs the timed runs rotate over
+  /// What the generated code computed, one per output (in the outputs' dtypes, as floats), for a
+  /// caller that checks it against another reference (mugraph bench --output).
+  std::vector<HostTensor> values;
 };
 
 /// Builds (or reuses), runs, checks and times `ugraph` on `inputs` (one per program input, in

@@ -135,6 +135,7 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
     c.ok = c.not_finite == 0 && c.max_abs_error <= opt.tolerance * c.max_abs_reference;
     result.ok = result.ok && c.ok;
     result.outputs.push_back(c);
+    result.values.push_back(std::move(got));
   }
   return result;
 }

@@ -17,6 +17,14 @@ def mugraph_bin():
 
 
 @pytest.fixture(scope="session")
+def sanitized_build(mugraph_bin):
+    """Whether the binary is the AddressSanitizer build (its searches run about ten times slower:
+    tests that search much search less there)."""
+    r = subprocess.run([mugraph_bin, "--version"], capture_output=True, text=True, timeout=60)
+    return "AddressSanitizer" in r.stdout
+
+
+@pytest.fixture(scope="session")
 def source_dir():
     return SOURCE_DIR
 

@@ -324,6 +324,24 @@ def test_bench_checks_emulated_code_and_caches_the_build(mugraph_bin, tmp_path):
     assert r.returncode == 0 and "cached build" in r.stdout, r.stdout + r.stderr
 
 
+def test_bench_writes_what_the_generated_code_computed(mugraph_bin, tmp_path):
+    # --out keeps the generated code's outputs, for checks against another reference (PyTorch:
+    # bench/paper/run.py). They equal the interpreter's to the f16 tolerance, on the same inputs.
+    if CXX is None:
+        pytest.skip("no C++ compiler to build the emulated code")
+    ugraph = EXAMPLES / "ugraphs" / "exp_scale_concat.json"
+    r = run_cli(mugraph_bin, "bench", ugraph, "--emulate", "--seed", "3", "--cache-dir", tmp_path / "cache",
+                "--out", tmp_path / "gpu", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"output O [16, 4096] f16 -> {tmp_path / 'gpu' / 'O.npy'}" in r.stdout, r.stdout
+    r = run_cli(mugraph_bin, "run", ugraph, "--seed", "3", "--out", tmp_path / "cpu")
+    assert r.returncode == 0, r.stderr
+    got, want = np.load(tmp_path / "gpu" / "O.npy"), np.load(tmp_path / "cpu" / "O.npy")
+    assert got.dtype == np.float16 and got.shape == (16, 4096)
+    scale = np.abs(want.astype(np.float32)).max()
+    assert scale > 0 and np.abs(got.astype(np.float32) - want.astype(np.float32)).max() <= 1e-2 * scale
+
+
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
 def test_bench_without_a_gpu_says_so(mugraph_bin, tmp_path):
     if NVCC is None:

@@ -1,0 +1,6 @@
+# Gated MLP (the paper's GatedMLP benchmark, Figure 10): O = silu(X·W1) ⊙ (X·W2).
+input X[8, 4096]
+input W1[4096, 4096]
+input W2[4096, 4096]
+O = mul(silu(matmul(X, W1)), matmul(X, W2))
+output O
