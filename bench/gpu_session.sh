@@ -57,12 +57,17 @@ build_dir() {
     python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["build_dir"])'
 }
 
+# Builds (and checks once) the harness of each file given, 8 at a time: nvcc is the slow part.
+prebuild() {
+  printf '%s\n' "$@" |
+    xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+}
+
 mapfile -t FILES < <(ls "$ROOT"/examples/ugraphs/*.json "$ROOT"/examples/found/*/best.json "$ROOT"/examples/*.mg)
 
 # 1. Build every harness in parallel (nvcc is the slow part), checking each once.
 if want 1; then
-  printf '%s\n' "${FILES[@]}" |
-    xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+  prebuild "${FILES[@]}"
 fi
 
 # 2. Time them one at a time (cached builds), correctness checked again on fresh inputs.
@@ -143,8 +148,7 @@ fi
 #    bench/paper/results/, against PyTorch eager, torch.compile and SDPA (docs/benchmarks.md).
 if want 8; then
   # The harnesses built in parallel first (nvcc is the slow part); run.py then finds them cached.
-  ls "$ROOT"/bench/paper/results/*/best.json |
-    xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --warmup 0 --repeats 1 --json > /dev/null 2>&1 || echo 'first run failed: {}'"
+  prebuild "$ROOT"/bench/paper/results/*/best.json
   # shellcheck disable=SC2086  # PAPER_ARGS is a list of arguments
   MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never ${PAPER_ARGS:-} \
     --markdown "$OUT/paper.md" --json "$OUT/paper.json" --chart "$OUT/paper.png" || echo "paper benchmarks failed"

@@ -18,10 +18,8 @@ DIR/<program name>/. Per-run outputs otherwise go to a temporary directory (remo
 unless --keep or --workdir). Ctrl-C stops the running search and prints the table so far.
 """
 import argparse
-import json
 import os
 import pathlib
-import shutil
 import sys
 import tempfile
 import time
@@ -88,16 +86,6 @@ def row_for(name, run):
     ]
 
 
-def save_run(run, dest):
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(run.out_dir / "report.json", dest / "report.json")
-    best_src = run.out_dir / "best.json"
-    if run.report.get("best") is not None and best_src.is_file():
-        shutil.copyfile(best_src, dest / "best.json")
-    elif (dest / "best.json").exists():
-        (dest / "best.json").unlink()  # a stale best from an earlier save would contradict report.json
-
-
 def main(argv=None):
     args = parse_args(argv)
     binary = sc.find_binary(args.mugraph)
@@ -135,7 +123,7 @@ def main(argv=None):
                 print(f" {run.stop_reason} after {sc.fmt_seconds(run.search_seconds)} s; "
                       f"{sc.describe_ugraph(run.best) if run.best else 'nothing found'}", file=sys.stderr, flush=True)
                 if save is not None:
-                    save_run(run, save / name)
+                    sc.save_run(run, save / name)
             else:
                 print(f" error: {run.error}", file=sys.stderr, flush=True)
             if interrupted:

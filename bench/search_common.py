@@ -211,6 +211,17 @@ def run_search(cmd, out_dir, time_limit=None, verify_allowance=300):
     return run
 
 
+def save_run(run, dest):
+    """Copies a usable run's report.json, and best.json when it found one, into dest."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(run.out_dir / "report.json", dest / "report.json")
+    best_src = run.out_dir / "best.json"
+    if run.report.get("best") is not None and best_src.is_file():
+        shutil.copyfile(best_src, dest / "best.json")
+    elif (dest / "best.json").exists():
+        (dest / "best.json").unlink()  # a stale best from an earlier save would contradict report.json
+
+
 # --------------------------------------------------------------------------------------------------
 # Reading μGraphs (docs/json-format.md)
 

@@ -564,8 +564,7 @@ int run_main(int argc, char** argv) {
                           ->check(CLI::Range(1, 100000));
   bnch->add_option("--tolerance", bopts.tolerance, "largest error relative to the largest output (default 1e-2)")
       ->check(CLI::NonNegativeNumber);
-  std::string bench_out_dir;
-  bnch->add_option("--out", bench_out_dir,
+  bnch->add_option("--out", out_dir,
                    "directory for what the generated code computed (the checked outputs), written as NAME.npy");
   bool bench_json = false;
   bnch->add_flag("--json", bench_json, "print the result as one JSON object");
@@ -586,7 +585,7 @@ int run_main(int argc, char** argv) {
     // The emulation runs a kernel in seconds, not microseconds: one run checks it.
     if (bopts.emulate && warmup_opt->count() == 0) bopts.warmup = 0;
     if (bopts.emulate && repeats_opt->count() == 0) bopts.repeats = 1;
-    return cmd_bench(file, input_args, seed, bopts, bench_out_dir, bench_json);
+    return cmd_bench(file, input_args, seed, bopts, out_dir, bench_json);
   }
   if (*srch) {
     sopts.target = require_target(search_target);

@@ -149,6 +149,14 @@ BENCHMARKS = [
 ]
 
 
+BY_KEY = {b.key: b for b in BENCHMARKS}
+
+
+def configuration(name):
+    """(benchmark, batch size, name) of one configuration name ("gqa_bs8", "lora")."""
+    return next(c for c in configurations() if c[2] == name)
+
+
 def configurations(keys=None):
     """(benchmark, batch size, config name) for every program, in the table's order; keys (a list of
     benchmark keys or config names) selects some."""
@@ -238,7 +246,6 @@ def _sdpa(key):
     """Attention through scaled_dot_product_attention (FlashAttention-class kernels). It wants K as
     [..., kv_len, head]: the caller passes K already in that layout (prepare_sdpa_inputs), as a
     framework would keep it, so the transposition is not timed."""
-    import torch
     import torch.nn.functional as F
 
     if key == "gqa":

@@ -117,12 +117,7 @@ def search_one(args, binary, program, dest, workdir):
     run = sc.run_search(cmd, out, time_limit=args.time_limit, verify_allowance=3 * 3600)  # raises sc.Interrupted
     if not run.ok:
         return None, None, run.error
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(out / "report.json", dest / "report.json")
-    if run.best is not None:
-        shutil.copyfile(out / "best.json", dest / "best.json")
-    elif (dest / "best.json").exists():
-        (dest / "best.json").unlink()  # a stale best would contradict the new report
+    sc.save_run(run, dest)
     return run.report, run.best, None if run.best is not None else "the search found no μGraph"
 
 
@@ -194,20 +189,19 @@ def time_torch(torch, fn, copies, warmup, repeats, graph):
         for a in copies:  # warm up on the side stream before capture, as CUDA graphs require
             fn(*a)
     torch.cuda.current_stream().wait_stream(stream)
-    keep = []
     for a in copies:
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            keep.append(fn(*a))
+        with torch.cuda.graph(g):  # the outputs live in the graph's own memory pool
+            fn(*a)
         graphs.append(g)
     by_id = {id(a): g for a, g in zip(copies, graphs)}
     return time_calls(torch, lambda a: by_id[id(a)].replay(), copies, warmup, repeats)
 
 
-def measure_one(args, torch, np, binary, bench, row, best_path, rng, tmp, l2_bytes):
+def measure_one(args, torch, np, binary, row, rng, tmp, l2_bytes):
     """Checks and times mugraph and the baselines on one configuration; fills row["variants"]."""
-    program = pathlib.Path(row["program"])
-    shapes = program_inputs(program)
+    bench = bm.BY_KEY[row["key"]]
+    shapes = program_inputs(binary, pathlib.Path(row["program"]))
     host = {name: (bm.INPUT_STD * rng.standard_normal(shape)).astype(np.float16) for name, shape in shapes}
     device = "cpu" if args.emulate else "cuda"
     base = [torch.from_numpy(host[name]).to(device) for name, _ in shapes]
@@ -219,7 +213,7 @@ def measure_one(args, torch, np, binary, bench, row, best_path, rng, tmp, l2_byt
     # mugraph: its own harness times it; its outputs come back for the check against PyTorch.
     d = pathlib.Path(tmp) / row["name"]
     d.mkdir(parents=True, exist_ok=True)
-    cmd = [str(binary), "bench", str(best_path), "--target", args.target, "--json", "--warmup", str(args.warmup),
+    cmd = [str(binary), "bench", row["best_path"], "--target", args.target, "--json", "--warmup", str(args.warmup),
            "--repeats", str(args.repeats), "--out", str(d / "out")] + (["--emulate"] if args.emulate else [])
     for name, a in host.items():
         np.save(d / f"{name}.npy", a)
@@ -258,16 +252,17 @@ def measure_one(args, torch, np, binary, bench, row, best_path, rng, tmp, l2_byt
                                             "ok": finite and rel <= TOLERANCE, "rel_error": rel})
 
 
-def program_inputs(program):
-    """(name, shape) of each input of a benchmark program, in order: its `input NAME[dims]` lines
-    (benchmarks.py writes them one per line, without dtypes)."""
-    out = []
-    for line in program.read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line.startswith("input "):
-            name, dims = line[len("input "):].split("[", 1)
-            out.append((name.strip(), [int(x) for x in dims.split("]", 1)[0].split(",")]))
-    return out
+def program_inputs(binary, program):
+    """(name, shape) of each input of a program, in order, as the parser reads it (mugraph export)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / "graph.json"
+        r = subprocess.run([str(binary), "export", str(program), "-o", str(out)], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(f"mugraph export {program} failed: {r.stderr.strip()}")
+        graph = json.loads(out.read_text(encoding="utf-8"))["graph"]
+    tensors = graph["tensors"]
+    return [(tensors[op["outputs"][0]]["name"], tensors[op["outputs"][0]]["shape"])
+            for op in graph["ops"] if op["op"] == "input"]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -330,9 +325,8 @@ def markdown(doc):
 
             m, b = mugraph_variant(r), best_baseline(r)
             speedup = (f"{b['median_us'] / m['median_us']:.2f}×" if m and b and "error" not in m and m["ok"] else "—")
-            bench = next(x for x in bm.BENCHMARKS if x.key == r["key"])
             rows.append([r["benchmark"], r["bs"], cell(m)] + [cell(by.get(n)) for n in names]
-                        + [b["name"] if b else "—", speedup, bench.paper_h100])
+                        + [b["name"] if b else "—", speedup, bm.BY_KEY[r["key"]].paper_h100])
         lines += sc.markdown_table(header, rows)
         errors = [(r["name"], v["name"], v["error"]) for r in doc["rows"] for v in r.get("variants", []) if "error" in v]
         if errors:
@@ -462,10 +456,8 @@ def main(argv=None):
             for row in doc["rows"]:
                 if row["best_path"] is None:
                     continue
-                bench = next(b for b in bm.BENCHMARKS if b.key == row["key"])
                 print(f"[{row['name']}] timing ...", file=sys.stderr, flush=True)
-                measure_one(args, torch, np, binary, bench, row, row["best_path"], rng, workdir,
-                            doc["gpu"]["l2_bytes"])
+                measure_one(args, torch, np, binary, row, rng, workdir, doc["gpu"]["l2_bytes"])
                 m = mugraph_variant(row)
                 failed = failed or m is None or "error" in m or not m["ok"]
         elif no_gpu is not None:

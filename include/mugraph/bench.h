@@ -48,7 +48,7 @@ struct BenchResult {
   double median_us = 0, min_us = 0;
   int input_copies = 1;  ///< how many copies of the inputs the timed runs rotate over
   /// What the generated code computed, one per output (in the outputs' dtypes, as floats), for a
-  /// caller that checks it against another reference (mugraph bench --output).
+  /// caller that checks it against another reference (mugraph bench --out).
   std::vector<HostTensor> values;
 };
 

@@ -39,7 +39,7 @@ def test_program_files_are_the_table():
 
 @pytest.mark.parametrize("name", CONFIGS)
 def test_programs_are_valid_at_both_sizes(mugraph_bin, tmp_path, name):
-    bench, bs, _ = next(c for c in bm.configurations() if c[2] == name)
+    bench, bs, _ = bm.configuration(name)
     r = run_cli(mugraph_bin, "check", bm.program_path(name))
     assert r.returncode == 0, r.stderr
     small = tmp_path / f"{name}.mg"
@@ -54,13 +54,13 @@ def test_pytorch_implementations_compute_the_program(mugraph_bin, tmp_path, name
     # must compute what the program computes. Here against the CPU interpreter at small shapes,
     # in f32 from the same f16 inputs.
     torch = pytest.importorskip("torch", reason="PyTorch is not installed")
-    bench, bs, _ = next(c for c in bm.configurations() if c[2] == name)
+    bench, bs, _ = bm.configuration(name)
     program = tmp_path / f"{name}.mg"
     program.write_text(bench.program(bs, bm.SMALL))
     rng = np.random.default_rng(7)
     import run as paper_run
 
-    shapes = paper_run.program_inputs(program)
+    shapes = paper_run.program_inputs(mugraph_bin, program)
     host = [(bm.INPUT_STD * rng.standard_normal(shape)).astype(np.float16) for _, shape in shapes]
     args = []
     for (n, _), a in zip(shapes, host):
