@@ -6,7 +6,9 @@
 # Needs: a CUDA GPU, nvcc, python3 with PyTorch and NumPy, and the mugraph binary ($MUGRAPH_BIN,
 # default build/bin/mugraph). To run it on a lent machine that cannot build mugraph, pack the
 # binary with the shared libraries it needs here first: `bench/gpu_session.sh --pack .gpu` puts
-# them in .gpu/ (add `/.gpu/` to .git/info/exclude and carry .gpu), then there:
+# them in .gpu/, with the Python package and what building it there takes (.gpu/deps: step 7
+# builds the extension module when that machine's python3 is another version than this one's).
+# Add `/.gpu/` to .git/info/exclude and carry .gpu, then there:
 #   MUGRAPH_BIN=.gpu/mugraph LD_LIBRARY_PATH=.gpu MUGRAPH_PYTHONPATH=.gpu/python bench/gpu_session.sh $OUT
 #
 # Writes to OUT_DIR: examples.jsonl (mugraph bench --json on every μGraph and program in
@@ -32,6 +34,19 @@ if [[ "${1:-}" == "--pack" ]]; then
   if [[ -d "$ROOT/build/python/mugraph" ]]; then
     rm -rf "$dest/python" && mkdir -p "$dest/python" && cp -rL "$ROOT/build/python/mugraph" "$dest/python/"
   fi
+  # What building the extension module there needs and a GPU image lacks (step 7 builds it when
+  # that Python cannot import the one above): the header-only libraries with their CMake files,
+  # and OpenBLAS's headers (its library is already beside the binary).
+  rm -rf "$dest/deps" && mkdir -p "$dest/deps/include" "$dest/deps/share/cmake"
+  for pkg in nlohmann-json3-dev libcli11-dev; do
+    dpkg -L "$pkg" | grep -E '^/usr/(include|share/cmake)/.+' | while read -r f; do
+      [[ -f "$f" ]] || continue
+      mkdir -p "$dest/deps/$(dirname "${f#/usr/}")" && cp "$f" "$dest/deps/${f#/usr/}"
+    done
+  done
+  cblas=$(echo '#include <cblas.h>' | cpp -H -o /dev/null 2>&1 | awk '/cblas.h$/ {print $2; exit}')
+  cp "$(dirname "$cblas")"/{cblas.h,openblas_config.h} "$dest/deps/include/"
+  du -sh "$dest"
   ls -la "$dest"
   exit 0
 fi
@@ -139,8 +154,27 @@ if want 6; then
 fi
 
 # 7. Issue 8: a PyTorch module with its RMSNorm + Linear replaced by the optimized callable.
+#    An extension module built for another Python (the packed one: this machine's python3 may be
+#    another version) does not import; then it is built here, in $CACHE/python-build, from the
+#    libraries --pack put beside the binary ($MUGRAPH_DEPS, default $(dirname $BIN)/deps).
+build_python_package() {
+  local deps=${MUGRAPH_DEPS:-$(dirname "$BIN")/deps} build=$CACHE/python-build
+  local blas
+  blas=$(ls "$(dirname "$BIN")"/libopenblas.so* 2>/dev/null | head -1)
+  cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMUGRAPH_PYTHON=ON -DMUGRAPH_TESTS=OFF \
+    -DMUGRAPH_BENCH=OFF -DPython_EXECUTABLE="$(command -v python3)" -DCMAKE_PREFIX_PATH="$deps" \
+    ${blas:+-DMUGRAPH_OPENBLAS_LIBRARY="$blas"} -DMUGRAPH_CBLAS_INCLUDE_DIR="$deps/include" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-Wl,-rpath-link,$(dirname "$BIN")" > "$OUT/python_build.txt" 2>&1 &&
+    cmake --build "$build" -j "$(nproc)" --target _core mugraph_python_sources >> "$OUT/python_build.txt" 2>&1 &&
+    echo "$build/python"
+}
 if want 7; then
-  PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 "$ROOT/bench/torch_module_vs_mugraph.py" \
+  pypath=${MUGRAPH_PYTHONPATH:-$ROOT/build/python}
+  if ! PYTHONPATH=$pypath python3 -c 'import mugraph._core' 2> /dev/null; then
+    echo "mugraph._core does not import in $(python3 --version) from $pypath: building it here"
+    pypath=$(build_python_package) || { pypath=""; echo "building the extension failed: $OUT/python_build.txt"; tail -20 "$OUT/python_build.txt"; }
+  fi
+  [[ -n "$pypath" ]] && PYTHONPATH=$pypath python3 "$ROOT/bench/torch_module_vs_mugraph.py" \
     --markdown "$OUT/torch_module.md" || echo "torch_module_vs_mugraph failed"
 fi
 
