@@ -16,10 +16,14 @@
 /// - relu, gelu and second exps: random functions of the operand's Z_p residue (its Z_q part may
 ///   be meaningless, see exp), drawn per test from FFContext::test_seed and the op kind, so both
 ///   graphs of a test apply the same function to the same operand.
-/// - div: a zero divisor residue in Z_p, or in Z_q of a divisor that is not exp-tainted (or a
-///   constant divisor that is 0), voids the run (FFRun::zero_divisor).
+/// - div: a zero divisor residue (or a constant divisor that is 0) voids the run
+///   (FFRun::zero_divisor), in Z_p unless the quotient is read by untainted exps only, in Z_q
+///   unless the quotient is exp-tainted (below).
 /// - layout ops (repeat, reshape, concat), iterators, accumulators (sum or concat), savers and
 ///   thread graphs: exactly as the float interpreter, on residues.
+/// - Parts nothing reads are not computed by matmul, sum and the binary ops, and are 0: the Z_q
+///   part of an exp-tainted result, and the Z_p part of a result that only exps of untainted
+///   values read (in attention, QK^T is computed in Z_q only and exp(QK^T)·V in Z_p only).
 #pragma once
 
 #include <cstdint>

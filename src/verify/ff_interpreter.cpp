@@ -84,7 +84,7 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
     views[g.ops[input_ops[k]].outputs[0].index()] = ff_detail::view_of(inputs[k]);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (!live[i] || g.ops[i].kind == OpKind::input) continue;
-    if (!ff_detail::run_kernel_op(g, i, taint.tensor, views, store, st)) {
+    if (!ff_detail::run_kernel_op(g, i, taint.tensor, taint.exp_only, views, store, st)) {
       run.zero_divisor = true;
       return run;
     }

@@ -60,6 +60,7 @@ class FFBlockProgram {
     std::vector<int32_t> nested;                  // per op: plan of a thread_graph op's body, or -1
     std::vector<TensorId> saved;                  // thread graphs: per io_index, the tensor saved
     std::vector<bool> taint;                      // per tensor: exp-tainted
+    std::vector<bool> exp_only;                   // per tensor: Z_p part unread (Taint::exp_only)
     int32_t value_base = 0;
     int32_t index = 0;
   };
@@ -76,7 +77,9 @@ class FFBlockProgram {
       p.offset.assign(g.tensors.size(), -1);
       p.scalar.assign(g.ops.size(), {0, 0});
       p.nested.assign(g.ops.size(), -1);
-      p.taint = exp_taint(g, param_taint).tensor;
+      Taint t = exp_taint(g, param_taint);
+      p.taint = std::move(t.tensor);
+      p.exp_only = std::move(t.exp_only);
     }
     num_values_ += static_cast<int32_t>(g.tensors.size());
     for (size_t i = 0; i < g.ops.size(); ++i) {
@@ -193,7 +196,7 @@ class FFBlockProgram {
           std::array<bool, 2> taint{p.taint[op.inputs[0].index()],
                                     op.inputs.size() > 1 && p.taint[op.inputs[1].index()]};
           FFMutView out = buffer(t);
-          eval_ff_op(op, ins, taint, p.scalar[i], out, st, false);
+          eval_ff_op(op, ins, taint, p.scalar[i], out, st, false, p.exp_only[t.index()]);
           if (st.zero_divisor.load(std::memory_order_relaxed)) return false;
           vals[t.index()] = out;
           break;
@@ -218,8 +221,8 @@ FFMutView allocate(std::vector<FFTensor>& store, std::vector<FFView>& views, Ten
 
 }  // namespace
 
-bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, std::vector<FFView>& views,
-                   std::vector<FFTensor>& store, FFState& st) {
+bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, const std::vector<bool>& exp_only,
+                   std::vector<FFView>& views, std::vector<FFTensor>& store, FFState& st) {
   const Op& op = g.ops[i];
   if (op.kind == OpKind::graph_kernel) {
     const Graph& body = g.bodies.at(static_cast<size_t>(op.attrs.body));
@@ -256,7 +259,7 @@ bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, std
   if (op.attrs.has_scalar) scalar = scalar_residues(op.attrs.scalar);
   TensorId out = op.outputs.at(0);
   FFMutView o = allocate(store, views, out, g.type(out).shape);
-  eval_ff_op(op, ins, in_taint, scalar, o, st, true);
+  eval_ff_op(op, ins, in_taint, scalar, o, st, true, !exp_only.empty() && exp_only[out.index()]);
   return !st.zero_divisor.load();
 }
 

@@ -43,6 +43,34 @@ void per_field(F&& f) {
   f.template operator()<kQ>(1);
 }
 
+/// dst = v everywhere (any strides).
+void fill_field(const MutUView& dst, uint32_t v) {
+  interp::StridedLoop<1> loop(dst.shape, {dst.stride});
+  const int64_t sd = loop.inner_stride(0);
+  loop.run(0, loop.numel(), [&](const std::array<int64_t, 1>& off, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) dst.data[off[0] + j * sd] = v;
+  });
+}
+
+/// per_field for an op's result, computing only the parts something reads; the others are set
+/// to 0. An exp-tainted result's Z_q part is never read (exp reads Z_q residues of untainted
+/// values only, the random functions and the output comparison Z_p residues of tainted ones);
+/// the Z_p part of a result only untainted exps read is never read either. In attention this
+/// halves the work of both matmuls: QK^T is needed in Z_q only, exp(·)·V in Z_p only.
+template <typename F>
+void result_fields(bool tainted, bool p_unused, const FFMutView& out, F&& f) {
+  if (p_unused) {
+    fill_field(out.p, 0);
+  } else {
+    f.template operator()<kP>(0);
+  }
+  if (tainted) {
+    fill_field(out.q, 0);
+  } else {
+    f.template operator()<kQ>(1);
+  }
+}
+
 template <uint64_t M>
 uint32_t reduce(uint64_t x) {
   return static_cast<uint32_t>(x % M);
@@ -459,9 +487,12 @@ void add_into_ff(const FFView& src, const FFMutView& dst) {
 }
 
 void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<bool, 2>& tainted,
-                const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& st, bool parallel) {
+                const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& st, bool parallel,
+                bool p_unused) {
   interp::ThreadPool* pool = parallel ? st.pool : nullptr;
   const OpAttrs& a = op.attrs;
+  // Whether the result is exp-tainted (exp_taint's rule): its Z_q part is then not computed.
+  const bool out_tainted = tainted[0] || tainted[1] || op.kind == OpKind::exp || op.kind == OpKind::silu;
   switch (op_info(op.kind).category) {
     case OpCategory::unary:
       unary_ff(op.kind, ins.at(0), tainted[0], out, st, pool);
@@ -472,7 +503,6 @@ void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<b
       FFView cv{UView{c.data(), Shape{}, {}}, UView{c.data() + 1, Shape{}, {}}};
       FFView x = a.has_scalar && a.scalar_pos == 0 ? cv : ins.at(0);
       FFView y = a.has_scalar ? (a.scalar_pos == 0 ? ins.at(0) : cv) : ins.at(1);
-      bool y_tainted = a.has_scalar ? (a.scalar_pos == 0 && tainted[0]) : tainted[1];
       OpKind kind = op.kind;
       thread_local std::vector<uint32_t> inv_p, inv_q;
       if (kind == OpKind::div) {
@@ -480,32 +510,38 @@ void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<b
         kind = OpKind::mul;
         inv_p.resize(static_cast<size_t>(y.shape().numel()));
         inv_q.resize(inv_p.size());
-        copy_field(y.p, MutUView::dense(inv_p.data(), y.shape()));
-        copy_field(y.q, MutUView::dense(inv_q.data(), y.shape()));
-        bool zero_p = invert_all<kP>(inv_p);
-        bool zero_q = invert_all<kQ>(inv_q);
-        // A zero Z_q residue of an exp-tainted divisor is no zero divisor: its Z_q part is unused.
-        if (zero_p || (zero_q && !y_tainted)) {
+        // A zero residue of the divisor is no zero divisor in a field whose part of the quotient
+        // nothing reads (result_fields); that part is not computed at all.
+        bool zero_p = false, zero_q = false;
+        if (!p_unused) {
+          copy_field(y.p, MutUView::dense(inv_p.data(), y.shape()));
+          zero_p = invert_all<kP>(inv_p);
+        }
+        if (!out_tainted) {
+          copy_field(y.q, MutUView::dense(inv_q.data(), y.shape()));
+          zero_q = invert_all<kQ>(inv_q);
+        }
+        if (zero_p || zero_q) {
           st.zero_divisor = true;
           return;
         }
         y = {UView::dense(inv_p.data(), y.shape()), UView::dense(inv_q.data(), y.shape())};
       }
-      per_field([&]<uint64_t M>(int f) {
+      result_fields(out_tainted, p_unused, out, [&]<uint64_t M>(int f) {
         binary_field<M>(kind, f == 0 ? x.p : x.q, f == 0 ? y.p : y.q, f == 0 ? out.p : out.q, pool);
       });
       return;
     }
     case OpCategory::matmul:
-      per_field([&]<uint64_t M>(int f) {
-        matmul_field<M>(f == 0 ? ins.at(0).p : ins.at(0).q, f == 0 ? ins.at(1).p : ins.at(1).q,
-                        f == 0 ? out.p : out.q, pool);
+      result_fields(out_tainted, p_unused, out, [&]<uint64_t M>(int f) {
+        matmul_field<M>(f == 0 ? ins.at(0).p : ins.at(0).q, f == 0 ? ins.at(1).p : ins.at(1).q, f == 0 ? out.p : out.q,
+                        pool);
       });
       return;
     case OpCategory::reduction:
       MUGRAPH_CHECK(a.dim >= 0 && a.dim < ins.at(0).p.rank() && a.to >= 1 && ins.at(0).shape()[a.dim] % a.to == 0)
           << "sum over dim " << a.dim << " to " << a.to << " of " << ins.at(0).shape().str();
-      per_field([&]<uint64_t M>(int f) {
+      result_fields(out_tainted, p_unused, out, [&]<uint64_t M>(int f) {
         sum_field<M>(f == 0 ? ins.at(0).p : ins.at(0).q, a.dim, a.to, f == 0 ? out.p : out.q, pool);
       });
       return;
@@ -571,6 +607,18 @@ Taint exp_taint(const Graph& g, const std::vector<bool>& params) {
   }
   if (g.level == Level::kernel)
     for (TensorId x : g.outputs) t.out.push_back(t.tensor[x.index()]);
+  // Readers per tensor: 0 none, 1 only exps of untainted values, 2 any other.
+  std::vector<uint8_t> readers(g.tensors.size(), 0);
+  for (const Op& op : g.ops) {
+    const bool first_exp = op.kind == OpKind::exp && !t.tensor[op.inputs.at(0).index()];
+    for (TensorId in : op.inputs) {
+      uint8_t& r = readers[in.index()];
+      r = first_exp && r != 2 ? 1 : 2;
+    }
+  }
+  for (TensorId x : g.outputs) readers[x.index()] = 2;
+  t.exp_only.resize(g.tensors.size());
+  for (size_t i = 0; i < readers.size(); ++i) t.exp_only[i] = readers[i] == 1;
   return t;
 }
 

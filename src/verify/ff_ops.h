@@ -71,14 +71,18 @@ class FFState {
 std::array<uint32_t, 2> scalar_residues(const Scalar& s);
 
 /// out = op(ins) for every computing op (element-wise, matmul, sum, repeat, reshape, concat), in
-/// both fields. `tainted[k]`: whether operand k is exp-tainted (exp and silu of a tainted value
-/// are second exps; a zero divisor residue in Z_q of a tainted divisor is not a zero divisor).
+/// both fields, but for the parts nothing reads: an exp-tainted result's Z_q part, and with
+/// `p_unused` (Taint::exp_only) its Z_p part, are not computed by matmul, sum and the binary ops
+/// (the costly ones) and set to 0. `tainted[k]`: whether operand k is exp-tainted (exp and silu
+/// of a tainted value are second exps; a zero divisor residue counts only in a field whose part
+/// of the quotient is computed).
 /// `scalar`: residues of the op's constant if attrs.has_scalar. out is dense with the op's
 /// output shape. Sets state.zero_divisor (and leaves out unspecified) on a zero divisor. With
 /// state.pool, large ops are split over the workers (results are exact, so the split does not
 /// matter); `parallel` false keeps the op on the calling thread (inside blocks).
 void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<bool, 2>& tainted,
-                const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& state, bool parallel);
+                const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& state, bool parallel,
+                bool p_unused);
 
 /// dst = src in both fields (any strides). @pre same shape
 void copy_ff(const FFView& src, const FFMutView& dst);
@@ -91,6 +95,10 @@ void add_into_ff(const FFView& src, const FFMutView& dst);
 struct Taint {
   std::vector<bool> tensor;
   std::vector<bool> out;
+  /// Per tensor: read only by exps of untainted values (which read Z_q residues only) and not a
+  /// graph output, so its Z_p part is never read (QK^T before a softmax's exp). Counts every op
+  /// of g: a graph that grows later (a search prefix) must not use it.
+  std::vector<bool> exp_only;
 };
 Taint exp_taint(const Graph& g, const std::vector<bool>& params);
 
@@ -99,8 +107,9 @@ int resolve_threads(int threads);
 
 /// Evaluates kernel-level op i of g: reads operands from `views`, allocates its results in
 /// `store` and points `views` at them. graph_kernel ops run their block graphs block by block
-/// on the pool. Returns false on a zero divisor. @pre g valid; taint = exp_taint(g, {}).tensor
-bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, std::vector<FFView>& views,
-                   std::vector<FFTensor>& store, FFState& state);
+/// on the pool. Returns false on a zero divisor. @pre g valid; taint = exp_taint(g, {}).tensor;
+/// exp_only = exp_taint(g, {}).exp_only, or empty (every Z_p part is computed)
+bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, const std::vector<bool>& exp_only,
+                   std::vector<FFView>& views, std::vector<FFTensor>& store, FFState& state);
 
 }  // namespace mugraph::ff_detail

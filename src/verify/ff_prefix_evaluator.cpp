@@ -70,7 +70,7 @@ const std::vector<FFTensor>* FFPrefixEvaluator::evaluate(const Graph& g) {
       continue;
     }
     ++computed_;
-    if (!ff_detail::run_kernel_op(g, i, tainted_, views, values_, st)) {
+    if (!ff_detail::run_kernel_op(g, i, tainted_, /*exp_only=*/{}, views, values_, st)) {
       last_ = g;
       valid_ops_ = i;  // the values of ops before i are still good
       return nullptr;

@@ -375,6 +375,52 @@ TEST(FFInterp, TaintedZeroInZqIsNoZeroDivisor) {
   EXPECT_TRUE(r.exp_tainted[0]);
 }
 
+TEST(FFInterp, UnreadFieldsAreNotComputedAndWhatIsReadIsExact) {
+  // Attention: S = Q·K is read only by exp, which reads its Z_q residues, so S's Z_p part is not
+  // computed; exp(S)/sum·V is exp-tainted, so its Z_q part is not computed (both are left 0). O's
+  // Z_p part must equal the brute-force value, and must not change when S is an output as well
+  // (then S's Z_p part is computed).
+  const std::string body =
+      "input Q[2, 4, 8] f32\ninput K[2, 8, 16] f32\ninput V[2, 16, 4] f32\n"
+      "S = matmul(Q, K)\nE = exp(S)\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
+  Graph lean = parse_program(body);
+  Graph with_s = parse_program(body + "output S\n");
+  std::vector<FFTensor> in;
+  FFRun a = run_one(lean, 6, &in);
+  FFRun b = run_ff(with_s, in, context(6));
+  ASSERT_FALSE(a.zero_divisor);
+  ASSERT_FALSE(b.zero_divisor);
+  EXPECT_TRUE(a.exp_tainted[0]);
+  EXPECT_EQ(a.outputs[0].p, b.outputs[0].p);
+  EXPECT_EQ(a.outputs[0].q, std::vector<uint32_t>(a.outputs[0].q.size(), 0u));
+  const uint64_t w = context(6).omega;
+  for (int64_t bi = 0; bi < 2; ++bi) {
+    for (int64_t i = 0; i < 4; ++i) {
+      // S's row in both fields, then E = ω^(S_q) in Z_p, its row sum and O's row.
+      std::vector<uint64_t> e(16);
+      uint64_t denom = 0;
+      for (int64_t k = 0; k < 16; ++k) {
+        uint64_t sp = 0, sq = 0;
+        for (int64_t j = 0; j < 8; ++j) {
+          sp = (sp + field(in[0], 0, (bi * 4 + i) * 8 + j) * field(in[1], 0, (bi * 8 + j) * 16 + k)) % kP;
+          sq = (sq + field(in[0], 1, (bi * 4 + i) * 8 + j) * field(in[1], 1, (bi * 8 + j) * 16 + k)) % kQ;
+        }
+        EXPECT_EQ(field(b.outputs[1], 0, (bi * 4 + i) * 16 + k), sp);
+        EXPECT_EQ(field(b.outputs[1], 1, (bi * 4 + i) * 16 + k), sq);
+        e[static_cast<size_t>(k)] = ff::pow(w, sq, kP);
+        denom = (denom + e[static_cast<size_t>(k)]) % kP;
+      }
+      const uint64_t inv = ff::inv(denom, kP);
+      for (int64_t c = 0; c < 4; ++c) {
+        uint64_t o = 0;
+        for (int64_t k = 0; k < 16; ++k)
+          o = (o + e[static_cast<size_t>(k)] * inv % kP * field(in[2], 0, (bi * 16 + k) * 4 + c)) % kP;
+        EXPECT_EQ(field(a.outputs[0], 0, (bi * 4 + i) * 4 + c), o) << "O[" << bi << ", " << i << ", " << c << "]";
+      }
+    }
+  }
+}
+
 // ---- equivalent μGraphs agree exactly ----------------------------------------------------------
 
 TEST(FFInterp, Fig3bMatchesReference) {

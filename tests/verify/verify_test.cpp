@@ -243,6 +243,27 @@ TEST(Verify, VacuousBoundRunsMaxTests) {
   EXPECT_NE(r.guarantee_note.find("vacuous"), std::string::npos) << r.guarantee_note;
 }
 
+TEST(Verify, AttentionEditsAreRejected) {
+  // The interpreter computes QK^T in Z_q only and exp(QK^T)·V in Z_p only (the parts that are
+  // read); an edit on either side of the exp must still be seen.
+  VerifyOptions o = quick();
+  o.max_tests = 4;
+  o.float_check = false;  // the finite fields alone must see each edit
+  const std::string in = "input Q[2, 8, 16]\ninput K[2, 16, 32]\ninput V[2, 32, 16]\n";
+  const std::string ref = in + "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
+  EXPECT_EQ(check(ref, in + "E = exp(matmul(Q, K))\nO = div(matmul(E, V), sum(E, dim=2))\noutput O\n", o).verdict,
+            Verdict::equivalent);
+  for (const char* edit : {
+           "E = exp(matmul(Q, K))\nO = matmul(E, V)\n",                              // no normalizer
+           "E = exp(mul(matmul(Q, K), 2))\nO = matmul(div(E, sum(E, dim=2)), V)\n",  // scores doubled
+           "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), mul(V, 2))\n",  // V doubled
+           "E = exp(matmul(Q, K))\nO = matmul(div(sqr(E), sum(E, dim=2)), V)\n",     // E squared
+       }) {
+    VerifyResult r = check(ref, in + edit + "output O\n", o);
+    EXPECT_EQ(r.verdict, Verdict::not_equivalent) << edit << describe(r);
+  }
+}
+
 TEST(Verify, TestsNeededFollowTheBound) {
   // Exp-free: one plain term, d = 2 → ε = 8·2/q + 1/q ≈ 3e-8: two tests reach 1e-9.
   VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(A, B)\noutput O\n",
