@@ -196,7 +196,7 @@ class FFBlockProgram {
           std::array<bool, 2> taint{p.taint[op.inputs[0].index()],
                                     op.inputs.size() > 1 && p.taint[op.inputs[1].index()]};
           FFMutView out = buffer(t);
-          eval_ff_op(op, ins, taint, p.scalar[i], out, st, false, p.exp_only[t.index()]);
+          eval_ff_op(op, ins, taint, p.scalar[i], out, st, false, {!p.exp_only[t.index()], !p.taint[t.index()]});
           if (st.zero_divisor.load(std::memory_order_relaxed)) return false;
           vals[t.index()] = out;
           break;
@@ -259,7 +259,8 @@ bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, con
   if (op.attrs.has_scalar) scalar = scalar_residues(op.attrs.scalar);
   TensorId out = op.outputs.at(0);
   FFMutView o = allocate(store, views, out, g.type(out).shape);
-  eval_ff_op(op, ins, in_taint, scalar, o, st, true, !exp_only.empty() && exp_only[out.index()]);
+  const PartsRead read{exp_only.empty() || !exp_only[out.index()], !taint[out.index()]};
+  eval_ff_op(op, ins, in_taint, scalar, o, st, true, read);
   return !st.zero_divisor.load();
 }
 

@@ -43,31 +43,23 @@ void per_field(F&& f) {
   f.template operator()<kQ>(1);
 }
 
-/// dst = v everywhere (any strides).
-void fill_field(const MutUView& dst, uint32_t v) {
-  interp::StridedLoop<1> loop(dst.shape, {dst.stride});
-  const int64_t sd = loop.inner_stride(0);
-  loop.run(0, loop.numel(), [&](const std::array<int64_t, 1>& off, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) dst.data[off[0] + j * sd] = v;
-  });
-}
-
-/// per_field for an op's result, computing only the parts something reads; the others are set
-/// to 0. An exp-tainted result's Z_q part is never read (exp reads Z_q residues of untainted
-/// values only, the random functions and the output comparison Z_p residues of tainted ones);
-/// the Z_p part of a result only untainted exps read is never read either. In attention this
-/// halves the work of both matmuls: QK^T is needed in Z_q only, exp(·)·V in Z_p only.
+/// per_field for an op's (dense) result, computing only the parts something reads; the others
+/// are set to 0. An exp-tainted result's Z_q part is never read (exp reads Z_q residues of
+/// untainted values only, the random functions and the output comparison Z_p residues of tainted
+/// ones); the Z_p part of a result only untainted exps read is never read either. In attention
+/// this halves the work of both matmuls: QK^T is needed in Z_q only, exp(·)·V in Z_p only.
 template <typename F>
-void result_fields(bool tainted, bool p_unused, const FFMutView& out, F&& f) {
-  if (p_unused) {
-    fill_field(out.p, 0);
-  } else {
+void result_fields(PartsRead read, const FFMutView& out, F&& f) {
+  MUGRAPH_CHECK(out.p.contiguous() && out.q.contiguous()) << "an op writes a dense result";
+  if (read.p) {
     f.template operator()<kP>(0);
-  }
-  if (tainted) {
-    fill_field(out.q, 0);
   } else {
+    std::fill_n(out.p.data, out.p.numel(), 0u);
+  }
+  if (read.q) {
     f.template operator()<kQ>(1);
+  } else {
+    std::fill_n(out.q.data, out.q.numel(), 0u);
   }
 }
 
@@ -488,11 +480,9 @@ void add_into_ff(const FFView& src, const FFMutView& dst) {
 
 void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<bool, 2>& tainted,
                 const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& st, bool parallel,
-                bool p_unused) {
+                PartsRead read) {
   interp::ThreadPool* pool = parallel ? st.pool : nullptr;
   const OpAttrs& a = op.attrs;
-  // Whether the result is exp-tainted (exp_taint's rule): its Z_q part is then not computed.
-  const bool out_tainted = tainted[0] || tainted[1] || op.kind == OpKind::exp || op.kind == OpKind::silu;
   switch (op_info(op.kind).category) {
     case OpCategory::unary:
       unary_ff(op.kind, ins.at(0), tainted[0], out, st, pool);
@@ -512,28 +502,28 @@ void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<b
         inv_q.resize(inv_p.size());
         // A zero residue of the divisor is no zero divisor in a field whose part of the quotient
         // nothing reads (result_fields); that part is not computed at all.
-        bool zero_p = false, zero_q = false;
-        if (!p_unused) {
+        bool zero = false;
+        if (read.p) {
           copy_field(y.p, MutUView::dense(inv_p.data(), y.shape()));
-          zero_p = invert_all<kP>(inv_p);
+          zero = invert_all<kP>(inv_p);
         }
-        if (!out_tainted) {
+        if (read.q) {
           copy_field(y.q, MutUView::dense(inv_q.data(), y.shape()));
-          zero_q = invert_all<kQ>(inv_q);
+          zero = invert_all<kQ>(inv_q) || zero;
         }
-        if (zero_p || zero_q) {
+        if (zero) {
           st.zero_divisor = true;
           return;
         }
         y = {UView::dense(inv_p.data(), y.shape()), UView::dense(inv_q.data(), y.shape())};
       }
-      result_fields(out_tainted, p_unused, out, [&]<uint64_t M>(int f) {
+      result_fields(read, out, [&]<uint64_t M>(int f) {
         binary_field<M>(kind, f == 0 ? x.p : x.q, f == 0 ? y.p : y.q, f == 0 ? out.p : out.q, pool);
       });
       return;
     }
     case OpCategory::matmul:
-      result_fields(out_tainted, p_unused, out, [&]<uint64_t M>(int f) {
+      result_fields(read, out, [&]<uint64_t M>(int f) {
         matmul_field<M>(f == 0 ? ins.at(0).p : ins.at(0).q, f == 0 ? ins.at(1).p : ins.at(1).q, f == 0 ? out.p : out.q,
                         pool);
       });
@@ -541,7 +531,7 @@ void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<b
     case OpCategory::reduction:
       MUGRAPH_CHECK(a.dim >= 0 && a.dim < ins.at(0).p.rank() && a.to >= 1 && ins.at(0).shape()[a.dim] % a.to == 0)
           << "sum over dim " << a.dim << " to " << a.to << " of " << ins.at(0).shape().str();
-      result_fields(out_tainted, p_unused, out, [&]<uint64_t M>(int f) {
+      result_fields(read, out, [&]<uint64_t M>(int f) {
         sum_field<M>(f == 0 ? ins.at(0).p : ins.at(0).q, a.dim, a.to, f == 0 ? out.p : out.q, pool);
       });
       return;

@@ -70,19 +70,25 @@ class FFState {
 /// divisor constant is reported as a zero divisor by eval_ff_op.
 std::array<uint32_t, 2> scalar_residues(const Scalar& s);
 
+/// Which parts of an op's result something reads: not the Z_q part of an exp-tainted result
+/// (Taint::tensor), not the Z_p part of one only untainted exps read (Taint::exp_only).
+struct PartsRead {
+  bool p = true;
+  bool q = true;
+};
+
 /// out = op(ins) for every computing op (element-wise, matmul, sum, repeat, reshape, concat), in
-/// both fields, but for the parts nothing reads: an exp-tainted result's Z_q part, and with
-/// `p_unused` (Taint::exp_only) its Z_p part, are not computed by matmul, sum and the binary ops
-/// (the costly ones) and set to 0. `tainted[k]`: whether operand k is exp-tainted (exp and silu
-/// of a tainted value are second exps; a zero divisor residue counts only in a field whose part
-/// of the quotient is computed).
+/// both fields, but for the parts of the result nobody reads (`read`): matmul, sum and the
+/// binary ops (the costly ones) do not compute those and set them to 0. `tainted[k]`: whether
+/// operand k is exp-tainted (exp and silu of a tainted value are second exps); a zero divisor
+/// residue counts only in a field whose part of the quotient is read.
 /// `scalar`: residues of the op's constant if attrs.has_scalar. out is dense with the op's
 /// output shape. Sets state.zero_divisor (and leaves out unspecified) on a zero divisor. With
 /// state.pool, large ops are split over the workers (results are exact, so the split does not
 /// matter); `parallel` false keeps the op on the calling thread (inside blocks).
 void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<bool, 2>& tainted,
                 const std::array<uint32_t, 2>& scalar, const FFMutView& out, FFState& state, bool parallel,
-                bool p_unused);
+                PartsRead read);
 
 /// dst = src in both fields (any strides). @pre same shape
 void copy_ff(const FFView& src, const FFMutView& dst);
