@@ -146,6 +146,13 @@ CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& targ
 /// will run. Lower is better.
 double rank_estimate_us(const Graph& kernel_graph, const GpuSpec& gpu);
 
+/// What the kernels of `kernel_graph` (a complete μGraph or a search prefix) cost in any μGraph
+/// that contains them, beyond cost_lower_bound_us of their device bytes and kernel count: for a
+/// graph-defined kernel, the largest of its L2, per-SM load and tensor-core terms over its DRAM
+/// term (fusing thread graphs changes none of these: it keeps every iterator, saver and matmul);
+/// for a pre-defined kernel, its whole estimate over launch and DRAM.
+double kernels_floor_extra_us(const Graph& kernel_graph, const GpuSpec& gpu);
+
 /// A verified candidate.
 struct SearchCandidate {
   Graph graph;  ///< thread graphs fused

@@ -285,10 +285,19 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
     for (int64_t x : xs)
       if (x * b <= kMaxBlocks) grids.push_back(Dim3{x, b, 1});
 
+  // A stack of partial results is read one slot per iteration: its slot count is a loop range.
+  auto slot = [&](size_t i, int d) {
+    return use == nullptr || use->stack_slot.empty() ? int64_t{0} : use->stack_slot[i][static_cast<size_t>(d)];
+  };
+  std::set<int64_t> forloops(std::begin(kForloops), std::end(kForloops));
+  for (size_t i = 0; i < shapes.size(); ++i)
+    for (int d = 0; d < shapes[i].rank(); ++d)
+      if (slot(i, d) > 0) forloops.insert(shapes[i][d] / slot(i, d));
+
   std::vector<KernelConfig> out;
   const size_t n = inputs.size();
   for (const Dim3& grid : grids) {
-    for (int64_t f : kForloops) {
+    for (int64_t f : forloops) {
       // Options per input: (imap, fmap) pairs.
       std::vector<std::vector<std::pair<std::array<int8_t, 3>, int8_t>>> options(n);
       bool possible = true;
@@ -296,6 +305,7 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
         const Shape& s = shapes[i];
         std::vector<int8_t> xdims{static_cast<int8_t>(kPhi)}, ydims{static_cast<int8_t>(kPhi)};
         for (int d = 0; d < s.rank(); ++d) {
+          if (slot(i, d) > 0) continue;  // a stack is never split across blocks
           if (grid.x > 1 && s[d] % grid.x == 0) xdims.push_back(static_cast<int8_t>(d));
           if (grid.y > 1 && s[d] % grid.y == 0) ydims.push_back(static_cast<int8_t>(d));
         }
@@ -311,7 +321,8 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
             options[i].push_back({imap, static_cast<int8_t>(kPhi)});
             if (f > 1)
               for (int d = 0; d < s.rank(); ++d)
-                if (tile[d] % f == 0 && contracted(i, d)) options[i].push_back({imap, static_cast<int8_t>(d)});
+                if (tile[d] % f == 0 && contracted(i, d) && (slot(i, d) == 0 || tile[d] / f == slot(i, d)))
+                  options[i].push_back({imap, static_cast<int8_t>(d)});
           }
         possible = !options[i].empty();
       }
@@ -341,6 +352,25 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
     }
   }
   return out;
+}
+
+double config_floor_us(const Graph& g, const KernelConfig& c, const GpuSpec& gpu) {
+  double moved = 0;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorType& type = g.type(c.inputs[i]);
+    Shape tile = type.shape;
+    for (int ax = 0; ax < 3; ++ax)
+      if (c.imaps[i][static_cast<size_t>(ax)] != kPhi) tile[c.imaps[i][static_cast<size_t>(ax)]] /= c.grid[ax];
+    if (c.fmaps[i] != kPhi) tile[c.fmaps[i]] /= c.forloop;
+    const double bytes = static_cast<double>(tile.numel() * dtype_bytes(type.dtype));
+    moved += bytes * (c.fmaps[i] == kPhi ? 1.0 : static_cast<double>(c.forloop));
+  }
+  const int64_t blocks = c.grid.volume();
+  const double sms = static_cast<double>(gpu.sms);
+  const double busiest = static_cast<double>((blocks + gpu.sms - 1) / gpu.sms);
+  const double l2 = static_cast<double>(blocks) * moved / gpu.l2_bytes_per_us;
+  const double sm_load = busiest * moved / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share);
+  return gpu.launch_us + std::max(l2, sm_load);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -429,7 +459,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   }
   if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
   auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
-  if (ctx.beyond_bound(bytes, kernels)) {
+  if (ctx.beyond_bound(bytes, kernels, ctx.floor_extra_us(next))) {
     ++out.stats.pruned["cost_bound"];
     return;
   }
@@ -450,6 +480,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
   auto labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+  const double floor_extra = ctx_.floor_extra_us(prefix);
   OpRank last;
   if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input) last = op_rank(prefix, prefix.ops.back());
   int32_t child_index = 0;
@@ -492,7 +523,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
         ++out.stats.pruned["missing_inputs"];
       } else if (!(head < last_head)) {
         auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes);
-        if (ctx_.beyond_bound(bytes, kernels)) {
+        if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
           ++out.stats.pruned["cost_bound"];
         } else {
           const size_t n = configs_for(task.prefix, subset).size();
@@ -640,8 +671,20 @@ class BlockSearch {
       }
       const DimLabels& param = kernel_labels->tensors[cfg_.inputs[i].index()];
       splits_.push_back(iterator_split(param, cfg_.imaps[i], cfg_.fmaps[i]));
-      push_tensor(param_exprs_[i], kLoop, true, false, tile_labels(param, cfg_.imaps[i], cfg_.fmaps[i]),
-                  uint64_t{1} << i);
+      auto tile = tile_labels(ctx_.indices(), param, cfg_.imaps[i], cfg_.fmaps[i], bg_.tensors.back().type.shape);
+      if (!tile) {
+        ++out_.stats.pruned["index"];
+        return true;
+      }
+      push_tensor(param_exprs_[i], kLoop, true, false, *tile, uint64_t{1} << i);
+      // A loop over the slots of a stack of partial results (tile_labels: the tile's dim there
+      // lost its loop bit) reads one partial sum per iteration, which only an accumulator may
+      // complete (the partial-sum rules of append_checked).
+      const int8_t f = cfg_.fmaps[i];
+      if (f != kPhi && param[f] != kNone && !(split_bits((*tile)[f]) & kLoopBit)) {
+        state_.back().split_sum = kLoopBit;
+        state_.back().stack_loop = true;
+      }
     }
     if (smem_ > ctx_.options().target.shared_memory_bytes) {
       ++out_.stats.pruned["shared_memory"];
@@ -682,6 +725,9 @@ class BlockSearch {
     /// Split bits (labels.h) of the dims summed over a slice on the way: a partial sum, until an
     /// accumulator sums the loop's slices (or a later kernel the blocks').
     int16_t split_sum = 0;
+    /// An iterator whose for-loop walks the slots of a stack of partial results: the one
+    /// iterator an accumulator may sum directly.
+    bool stack_loop = false;
   };
 
   void push_tensor(ExprId e, Phase p, bool iterator, bool concat, const DimLabels& labels, uint64_t deps) {
@@ -877,6 +923,7 @@ class BlockSearch {
         try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
         for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d) try_op(last, OpKind::accum, {a}, attrs::accum(d));
       }
+      if (loop && state_[a].stack_loop) try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
       if (ctx_.uses_concat())
         for (int32_t b = 0; b < n; ++b) {
           if (b == a) continue;
@@ -1112,15 +1159,30 @@ const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<co
       const DimLabels& l = labels->tensors[t.index()];
       std::vector<bool> c(static_cast<size_t>(l.rank));
       std::vector<int16_t> idx(static_cast<size_t>(l.rank));
+      std::vector<int64_t> slot(static_cast<size_t>(l.rank), 0);
       // An extent-1 dim (no index) is never split, so its answer does not matter.
       for (int d = 0; d < l.rank; ++d) {
         c[static_cast<size_t>(d)] = l[d] != kNone && ctx_.indices().contracted(l[d]);
-        idx[static_cast<size_t>(d)] = label_base(l[d]);
+        idx[static_cast<size_t>(d)] = index_of(l[d]);
+        if (is_stack(l[d])) slot[static_cast<size_t>(d)] = ctx_.indices().extent(l[d]);
       }
       use.contracted.push_back(std::move(c));
       use.index.push_back(std::move(idx));
+      use.stack_slot.push_back(std::move(slot));
     }
     configs_ = kernel_configs(*prefix, operands, &use);
+    // With the model as the bound, configurations whose loads alone cost least come first: their
+    // candidates tighten the bound, which then cuts the configurations that load more.
+    if (ctx_.options().cost_bound == CostBound::model) {
+      std::vector<std::pair<double, size_t>> order;
+      for (size_t i = 0; i < configs_.size(); ++i)
+        order.emplace_back(config_floor_us(*prefix, configs_[i], ctx_.gpu()), i);
+      std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<KernelConfig> sorted;
+      sorted.reserve(configs_.size());
+      for (const auto& [floor, i] : order) sorted.push_back(std::move(configs_[i]));
+      configs_ = std::move(sorted);
+    }
     configs_prefix_ = prefix;
     configs_operands_ = operands;
   }
@@ -1139,7 +1201,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
   const bool finishes = can_finish(exprs, task.operands);
   auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, task.operands, !finishes);
-  if (ctx_.beyond_bound(bytes, kernels)) {
+  const double floor_extra = ctx_.floor_extra_us(prefix);
+  if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
     ++out.stats.pruned["cost_bound"];
     return true;
   }
@@ -1147,12 +1210,23 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const std::vector<KernelConfig>& configs = configs_for(task.prefix, task.operands);
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
+  // The model's floor of the prefix's kernels, and of one more kernel if this one cannot finish.
+  const bool model_bound = ctx_.options().cost_bound == CostBound::model;
+  const double rest_floor_us = model_bound
+                                   ? cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes,
+                                                         count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +
+                                         floor_extra
+                                   : 0.0;
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
+    if (model_bound && rest_floor_us + config_floor_us(prefix, configs[i], ctx_.gpu()) > ctx_.bound_us()) {
+      ++out.stats.pruned["cost_bound"];
+      continue;
+    }
     // If one more kernel after this one is already beyond the bound (read afresh: other tasks
     // keep tightening it), this kernel must finish the program: its outputs can only be program
     // outputs.
-    const bool must_finish = task.finish_only || ctx_.beyond_bound(bytes, kernels + 1);
+    const bool must_finish = task.finish_only || ctx_.beyond_bound(bytes, kernels + 1, floor_extra);
     // The first pass already grew this configuration with exactly these limits.
     if (must_finish && !task.finish_only && has_first_pass) continue;
     BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish);

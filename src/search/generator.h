@@ -148,12 +148,23 @@ class SearchContext {
   /// microseconds or less is cut.
   void set_bound_us(double estimated_us) { bound_us_.store(estimated_us); }
   /// Whether a prefix with these lower bounds on (device bytes, kernels) is cut by the cost bound.
-  bool beyond_bound(int64_t device_bytes, int kernels) const {
+  /// `extra_us` (CostBound::model only): what the prefix's kernels cost beyond that
+  /// (floor_extra_us).
+  bool beyond_bound(int64_t device_bytes, int kernels, double extra_us = 0) const {
     if (options_.cost_bound == CostBound::model)
-      return cost_lower_bound_us(device_bytes, kernels, gpu_) > bound_us_.load(std::memory_order_relaxed);
+      return cost_lower_bound_us(device_bytes, kernels, gpu_) + extra_us > bound_us_.load(std::memory_order_relaxed);
     const int64_t b = bound_bytes_.load(std::memory_order_relaxed);
     return device_bytes > b || (device_bytes == b && kernels > bound_kernels_.load(std::memory_order_relaxed));
   }
+  /// With CostBound::model, kernels_floor_extra_us of a prefix's kernels: a prefix whose
+  /// kernels alone, with the launches and bytes still to come, exceed the bound is cut (a grid
+  /// that makes every block load everything loses before its successors are grown). 0 with
+  /// CostBound::bytes.
+  double floor_extra_us(const Graph& prefix) const {
+    return options_.cost_bound == CostBound::model ? kernels_floor_extra_us(prefix, gpu_) : 0.0;
+  }
+  /// The cost bound in microseconds (CostBound::model; infinite until a candidate is found).
+  double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }
   /// The GPU whose cost model ranks the candidates (the search's target).
   const GpuSpec& gpu() const { return gpu_; }
   /// Lower bound on (device bytes, kernels) of any complete μGraph extending `prefix` after it
@@ -199,15 +210,18 @@ class Generator {
   /// The program inputs a term depends on, as a bit set of var slots (mod 64); cached.
   uint64_t vars_of(ExprId e);
 
+  /// The configurations the block tasks of `operands` after `prefix` try, in chunks of
+  /// kConfigsPerTask: kernel_configs() refined by the operands' index labels. Cached for the
+  /// last prefix and operands: sibling block tasks share both, and the list can be long (3-D
+  /// operands give tens of thousands of configurations).
+  const std::vector<KernelConfig>& configs_for(const std::shared_ptr<const Graph>& prefix,
+                                               const std::vector<TensorId>& operands);
+
  private:
   bool run_kernel_task(const Task& task, TaskOutput& out);
   bool run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
 
   SearchContext& ctx_;
-  /// kernel_configs() of the last block task's prefix and operands: sibling block tasks share
-  /// both, and the list can be long (3-D operands give tens of thousands of configurations).
-  const std::vector<KernelConfig>& configs_for(const std::shared_ptr<const Graph>& prefix,
-                                               const std::vector<TensorId>& operands);
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
   /// input the outputs depend on, so that it could compute them alone.
   bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
@@ -225,6 +239,10 @@ struct OperandIndexUse {
   std::vector<std::vector<bool>> contracted;
   /// index[i][d]: the program index (label base) dim d of operand i ranges over; kNone for none.
   std::vector<std::vector<int16_t>> index;
+  /// stack_slot[i][d]: the extent of one slot if dim d of operand i is a stack of partial
+  /// results (labels.h), else 0. A stack is read one slot per iteration and never split by
+  /// the grid.
+  std::vector<std::vector<int64_t>> stack_slot;
 };
 
 /// Every graph-defined kernel configuration for the operands `inputs` of kernel graph `g`
@@ -236,9 +254,16 @@ struct OperandIndexUse {
 /// tiles of 1, 2 or 4 (one row per block: a norm over 4096 columns of 8 rows needs that grid,
 /// the paper's tile extents 8..256 would give it a single block); (3) each grid axis, and the
 /// loop, splits one program index in every operand it splits: blocks that pair the b-th slice of
-/// one index with the b-th slice of another only ever see the diagonal of their product.
+/// one index with the b-th slice of another only ever see the diagonal of their product;
+/// (4) a stack of partial results is only read one slot per iteration (its slot count is added
+/// to the loop ranges), never split by the grid.
 std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs,
                                          const OperandIndexUse* use = nullptr);
+
+/// A lower bound on the cost model's estimate of any graph-defined kernel with configuration
+/// `c` over tensors of `g`: its launch plus the L2 and busiest-SM terms of the tiles its input
+/// iterators load (every iterator of a closed block graph is used; savers only add to these).
+double config_floor_us(const Graph& g, const KernelConfig& c, const GpuSpec& gpu);
 
 /// Largest dim extent that kernel_configs() splits into tiles of 1, 2 or 4.
 inline constexpr int64_t kFineSplitMaxExtent = 64;

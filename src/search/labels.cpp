@@ -16,9 +16,7 @@ namespace {
 
 int16_t with_bits(int16_t b, int16_t bitset) { return static_cast<int16_t>(b * 8 + bitset); }
 
-/// Bases of concatenated indices start here; program indices must stay below.
-constexpr int kConcatBase = 2000;
-constexpr int kMaxProgramIndices = 40;
+static_assert((kStackBase + kMaxProgramIndices * kMaxProgramIndices) * 8 <= 32767, "labels must fit in int16_t");
 
 struct UnionFind {
   std::vector<int> parent;
@@ -141,7 +139,10 @@ ProgramIndices::ProgramIndices(const Graph& p) {
   auto label_of = [&](TensorId t, int d) -> int16_t {
     if (extent(t, d) == 1) return kNone;
     int r = uf.find(node(t, d));
-    if (class_label[static_cast<size_t>(r)] < 0) class_label[static_cast<size_t>(r)] = next++;
+    if (class_label[static_cast<size_t>(r)] < 0) {
+      class_label[static_cast<size_t>(r)] = next++;
+      extents_.push_back(extent(t, d));
+    }
     return static_cast<int16_t>(class_label[static_cast<size_t>(r)]);
   };
   auto labels = [&](TensorId t) {
@@ -251,6 +252,7 @@ bool ProgramIndices::contraction_ok(int16_t l, const std::vector<CarrierEntry>& 
 bool ProgramIndices::contracted(int16_t l) const {
   int16_t b = label_base(l);
   if (b == kNone) return true;  // an extent-1 dimension may always be summed
+  if (is_stack(l)) return contracted(stack_index(l));
   if (b >= kConcatBase) {
     int rest = b - kConcatBase;
     return contracted(with_bits(static_cast<int16_t>(rest / kMaxProgramIndices), 0)) &&
@@ -264,6 +266,26 @@ int16_t ProgramIndices::concat_label(int16_t a, int16_t b) const {
   if (ba == kNone || bb == kNone || ba >= kConcatBase || bb >= kConcatBase || split_bits(a) != split_bits(b))
     return kNone;
   return with_bits(static_cast<int16_t>(kConcatBase + ba * kMaxProgramIndices + bb), split_bits(a));
+}
+
+int16_t ProgramIndices::stack_label(int16_t k, int16_t slot) const {
+  const int16_t bk = label_base(k), bs = label_base(slot);
+  MUGRAPH_CHECK(bk != kNone && bk < kMaxProgramIndices && bs != kNone && bs < kMaxProgramIndices)
+      << "a stack of partial results over labels " << k << " and " << slot;
+  return with_bits(static_cast<int16_t>(kStackBase + bk * kMaxProgramIndices + bs), 0);
+}
+
+int64_t ProgramIndices::extent(int16_t l) const {
+  if (l == kNone) return 1;
+  if (is_stack(l)) return extent(stack_slot(l));
+  const int16_t b = label_base(l);
+  if (b >= kConcatBase) {
+    const int rest = b - kConcatBase;
+    return extent(with_bits(static_cast<int16_t>(rest / kMaxProgramIndices), 0)) +
+           extent(with_bits(static_cast<int16_t>(rest % kMaxProgramIndices), 0));
+  }
+  MUGRAPH_CHECK(static_cast<size_t>(b) < extents_.size()) << "label " << l << " is no program index";
+  return extents_[static_cast<size_t>(b)];
 }
 
 std::optional<DimLabels> elementwise_labels(const DimLabels& a, const Shape& sa, const DimLabels& b, const Shape& sb,
@@ -335,6 +357,13 @@ std::optional<DimLabels> accum_labels(const ProgramIndices& p, const DimLabels& 
       if (a[d] != kNone && (split_bits(a[d]) & kLoopBit)) return std::nullopt;
     for (size_t i = 0; i < splits.size(); ++i)
       if (((deps >> i) & 1) && splits[i].loop != kNone && !p.contracted(splits[i].loop)) return std::nullopt;
+    // Summing the slots of a stack of partial results completes their index's contraction:
+    // the value no longer ranges over it.
+    for (size_t i = 0; i < splits.size(); ++i) {
+      if (!((deps >> i) & 1) || splits[i].loop == kNone) continue;
+      const int16_t k = index_of(splits[i].loop);
+      std::erase_if(r.carriers, [&](const CarrierEntry& e) { return e.index == k && e.factor == kAnyFactor; });
+    }
     return r;
   }
   // Concatenating iterations reassembles the one dim the loop split.
@@ -372,8 +401,14 @@ std::optional<DimLabels> saver_labels(const ProgramIndices& p, const DimLabels& 
       if (split != kNone && split != l) return std::nullopt;
       split = l;
     }
-    if (split == kNone || a[d] != kNone || !p.contracted(split)) return std::nullopt;
-    r[d] = split;
+    if (split == kNone || !p.contracted(split) || is_stack(split)) return std::nullopt;
+    if (a[d] == kNone) {
+      r[d] = split;
+    } else {
+      // Along a dim over another index the partials lie side by side as a stack.
+      if (split_bits(a[d]) != 0 || label_base(a[d]) >= kConcatBase) return std::nullopt;
+      r[d] = p.stack_label(split, a[d]);
+    }
     r.carriers.push_back(CarrierEntry{label_base(split), kAnyFactor, 1});
     r.carriers = normalize(std::move(r.carriers));
   }
@@ -386,13 +421,31 @@ std::optional<DimLabels> saver_labels(const ProgramIndices& p, const DimLabels& 
 
 namespace mugraph::search_detail {
 
-DimLabels tile_labels(const DimLabels& param, const std::array<int8_t, 3>& imap, int8_t fmap) {
+std::optional<DimLabels> tile_labels(const ProgramIndices& p, const DimLabels& param, const std::array<int8_t, 3>& imap,
+                                     int8_t fmap, const Shape& tile) {
   DimLabels r = param;
   for (int ax = 0; ax < 3; ++ax) {
     int d = imap[static_cast<size_t>(ax)];
-    if (d != kPhi && r[d] != kNone) r[d] = static_cast<int16_t>(r[d] | (1 << ax));
+    if (d == kPhi || r[d] == kNone) continue;
+    if (is_stack(r[d])) return std::nullopt;  // blocks would each hold a few slots
+    r[d] = static_cast<int16_t>(r[d] | (1 << ax));
   }
-  if (fmap != kPhi && r[fmap] != kNone) r[fmap] = static_cast<int16_t>(r[fmap] | kLoopBit);
+  if (fmap != kPhi && r[fmap] != kNone) {
+    const int16_t l = r[fmap];
+    const bool partials = std::any_of(param.carriers.begin(), param.carriers.end(), [&](const CarrierEntry& e) {
+      return e.factor == kAnyFactor && e.index == label_base(l);
+    });
+    if (is_stack(l)) {
+      if (tile[fmap] != p.extent(stack_slot(l))) return std::nullopt;
+      r[fmap] = stack_slot(l);
+    } else if (partials && split_bits(l) == 0 && tile[fmap] == 1) {
+      r[fmap] = kNone;
+    } else {
+      r[fmap] = static_cast<int16_t>(l | kLoopBit);
+    }
+  }
+  for (int d = 0; d < r.rank; ++d)
+    if (is_stack(r[d])) return std::nullopt;
   return r;
 }
 
@@ -447,6 +500,10 @@ std::optional<DimLabels> op_labels(const ProgramIndices& p, OpKind kind, const O
 
 std::optional<DimLabels> op_dims(const ProgramIndices& p, OpKind kind, const OpAttrs& attrs,
                                  const std::vector<DimLabels>& in, const std::vector<Shape>& shapes, const Shape& out) {
+  // A stack of partial results is only read slot by slot and summed (tile_labels).
+  for (const DimLabels& l : in)
+    for (int d = 0; d < l.rank; ++d)
+      if (is_stack(l[d])) return std::nullopt;
   const OpInfo& info = op_info(kind);
   if (info.category == OpCategory::unary) return in[0];
   if (info.category == OpCategory::binary) {
@@ -495,7 +552,9 @@ std::optional<GraphLabels> kernel_graph_labels(const ProgramIndices& p, const Gr
       if (b.kind == OpKind::input_iterator) {
         size_t i = static_cast<size_t>(b.attrs.io_index);
         splits[i] = iterator_split(in[i], b.attrs.imap, b.attrs.fmap);
-        bl[b.outputs[0].index()] = tile_labels(in[i], b.attrs.imap, b.attrs.fmap);
+        auto tile = tile_labels(p, in[i], b.attrs.imap, b.attrs.fmap, body.type(b.outputs[0]).shape);
+        if (!tile) return std::nullopt;
+        bl[b.outputs[0].index()] = *tile;
         deps[b.outputs[0].index()] = uint64_t{1} << i;
       }
     }

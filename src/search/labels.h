@@ -37,6 +37,28 @@ inline bool is_split(int16_t label) { return split_bits(label) != 0; }
 /// The program index a label stands for, without its split bits (kNone stays kNone).
 inline int16_t label_base(int16_t label) { return label < 0 ? kNone : static_cast<int16_t>(label >> 3); }
 
+/// Label bases: program indices below kMaxProgramIndices, then the concatenations of two
+/// (ProgramIndices::concat_label), then the stacks of partial results (ProgramIndices::stack_label).
+inline constexpr int kMaxProgramIndices = 40;
+inline constexpr int kConcatBase = 64;
+inline constexpr int kStackBase = kConcatBase + kMaxProgramIndices * kMaxProgramIndices;
+/// Whether a label is a stack of partial results (see ProgramIndices::stack_label).
+inline bool is_stack(int16_t label) { return label_base(label) >= kStackBase; }
+/// The contracted index whose partial results a stack label holds (a base label, no bits).
+inline int16_t stack_index(int16_t label) {
+  return static_cast<int16_t>((label_base(label) - kStackBase) / kMaxProgramIndices * 8);
+}
+/// The index each slot of a stack ranges over (a base label, no bits).
+inline int16_t stack_slot(int16_t label) {
+  return static_cast<int16_t>((label_base(label) - kStackBase) % kMaxProgramIndices * 8);
+}
+/// The program index a dim ranges over, a stack's counting as its contracted index (a base, no
+/// bits; kNone stays kNone).
+inline int16_t index_of(int16_t label) {
+  if (label < 0) return kNone;
+  return is_stack(label) ? label_base(stack_index(label)) : label_base(label);
+}
+
 /// The set of program indices (bases) of labels, as bits.
 struct DimLabels;
 uint64_t index_set(const DimLabels& l);
@@ -98,10 +120,22 @@ class ProgramIndices {
   /// both are.
   int16_t concat_label(int16_t a, int16_t b) const;
 
+  /// The label of a dim holding one block's partial result per slice of contracted index k side
+  /// by side, each slot ranging over index `slot` (labels without split bits): the blocks split
+  /// k, contracted their slice, and an output saver placed their results along a dim over
+  /// `slot` (a dim of extent 1 instead simply ranges over k). Such a dim is only ever read one
+  /// slot per iteration of a for-loop whose accumulator sums the slots (tile_labels), which
+  /// completes the contraction of k: FlashDecoding's split of the key/value sequence.
+  int16_t stack_label(int16_t k, int16_t slot) const;
+
+  /// The extent of the program index a label stands for (1 for kNone; a stack's is its slot's).
+  int64_t extent(int16_t l) const;
+
  private:
   std::vector<std::pair<std::string, DimLabels>> inputs_;
   std::vector<DimLabels> outputs_;
   std::vector<bool> contracted_;
+  std::vector<int64_t> extents_;                                             // by program index
   std::vector<std::pair<OpKind, uint64_t>> nonlinear_;                       // op kind, index set of its operand
   std::vector<std::pair<int16_t, std::vector<CarrierEntry>>> contractions_;  // base label, carriers
 };
@@ -129,8 +163,14 @@ struct IteratorSplit {
 };
 IteratorSplit iterator_split(const DimLabels& param, const std::array<int8_t, 3>& imap, int8_t fmap);
 
-/// The labels of an iterator's tile: its DTensor's labels with the split bits of the maps.
-DimLabels tile_labels(const DimLabels& param, const std::array<int8_t, 3>& imap, int8_t fmap);
+/// The labels of an iterator's tile of extents `tile`: its DTensor's labels with the split bits
+/// of the maps. Two loops read a stack of partial results (saver_labels), a slot per iteration:
+/// a for-loop over a stack dim whose tile is one slot (the tile then ranges over the slot's
+/// index), and a for-loop over a dim of partials of an extent-1 value (carried by kAnyFactor)
+/// whose tile is one partial (the tile then has no index there); accumulating either over the
+/// iterations sums the partials. nullopt if the tile holds a stack in any other way.
+std::optional<DimLabels> tile_labels(const ProgramIndices& p, const DimLabels& param, const std::array<int8_t, 3>& imap,
+                                     int8_t fmap, const Shape& tile);
 
 /// concat(a, b) along dim: equal labels elsewhere; dim gets the concatenated index.
 std::optional<DimLabels> concat_labels(const ProgramIndices& p, const DimLabels& a, const Shape& sa, const DimLabels& b,

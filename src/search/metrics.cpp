@@ -43,6 +43,17 @@ double rank_estimate_us(const Graph& g, const GpuSpec& gpu) {
   return estimate_cost(fuse_thread_graphs(g), gpu).total_us;
 }
 
+double kernels_floor_extra_us(const Graph& g, const GpuSpec& gpu) {
+  double extra = 0;
+  for (const KernelCost& k : estimate_cost(g, gpu).kernels) {
+    const double floor = k.kind == "graph-defined"
+                             ? k.launch_us + std::max({k.dram_us, k.l2_us, k.sm_load_us, k.tensor_us})
+                             : k.total_us;
+    extra += std::max(0.0, floor - k.launch_us - k.dram_us);
+  }
+  return extra;
+}
+
 int64_t SearchStats::total_pruned() const {
   int64_t n = 0;
   for (const auto& [reason, count] : pruned) n += count;

@@ -291,7 +291,7 @@ TEST(GraphExprs, EveryExampleUGraphAtEveryLevel) {
     }
     ++files;
   }
-  EXPECT_EQ(files, 4);
+  EXPECT_EQ(files, 5);
 }
 
 // --- concat ----------------------------------------------------------------------------------

@@ -148,6 +148,48 @@ inline Graph rmsnorm_two_kernels(int64_t rows = 16, int64_t h = 4096, int64_t gr
   return k;
 }
 
+/// examples/gqa.mg with the key/value sequence split across blocks, as FlashDecoding does and
+/// as the paper's GQA μGraph does. Q [heads=2, rows=256, d=64], K [heads, d, keys=4096],
+/// V [heads, keys, d]. Kernel 1: grid (splits=64, heads); block (s, h) walks its 64 keys in a
+/// 4-step loop and accumulates its partial numerator exp(Q·K)·V [256, 64] and partial
+/// denominator Σ exp(Q·K) [256, 1]; the savers put the blocks' partials side by side, a stack
+/// [heads, 256, 64·splits] and a [heads, 256, splits]. Kernel 2: grid (rows/8, heads); its loop
+/// reads one slot of each stack per iteration, accumulators sum them, and the block divides.
+/// 128 blocks read each key once, where splitting rows makes every block read all of them.
+inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64, int64_t keys = 4096,
+                          int64_t splits = 64, int64_t loop = 4, int64_t rows_per_block = 8) {
+  constexpr std::array<int8_t, 3> kX2Y0{2, 0, kPhi}, kX1Y0{1, 0, kPhi}, kY0{kPhi, 0, kPhi};
+  Graph k;
+  TensorId q = k.add_input("Q", {heads, rows, d});
+  TensorId kk = k.add_input("K", {heads, d, keys});
+  TensorId v = k.add_input("V", {heads, keys, d});
+
+  Graph b1 = make_block_graph({k.type(q), k.type(kk), k.type(v)}, Dim3{splits, heads, 1}, loop);
+  TensorId qt = b1.add(OpKind::input_iterator, {}, iterator(0, kY0, kPhi));  // [1, 256, 64]
+  TensorId kt = b1.add(OpKind::input_iterator, {}, iterator(1, kX2Y0, 2));   // [1, 64, 16]
+  TensorId vt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 1));   // [1, 16, 64]
+  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qt, kt})});      // [1, 256, 16]
+  TensorId num = b1.add(OpKind::matmul, {e, vt});                            // [1, 256, 64]
+  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                        // [1, 256, 1]
+  TensorId num_acc = b1.add(OpKind::accum, {num}, accum(kPhi));
+  TensorId den_acc = b1.add(OpKind::accum, {den}, accum(kPhi));
+  b1.add(OpKind::output_saver, {num_acc}, saver(0, kX2Y0));
+  b1.add(OpKind::output_saver, {den_acc}, saver(1, kX2Y0));
+  auto k1 = k.append_with_body(OpKind::graph_kernel, {q, kk, v}, std::move(b1));
+  TensorId nums = output_of(k, k1, 0);  // [2, 256, 64·splits]
+  TensorId dens = output_of(k, k1, 1);  // [2, 256, splits]
+
+  Graph b2 = make_block_graph({k.type(nums), k.type(dens)}, Dim3{rows / rows_per_block, heads, 1}, splits);
+  TensorId nt = b2.add(OpKind::input_iterator, {}, iterator(0, kX1Y0, 2));  // [1, 8, 64]
+  TensorId dt = b2.add(OpKind::input_iterator, {}, iterator(1, kX1Y0, 2));  // [1, 8, 1]
+  TensorId num_sum = b2.add(OpKind::accum, {nt}, accum(kPhi));              // [1, 8, 64]
+  TensorId den_sum = b2.add(OpKind::accum, {dt}, accum(kPhi));              // [1, 8, 1]
+  b2.add(OpKind::output_saver, {b2.add(OpKind::div, {num_sum, den_sum})}, saver(0, kX1Y0));
+  auto k2 = k.append_with_body(OpKind::graph_kernel, {nums, dens}, std::move(b2));
+  name_output(k, output_of(k, k2), "O");
+  return k;
+}
+
 /// One example: its JSON file (in examples/ugraphs/), the program it implements (in examples/)
 /// and its builder at the example's shapes.
 struct Example {
@@ -162,6 +204,7 @@ inline const std::vector<Example>& all_examples() {
       {"gated_mlp_fig10b.json", "gated_mlp.mg", [] { return gated_mlp_fig10b(); }},
       {"exp_scale_concat.json", "exp_scale.mg", [] { return exp_scale_concat(); }},
       {"rmsnorm_two_kernels.json", "rmsnorm.mg", [] { return rmsnorm_two_kernels(); }},
+      {"gqa_split_kv.json", "gqa.mg", [] { return gqa_split_kv(); }},
   };
   return examples;
 }

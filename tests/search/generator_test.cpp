@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <set>
 
+#include "example_graphs.h"
+#include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 
 namespace mugraph::search_detail {
@@ -223,6 +225,92 @@ O = add(matmul(X, W), matmul(matmul(X, A), B))
 output O
 )");
   EXPECT_TRUE(SearchContext(lora, SearchOptions{}).uses_concat());
+}
+
+// FlashDecoding's split of the key/value sequence (examples::gqa_split_kv) at a small shape: 8
+// splits of 64 keys, a 4-step loop in kernel 1, and kernel 2's loop over the 8 slots (a range the
+// paper's list {1, 4, 16, 64} lacks).
+constexpr const char* kSmallGqa =
+    "input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
+    "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
+Graph small_split_kv() { return examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8); }
+
+/// Every output of running all chunks of the block task of `operands` after `prefix`.
+TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const std::vector<TensorId>& operands) {
+  Generator gen(ctx);
+  auto shared = std::make_shared<const Graph>(prefix);
+  const size_t configs = gen.configs_for(shared, operands).size();
+  TaskOutput all;
+  std::atomic<bool> stop{false};
+  for (size_t c = 0; c * kConfigsPerTask < configs; ++c) {
+    Task t;
+    t.prefix = shared;
+    t.operands = operands;
+    t.chunk = static_cast<int32_t>(c);
+    TaskOutput out;
+    EXPECT_TRUE(gen.run(t, out, stop));
+    for (Task& child : out.children) all.children.push_back(std::move(child));
+    for (FoundCandidate& f : out.candidates) all.candidates.push_back(std::move(f));
+  }
+  return all;
+}
+
+TEST(Generator, SplitKeysKernelStacksItsPartials) {
+  Graph program = parse_program(kSmallGqa);
+  SearchContext ctx(program, SearchOptions{});
+  const Graph want = small_split_kv();
+  Graph inputs = want;
+  inputs.ops.resize(3);
+  inputs.tensors.resize(3);
+  inputs.bodies.clear();
+  inputs.outputs.clear();
+  TaskOutput out = run_block_tasks(ctx, inputs, {TensorId(0), TensorId(1), TensorId(2)});
+  bool found = false;
+  for (const Task& child : out.children) {
+    const Graph& g = *child.prefix;
+    if (g.bodies.size() == 1 && g.bodies[0] == want.bodies[0]) found = true;
+  }
+  EXPECT_TRUE(found) << "the split-keys kernel is not among " << out.children.size() << " prefixes";
+}
+
+TEST(Generator, CombineKernelSumsTheStackedPartialsSlotBySlot) {
+  Graph program = parse_program(kSmallGqa);
+  SearchContext ctx(program, SearchOptions{});
+  const Graph want = small_split_kv();
+  Graph prefix = want;
+  prefix.ops.pop_back();
+  prefix.tensors.pop_back();
+  prefix.bodies.pop_back();
+  prefix.outputs.clear();
+  prefix.tensors.back().name.clear();
+  TaskOutput out = run_block_tasks(ctx, prefix, {TensorId(3), TensorId(4)});
+  bool found = false;
+  for (const FoundCandidate& c : out.candidates)
+    if (c.graph.bodies.size() == 2 && c.graph.bodies[1] == want.bodies[1]) found = true;
+  EXPECT_TRUE(found) << "the combining kernel is not among " << out.candidates.size() << " candidates";
+}
+
+TEST(Generator, ConfigFloorChargesEveryBlockForWhatItLoads) {
+  // GQA at the paper's shapes on H200: splitting the rows makes each of 64 blocks load its
+  // head's whole K and V (1 MiB); splitting the keys makes each load 1/32 of them and all of Q.
+  const Graph g = examples::gqa_split_kv();
+  const GpuSpec& h200 = gpu_spec("h200");
+  KernelConfig keys{{TensorId(0), TensorId(1), TensorId(2)},
+                    Dim3{64, 2, 1},
+                    4,
+                    {{kPhi, 0, kPhi}, {2, 0, kPhi}, {1, 0, kPhi}},
+                    {kPhi, 2, 1}};
+  KernelConfig rows{{TensorId(0), TensorId(1), TensorId(2)},
+                    Dim3{32, 2, 1},
+                    4,
+                    {{1, 0, kPhi}, {kPhi, 0, kPhi}, {kPhi, 0, kPhi}},
+                    {kPhi, 2, 1}};
+  const double by_keys = config_floor_us(g, keys, h200), by_rows = config_floor_us(g, rows, h200);
+  EXPECT_GT(by_keys, h200.launch_us);
+  EXPECT_GT(by_rows, 4 * (by_keys - h200.launch_us) + h200.launch_us);
+  // Never above what the cost model estimates for a kernel with that configuration (the
+  // example's first kernel has it).
+  EXPECT_LE(by_keys, estimate_cost(g, h200).kernels[0].total_us);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "example_graphs.h"
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
 #include "search_fixtures.h"
@@ -170,7 +171,7 @@ TEST_F(RmsNormLabels, TheProgramsOwnGraphPassesTheRules) {
 
 TEST_F(RmsNormLabels, TileLabelsMarkTheSplitAndSaversReassembleIt) {
   // W split along n by the grid x axis and along k by the loop.
-  DimLabels tile = tile_labels(W, {1, kPhi, kPhi}, 0);
+  DimLabels tile = tile_labels(p, W, {1, kPhi, kPhi}, 0, Shape{16, 16}).value();
   EXPECT_NE(tile[0], W[0]);
   EXPECT_NE(tile[1], W[1]);
   EXPECT_EQ(index_set(tile), index_set(W));  // same program indices, only split
@@ -178,7 +179,7 @@ TEST_F(RmsNormLabels, TileLabelsMarkTheSplitAndSaversReassembleIt) {
   EXPECT_EQ(s.grid[0], n);
   EXPECT_EQ(s.loop, k);
   // Unsplit: the tile is the DTensor.
-  EXPECT_TRUE(tile_labels(X, {kPhi, kPhi, kPhi}, kPhi).same_dims(X));
+  EXPECT_TRUE(tile_labels(p, X, {kPhi, kPhi, kPhi}, kPhi, Shape{4, 64})->same_dims(X));
 }
 
 TEST(Labels, IndicesOfAGatedMlp) {
@@ -227,6 +228,78 @@ TEST(Labels, EveryProgramPassesItsOwnIndexRules) {
     for (size_t j = 0; j < program.outputs.size(); ++j)
       EXPECT_TRUE(labels->tensors[program.outputs[j].index()].same_dims(p.output(j))) << text;
   }
+}
+
+// FlashDecoding's split of the keys (examples::gqa_split_kv, small): kernel 1's savers stack the
+// blocks' partial numerators along the head dim and put their partial denominators side by side
+// along an extent-1 dim; kernel 2 reads one slot of each per iteration and sums them.
+class SplitKeysLabels : public ::testing::Test {
+ protected:
+  Graph program = parse_program(
+      "input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
+      "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n");
+  ProgramIndices p{program};
+  Graph ugraph = examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8);
+  int16_t keys = p.input("K")[2];
+  int16_t c = p.input("V")[2];  // the head dim of V and O
+};
+
+TEST_F(SplitKeysLabels, SaversStackPartialsAndTheCombineCompletesTheSum) {
+  auto labels = kernel_graph_labels(p, ugraph);
+  ASSERT_TRUE(labels.has_value());
+  const DimLabels& nums = labels->tensors[3];  // [2, 16, 8·8]
+  const DimLabels& dens = labels->tensors[4];  // [2, 16, 8]
+  EXPECT_TRUE(is_stack(nums[2]));
+  EXPECT_EQ(stack_index(nums[2]), keys);
+  EXPECT_EQ(stack_slot(nums[2]), c);
+  EXPECT_EQ(index_of(nums[2]), label_base(keys));
+  EXPECT_EQ(p.extent(nums[2]), 8);
+  EXPECT_TRUE(p.contracted(nums[2]));
+  EXPECT_EQ(dens[2], keys);  // an extent-1 partial: the dim simply ranges over the keys
+  for (const DimLabels* l : {&nums, &dens}) {
+    const std::vector<CarrierEntry> k = carried(*l, keys);
+    ASSERT_EQ(k.size(), 1u);
+    EXPECT_EQ(k[0].factor, kAnyFactor);
+  }
+  // The combine's result is the program's output, the keys summed away.
+  const DimLabels& out = labels->tensors[ugraph.outputs[0].index()];
+  EXPECT_TRUE(out.same_dims(p.output(0)));
+  EXPECT_TRUE(carried(out, keys).empty());
+}
+
+TEST_F(SplitKeysLabels, AStackIsOnlyReadOneSlotPerIteration) {
+  auto labels = kernel_graph_labels(p, ugraph);
+  ASSERT_TRUE(labels.has_value());
+  const DimLabels& nums = labels->tensors[3];
+  const DimLabels& dens = labels->tensors[4];
+  // One slot per iteration: the tile ranges over the slot's index; a denominator tile of one
+  // partial has no index there.
+  auto one_slot = tile_labels(p, nums, {1, 0, kPhi}, 2, Shape{1, 8, 8});
+  ASSERT_TRUE(one_slot.has_value());
+  EXPECT_EQ((*one_slot)[2], c);
+  auto one_partial = tile_labels(p, dens, {1, 0, kPhi}, 2, Shape{1, 8, 1});
+  ASSERT_TRUE(one_partial.has_value());
+  EXPECT_EQ((*one_partial)[2], kNone);
+  // Two slots per iteration, the whole stack in one tile, or a stack split across blocks: the
+  // tile would mix partials of different slices.
+  EXPECT_FALSE(tile_labels(p, nums, {1, 0, kPhi}, 2, Shape{1, 8, 16}).has_value());
+  EXPECT_FALSE(tile_labels(p, nums, {1, 0, kPhi}, kPhi, Shape{1, 8, 64}).has_value());
+  EXPECT_FALSE(tile_labels(p, nums, {2, 0, kPhi}, kPhi, Shape{1, 16, 8}).has_value());
+  // A pre-defined op never reads a stack (a contiguous sum would add neighbouring columns).
+  EXPECT_FALSE(op_labels(p, OpKind::sum, attrs::sum(2), {nums}, {Shape{2, 16, 64}}, Shape{2, 16, 1}).has_value());
+  EXPECT_FALSE(op_labels(p, OpKind::exp, {}, {nums}, {Shape{2, 16, 64}}, Shape{2, 16, 64}).has_value());
+}
+
+TEST_F(SplitKeysLabels, AccumulatingTheSlotsRemovesThePartialMark) {
+  auto labels = kernel_graph_labels(p, ugraph);
+  ASSERT_TRUE(labels.has_value());
+  const DimLabels& nums = labels->tensors[3];
+  std::vector<IteratorSplit> splits{iterator_split(nums, {1, 0, kPhi}, 2)};
+  DimLabels tile = tile_labels(p, nums, {1, 0, kPhi}, 2, Shape{1, 8, 8}).value();
+  auto summed = accum_labels(p, tile, kPhi, 1, splits);
+  ASSERT_TRUE(summed.has_value());
+  EXPECT_TRUE(carried(*summed, keys).empty());
+  EXPECT_EQ((*summed)[2], c);
 }
 
 TEST(Labels, ProgramsWithLayoutOpsAreRefused) {
