@@ -64,10 +64,14 @@ class ExampleEquivalence : public ::testing::TestWithParam<Pair> {};
 
 TEST_P(ExampleEquivalence, MatchesReferenceProgramInF32) {
   const Pair& p = GetParam();
-  Graph ugraph = retype(load_graph_file(source_dir() + "/examples/ugraphs/" + p.ugraph), DType::f32);
-  Graph program = retype(load_graph_file(source_dir() + "/examples/" + p.program), DType::f32);
+  // Validated as committed (f16): retyping to f32 doubles shared memory, which the attention
+  // example's first kernel then exceeds.
+  Graph ugraph = load_graph_file(source_dir() + "/examples/ugraphs/" + p.ugraph);
+  Graph program = load_graph_file(source_dir() + "/examples/" + p.program);
   ASSERT_FALSE(validate(ugraph)) << validate(ugraph)->str();
   ASSERT_FALSE(validate(program)) << validate(program)->str();
+  ugraph = retype(ugraph, DType::f32);
+  program = retype(program, DType::f32);
   ASSERT_GT(ugraph.bodies.size(), 0u) << p.ugraph << " has no graph-defined kernel";
 
   std::vector<HostTensor> program_inputs = random_inputs(program, 42);
