@@ -80,6 +80,15 @@ struct CostEstimate {
 /// accumulator lives in registers.
 int64_t block_shared_traffic_bytes(const Graph& block_graph);
 
+/// The L2 and busiest-SM load terms (microseconds) of a grid of `blocks` blocks that each move
+/// `bytes_per_block` of tiles between device memory and the SM: every block's bytes at L2
+/// bandwidth, and ceil(blocks / SMs) blocks' bytes at what one SM's loads reach.
+struct LoadTerms {
+  double l2_us = 0;
+  double sm_load_us = 0;
+};
+LoadTerms load_terms(int64_t blocks, double bytes_per_block, const GpuSpec& gpu);
+
 /// A kernel's compulsory device-memory traffic: the bytes of the distinct DTensors kernel op
 /// `op` of `kernel_graph` reads plus those it writes (re-reads by many blocks are taken to hit
 /// L2). CandidateMetrics::device_bytes sums it over the kernels, estimate_cost's dram terms too.

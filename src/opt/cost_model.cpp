@@ -173,8 +173,9 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
 
   k.launch_us = gpu.launch_us;
   k.dram_us = static_cast<double>(kernel_device_bytes(g, op)) / gpu.dram_bytes_per_us;
-  k.l2_us = static_cast<double>(k.blocks) * moved / gpu.l2_bytes_per_us;
-  k.sm_load_us = busiest * moved / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share);
+  const LoadTerms loads = load_terms(k.blocks, moved, gpu);
+  k.l2_us = loads.l2_us;
+  k.sm_load_us = loads.sm_load_us;
   k.shared_us = busiest * static_cast<double>(block_shared_traffic_bytes(body)) /
                 (gpu.smem_bytes_per_clock * gpu.clock_ghz * 1e3);
   k.tensor_us = busiest * tensor / (gpu.tensor_flops_per_us / sms);
@@ -232,6 +233,13 @@ CostEstimate estimate_cost(const Graph& g, const GpuSpec& gpu) {
     e.total_us += e.kernels.back().total_us;
   }
   return e;
+}
+
+LoadTerms load_terms(int64_t blocks, double bytes_per_block, const GpuSpec& gpu) {
+  const double sms = static_cast<double>(gpu.sms);
+  const double busiest = static_cast<double>((blocks + gpu.sms - 1) / gpu.sms);
+  return {static_cast<double>(blocks) * bytes_per_block / gpu.l2_bytes_per_us,
+          busiest * bytes_per_block / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share)};
 }
 
 double cost_lower_bound_us(int64_t device_bytes, int kernels, const GpuSpec& gpu) {

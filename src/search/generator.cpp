@@ -365,12 +365,8 @@ double config_floor_us(const Graph& g, const KernelConfig& c, const GpuSpec& gpu
     const double bytes = static_cast<double>(tile.numel() * dtype_bytes(type.dtype));
     moved += bytes * (c.fmaps[i] == kPhi ? 1.0 : static_cast<double>(c.forloop));
   }
-  const int64_t blocks = c.grid.volume();
-  const double sms = static_cast<double>(gpu.sms);
-  const double busiest = static_cast<double>((blocks + gpu.sms - 1) / gpu.sms);
-  const double l2 = static_cast<double>(blocks) * moved / gpu.l2_bytes_per_us;
-  const double sm_load = busiest * moved / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share);
-  return gpu.launch_us + std::max(l2, sm_load);
+  const LoadTerms loads = load_terms(c.grid.volume(), moved, gpu);
+  return gpu.launch_us + std::max(loads.l2_us, loads.sm_load_us);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1173,6 +1169,7 @@ const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<co
     configs_ = kernel_configs(*prefix, operands, &use);
     // With the model as the bound, configurations whose loads alone cost least come first: their
     // candidates tighten the bound, which then cuts the configurations that load more.
+    config_floors_.clear();
     if (ctx_.options().cost_bound == CostBound::model) {
       std::vector<std::pair<double, size_t>> order;
       for (size_t i = 0; i < configs_.size(); ++i)
@@ -1180,7 +1177,10 @@ const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<co
       std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       std::vector<KernelConfig> sorted;
       sorted.reserve(configs_.size());
-      for (const auto& [floor, i] : order) sorted.push_back(std::move(configs_[i]));
+      for (const auto& [floor, i] : order) {
+        sorted.push_back(std::move(configs_[i]));
+        config_floors_.push_back(floor);
+      }
       configs_ = std::move(sorted);
     }
     configs_prefix_ = prefix;
@@ -1219,7 +1219,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
                                    : 0.0;
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
-    if (model_bound && rest_floor_us + config_floor_us(prefix, configs[i], ctx_.gpu()) > ctx_.bound_us()) {
+    if (model_bound && rest_floor_us + config_floors_[i] > ctx_.bound_us()) {
       ++out.stats.pruned["cost_bound"];
       continue;
     }

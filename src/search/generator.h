@@ -228,6 +228,8 @@ class Generator {
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
   std::vector<KernelConfig> configs_;
+  /// With CostBound::model, config_floor_us of each of configs_ (which are sorted by it).
+  std::vector<double> config_floors_;
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_;
 };
