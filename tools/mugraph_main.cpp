@@ -381,6 +381,9 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   std::cout << "search " << path << ": " << stop_reason_name(r.stop_reason)
             << (r.stop_detail.empty() ? "" : " (" + r.stop_detail + ")") << " after " << sci(r.search_seconds)
             << " s; verification " << sci(r.verify_seconds) << " s\n";
+  if (options.cost_bound == CostBound::both && r.bytes_phase_seconds >= 0)
+    std::cout << "  cost bound both: the bytes phase ended at " << sci(r.bytes_phase_seconds)
+              << " s, the model phase ran after it\n";
   std::cout << "  states " << r.stats.states << ", pruned " << r.stats.total_pruned() << " (";
   bool first = true;
   for (const auto& [reason, n] : r.stats.pruned) {
@@ -506,10 +509,10 @@ int run_main(int argc, char** argv) {
   srch->add_option("--target", search_target,
                    "target GPU: its shared memory bounds block graphs, its cost model ranks candidates (default h100)");
   srch->add_option("--cost-bound", cost_bound,
-                   "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast) "
-                   "or model (the cost model's lower bound; never prunes a prefix that could rank ahead) (default "
-                   "bytes)")
-      ->check(CLI::IsMember({"bytes", "model"}));
+                   "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast), "
+                   "model (the cost model's lower bound; never prunes a prefix that could rank ahead, but slow: give "
+                   "a --time-limit) or both (bytes to the end, then model until the time limit) (default bytes)")
+      ->check(CLI::IsMember({"bytes", "model", "both"}));
   srch->add_flag("--deterministic", sopts.deterministic, "same result for any thread count, also when stopped early");
   srch->add_flag("--resume", sopts.resume, "continue from DIR/checkpoint.json");
   srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");
@@ -590,7 +593,9 @@ int run_main(int argc, char** argv) {
   if (*srch) {
     sopts.target = require_target(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;
-    sopts.cost_bound = cost_bound == "model" ? CostBound::model : CostBound::bytes;
+    sopts.cost_bound = cost_bound == "model"  ? CostBound::model
+                       : cost_bound == "both" ? CostBound::both
+                                              : CostBound::bytes;
     sopts.program_tile_values = !no_program_tile_values;
     return cmd_search(file, out_dir, sopts, quiet, measure);
   }

@@ -64,6 +64,10 @@ def parse_args(argv):
     ap.add_argument("--top", type=int, help="verified candidates each search keeps (default: the CLI's, 8); "
                     "verification at the paper's shapes takes minutes per candidate for attention at bs 8")
     ap.add_argument("--cost-target", default="h200", help="the cost model's GPU for the search (default h200)")
+    ap.add_argument("--cost-bound", choices=["bytes", "model", "both"], default="both",
+                    help="the search's cost bound (docs/search.md); both (the default): the fast bytes-bound search "
+                         "to its end, then the model-bound one until --time-limit, which finds what the bytes bound "
+                         "cuts (GQA's split of the keys, QKNorm's two kernels)")
     ap.add_argument("--target", default="sm_90a", help="code-generation target (default sm_90a)")
     ap.add_argument("--no-gpu", action="store_true", help="search only, even where a GPU is present")
     ap.add_argument("--emulate", action="store_true",
@@ -111,7 +115,7 @@ def search_one(args, binary, program, dest, workdir):
     (report, best or None, error or None)."""
     out = workdir / dest.name
     cmd = sc.search_command(binary, program, out, threads=args.threads, time_limit=args.time_limit, top=args.top,
-                            extra=["--target", args.cost_target])
+                            extra=["--target", args.cost_target, "--cost-bound", args.cost_bound])
     # Verification is outside the time limit and long at the paper's shapes (QKNorm at bs 8: tens
     # of minutes on two cores), so the guard against a hung search allows it three hours.
     run = sc.run_search(cmd, out, time_limit=args.time_limit, verify_allowance=3 * 3600)  # raises sc.Interrupted

@@ -36,7 +36,7 @@
 namespace mugraph {
 
 /// The search's cost bound (SearchOptions::cost_bound).
-enum class CostBound : uint8_t { bytes, model };
+enum class CostBound : uint8_t { bytes, model, both };
 std::string_view cost_bound_name(CostBound b);
 
 /// Why a search stopped.
@@ -82,7 +82,11 @@ struct SearchOptions {
   /// candidate's; a heuristic for the model's rank (a μGraph moving more bytes may be estimated
   /// faster), which keeps searches to seconds. model: its lower bound on the estimate
   /// (cost_lower_bound_us) exceeds that candidate's estimate; never cuts a prefix whose
-  /// completions could rank ahead, but prunes far less.
+  /// completions could rank ahead, but prunes far less. both: the bytes search to its end, then
+  /// the model search from the root with the candidates found so far (its bound is tight from the
+  /// start), until it ends or the time limit; a time-limited search then never ranks below the
+  /// bytes search, and finds what the bytes bound cuts (a split that moves more bytes to fill
+  /// the SMs) where the time allows.
   CostBound cost_bound = CostBound::bytes;
   /// How many verified candidates to report.
   int top_k = 8;
@@ -193,6 +197,9 @@ struct SearchResult {
   SearchStats stats;
   std::vector<SearchCandidate> top;  ///< best first; top[0] is the best μGraph
   bool resumed = false;
+  /// CostBound::both: search time when the bytes search ended and the model search began;
+  /// negative if it did not end.
+  double bytes_phase_seconds = -1;
 };
 
 /// External control of a running search (signal handlers set `stop`).

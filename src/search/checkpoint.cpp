@@ -63,6 +63,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
   j["version"] = kVersion;
   j["fingerprint"] = st.fingerprint;
   j["elapsed_seconds"] = st.elapsed_seconds;
+  if (st.bytes_phase_seconds >= 0) j["bytes_phase_seconds"] = st.bytes_phase_seconds;
   j["stats"] = stats_json(st.stats);
   // Sibling tasks share their prefix: each distinct prefix is written once.
   Json prefixes = Json::array();
@@ -112,6 +113,7 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
       throw UserError(path + ": not a mugraph search checkpoint of version " + std::to_string(kVersion));
     st.fingerprint = j.at("fingerprint").get<std::string>();
     st.elapsed_seconds = j.at("elapsed_seconds").get<double>();
+    st.bytes_phase_seconds = j.value("bytes_phase_seconds", -1.0);
     st.stats = stats_from(j.at("stats"));
     std::vector<std::shared_ptr<const Graph>> prefixes;
     for (const Json& pj : j.at("prefixes"))

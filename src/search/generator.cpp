@@ -135,7 +135,11 @@ OpRank op_rank(const Graph& g, const Op& op) {
 // SearchContext
 
 SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
-    : program_(program), options_(options), oracle_(exprs_, nfs_), gpu_(gpu_spec(options.target.name)) {
+    : program_(program),
+      options_(options),
+      oracle_(exprs_, nfs_),
+      gpu_(gpu_spec(options.target.name)),
+      model_bound_(options.cost_bound == CostBound::model) {
   if (program.level != Level::kernel) throw UserError("search: the program must be a kernel graph");
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
   std::set<OpKind> kinds;
@@ -1170,7 +1174,7 @@ const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<co
     // With the model as the bound, configurations whose loads alone cost least come first: their
     // candidates tighten the bound, which then cuts the configurations that load more.
     config_floors_.clear();
-    if (ctx_.options().cost_bound == CostBound::model) {
+    if (ctx_.model_bound()) {
       std::vector<std::pair<double, size_t>> order;
       for (size_t i = 0; i < configs_.size(); ++i)
         order.emplace_back(config_floor_us(*prefix, configs_[i], ctx_.gpu()), i);
@@ -1211,7 +1215,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   // The model's floor of the prefix's kernels, and of one more kernel if this one cannot finish.
-  const bool model_bound = ctx_.options().cost_bound == CostBound::model;
+  const bool model_bound = ctx_.model_bound();
   const double rest_floor_us = model_bound
                                    ? cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes,
                                                          count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +

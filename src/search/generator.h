@@ -54,6 +54,11 @@ struct Task {
   bool is_block() const { return chunk >= 0; }
 };
 
+/// CostBound::both: the first element of every task path of the second (model-bound) phase, so
+/// that path order stays the order of a sequential search (all of the bytes phase, then the
+/// model phase), also for resumes and the deterministic mode's cut.
+inline constexpr int32_t kModelPhasePath = INT32_MAX;
+
 /// Lexicographic order of paths = the order of a sequential depth-first search.
 inline bool path_less(const std::vector<int32_t>& a, const std::vector<int32_t>& b) { return a < b; }
 
@@ -138,32 +143,38 @@ class SearchContext {
   Task root() const;
 
   /// The cost bound (SearchOptions::cost_bound), set by the driver from the candidates found:
-  /// with CostBound::bytes a prefix whose lower bound on (device bytes, kernels) is
+  /// with the bytes bound a prefix whose lower bound on (device bytes, kernels) is
   /// lexicographically worse than this is cut.
   void set_bound(int64_t device_bytes, int kernels) {
     bound_bytes_.store(device_bytes);
     bound_kernels_.store(kernels);
   }
-  /// With CostBound::model a prefix none of whose completions can be estimated at this many
+  /// With the model bound a prefix none of whose completions can be estimated at this many
   /// microseconds or less is cut.
   void set_bound_us(double estimated_us) { bound_us_.store(estimated_us); }
+  /// Whether the model bound cuts (CostBound::model, and CostBound::both's second phase) rather
+  /// than the bytes bound.
+  bool model_bound() const { return model_bound_.load(std::memory_order_relaxed); }
+  /// CostBound::both: the bytes phase is over; the driver calls this between the phases, while
+  /// no task runs.
+  void use_model_bound() { model_bound_.store(true); }
   /// Whether a prefix with these lower bounds on (device bytes, kernels) is cut by the cost bound.
-  /// `extra_us` (CostBound::model only): what the prefix's kernels cost beyond that
+  /// `extra_us` (model bound only): what the prefix's kernels cost beyond that
   /// (floor_extra_us).
   bool beyond_bound(int64_t device_bytes, int kernels, double extra_us = 0) const {
-    if (options_.cost_bound == CostBound::model)
+    if (model_bound())
       return cost_lower_bound_us(device_bytes, kernels, gpu_) + extra_us > bound_us_.load(std::memory_order_relaxed);
     const int64_t b = bound_bytes_.load(std::memory_order_relaxed);
     return device_bytes > b || (device_bytes == b && kernels > bound_kernels_.load(std::memory_order_relaxed));
   }
-  /// With CostBound::model, kernels_floor_extra_us of a prefix's kernels: a prefix whose
+  /// With the model bound, kernels_floor_extra_us of a prefix's kernels: a prefix whose
   /// kernels alone, with the launches and bytes still to come, exceed the bound is cut (a grid
   /// that makes every block load everything loses before its successors are grown). 0 with
-  /// CostBound::bytes.
+  /// the bytes bound.
   double floor_extra_us(const Graph& prefix) const {
-    return options_.cost_bound == CostBound::model ? kernels_floor_extra_us(prefix, gpu_) : 0.0;
+    return model_bound() ? kernels_floor_extra_us(prefix, gpu_) : 0.0;
   }
-  /// The cost bound in microseconds (CostBound::model; infinite until a candidate is found).
+  /// The cost bound in microseconds (model bound; infinite until a candidate is found).
   double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }
   /// The GPU whose cost model ranks the candidates (the search's target).
   const GpuSpec& gpu() const { return gpu_; }
@@ -193,6 +204,7 @@ class SearchContext {
   std::atomic<int64_t> bound_bytes_{INT64_MAX};
   std::atomic<int> bound_kernels_{INT32_MAX};
   std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
+  std::atomic<bool> model_bound_{false};
 };
 
 /// Runs tasks. One per worker thread (keeps caches that are not shared).
@@ -228,7 +240,7 @@ class Generator {
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
   std::vector<KernelConfig> configs_;
-  /// With CostBound::model, config_floor_us of each of configs_ (which are sorted by it).
+  /// With the model bound, config_floor_us of each of configs_ (which are sorted by it).
   std::vector<double> config_floors_;
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_;

@@ -72,7 +72,17 @@ void SearchStats::add(const SearchStats& o) {
   oracle_queries += o.oracle_queries;
 }
 
-std::string_view cost_bound_name(CostBound b) { return b == CostBound::model ? "model" : "bytes"; }
+std::string_view cost_bound_name(CostBound b) {
+  switch (b) {
+    case CostBound::bytes:
+      return "bytes";
+    case CostBound::model:
+      return "model";
+    case CostBound::both:
+      return "both";
+  }
+  return "?";
+}
 
 std::string_view stop_reason_name(StopReason r) {
   switch (r) {

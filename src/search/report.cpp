@@ -56,6 +56,8 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["stop_reason"] = stop_reason_name(r.stop_reason);
   j["stop_detail"] = r.stop_detail;
   j["resumed"] = r.resumed;
+  if (o.cost_bound == CostBound::both)
+    j["bytes_phase_seconds"] = r.bytes_phase_seconds >= 0 ? nlohmann::ordered_json(r.bytes_phase_seconds) : nullptr;
   j["states_explored"] = r.stats.states;
   j["kernel_states"] = r.stats.kernel_states;
   j["block_configs"] = r.stats.block_configs;

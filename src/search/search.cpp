@@ -57,6 +57,10 @@ class Driver {
                         ": the checkpoint was written for another program or other search limits");
       offset = st.elapsed_seconds;
       stats_ = st.stats;
+      bytes_phase_seconds_ = st.bytes_phase_seconds;
+      // A checkpoint of CostBound::both's model phase: its tasks' paths say so.
+      for (const Task& t : st.pending)
+        if (!t.path.empty() && t.path.front() == kModelPhasePath) ctx_.use_model_bound();
       for (Task& t : st.pending) pending_.emplace(t.path, std::move(t));
       for (FoundCandidate& c : st.candidates) add_candidate(std::move(c));
       result.resumed = true;
@@ -67,17 +71,19 @@ class Driver {
 
     start_ = Clock::now();
     offset_ = offset;
-    int threads = opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    std::vector<std::thread> workers;
-    for (int i = 0; i < threads; ++i) workers.emplace_back([this] { work(); });
-    monitor();
-    for (std::thread& w : workers) w.join();
-    if (error_) std::rethrow_exception(error_);
+    run_tasks();
+    if (opt_.cost_bound == CostBound::both && !ctx_.model_bound() && stop_reason_ == StopReason::exhausted) {
+      start_model_phase();
+      run_tasks();
+    }
 
     result.search_seconds = elapsed();
     result.stop_reason = stop_reason_;
+    result.bytes_phase_seconds = bytes_phase_seconds_;
     if (stop_reason_ != StopReason::exhausted) {
       result.stop_detail = std::to_string(pending_.size()) + " tasks pending";
+      if (opt_.cost_bound == CostBound::both)
+        result.stop_detail += ctx_.model_bound() ? " in the model phase" : " in the bytes phase";
       if (!opt_.checkpoint_path.empty()) write_state();
       if (opt_.deterministic) cut_to_completed_prefix(result);
     }
@@ -91,6 +97,37 @@ class Driver {
 
  private:
   double elapsed() const { return offset_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  /// Works the pending tasks with every thread until they are done or a limit stops them.
+  void run_tasks() {
+    int threads = opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    std::vector<std::thread> workers;
+    for (int i = 0; i < threads; ++i) workers.emplace_back([this] { work(); });
+    monitor();
+    for (std::thread& w : workers) w.join();
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  /// CostBound::both, after the bytes phase ran to its end: the search starts again from the
+  /// root, cut by the model bound, which the candidates found so far make tight from the start.
+  /// (The workers are joined: no task runs, and the next ones build fresh generators.)
+  void start_model_phase() {
+    std::lock_guard lock(mu_);
+    bytes_phase_seconds_ = elapsed();
+    ctx_.use_model_bound();
+    set_model_bound_locked();
+    Task root = ctx_.root();
+    root.path = {kModelPhasePath};
+    pending_.emplace(root.path, std::move(root));
+    stop_.store(false);
+    if (!opt_.checkpoint_path.empty()) write_state_locked();
+  }
+
+  /// The (top_k + 4)-th candidate's estimate: see add_candidate.
+  size_t bound_margin() const { return static_cast<size_t>(std::max(1, opt_.top_k) + 4); }
+  void set_model_bound_locked() {
+    if (pool_.size() >= bound_margin()) ctx_.set_bound_us(pool_[bound_margin() - 1].found.estimated_us);
+  }
 
   void work() {
     Generator gen(ctx_);
@@ -210,20 +247,20 @@ class Driver {
     // The cost bound: once top_k + 4 candidates are known, a prefix that cannot beat the last of
     // them cannot reach the top_k (the margin absorbs candidates verification rejects). By the
     // model, the last is the pool's; by bytes, the last of the smallest (bytes, kernels) keys.
-    const size_t margin = static_cast<size_t>(std::max(1, opt_.top_k) + 4);
-    if (opt_.cost_bound == CostBound::model) {
-      if (pool_.size() >= margin) ctx_.set_bound_us(pool_[margin - 1].found.estimated_us);
+    if (ctx_.model_bound()) {
+      set_model_bound_locked();
       return;
     }
     least_keys_.insert(key);
-    if (least_keys_.size() > margin) least_keys_.erase(std::prev(least_keys_.end()));
-    if (least_keys_.size() == margin) ctx_.set_bound(least_keys_.rbegin()->first, least_keys_.rbegin()->second);
+    if (least_keys_.size() > bound_margin()) least_keys_.erase(std::prev(least_keys_.end()));
+    if (least_keys_.size() == bound_margin()) ctx_.set_bound(least_keys_.rbegin()->first, least_keys_.rbegin()->second);
   }
 
   CheckpointState state_locked() const {
     CheckpointState st;
     st.fingerprint = search_fingerprint(ctx_.program(), opt_);
     st.elapsed_seconds = elapsed();
+    st.bytes_phase_seconds = bytes_phase_seconds_;
     st.stats = stats_;
     for (const auto& [path, t] : pending_) st.pending.push_back(t);
     for (const auto& [path, t] : in_flight_) st.pending.push_back(*t);
@@ -290,7 +327,8 @@ class Driver {
   std::map<std::vector<int32_t>, Task> pending_;
   std::map<std::vector<int32_t>, const Task*> in_flight_;
   std::vector<RankedCandidate> pool_;
-  std::multiset<std::pair<int64_t, int>> least_keys_;  // CostBound::bytes: the smallest (bytes, kernels)
+  std::multiset<std::pair<int64_t, int>> least_keys_;  // bytes bound: the smallest (bytes, kernels)
+  double bytes_phase_seconds_ = -1;                    // CostBound::both: when the model phase began
   SearchStats stats_;
   Clock::time_point start_;
   double offset_ = 0;

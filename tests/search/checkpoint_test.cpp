@@ -48,6 +48,7 @@ CheckpointState sample_state() {
   CheckpointState st;
   st.fingerprint = search_fingerprint(program, SearchOptions{});
   st.elapsed_seconds = 1.25;
+  st.bytes_phase_seconds = 0.5;
   st.stats.states = 1234;
   st.stats.kernel_states = 7;
   st.stats.block_configs = 56;
@@ -89,6 +90,7 @@ TEST(Checkpoint, RoundTripIsExact) {
   CheckpointState back = read_checkpoint(path, default_target());
   EXPECT_EQ(back.fingerprint, st.fingerprint);
   EXPECT_DOUBLE_EQ(back.elapsed_seconds, st.elapsed_seconds);
+  EXPECT_DOUBLE_EQ(back.bytes_phase_seconds, st.bytes_phase_seconds);
   EXPECT_EQ(back.stats.states, st.stats.states);
   EXPECT_EQ(back.stats.kernel_states, st.stats.kernel_states);
   EXPECT_EQ(back.stats.block_configs, st.stats.block_configs);
@@ -288,6 +290,48 @@ TEST(Checkpoint, ResumeFromAHandWrittenRootCheckpointRunsTheWholeSearch) {
   ASSERT_EQ(r.top.size(), reference.top.size());
   for (size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(to_json(r.top[i].graph), to_json(reference.top[i].graph)) << i;
   EXPECT_EQ(r.stats.states, reference.stats.states);
+}
+
+TEST(Checkpoint, ResumeInTheModelPhaseOfCostBoundBothRunsTheModelSearch) {
+  // A checkpoint of CostBound::both whose only task is the model phase's root: resuming runs
+  // the model-bound search from the root, exactly as CostBound::model does (one thread, so the
+  // bound tightens at the same moments), and reports when the bytes phase ended.
+  Graph program = parse_program(R"(
+input X[8, 256]
+input W1[256, 128]
+input W2[256, 128]
+O = mul(silu(matmul(X, W1)), matmul(X, W2))
+output O
+)");
+  SearchOptions o;
+  o.threads = 1;
+  o.cost_bound = CostBound::model;
+  SearchResult model = search(program, o);
+  ASSERT_FALSE(model.top.empty());
+  o.cost_bound = CostBound::bytes;
+  SearchResult bytes = search(program, o);
+  // Otherwise the test could not tell the phases apart.
+  ASSERT_NE(bytes.stats.states, model.stats.states) << "the bounds cut the same prefixes here";
+
+  o.cost_bound = CostBound::both;
+  TempDir dir;
+  CheckpointState st;
+  st.fingerprint = search_fingerprint(program, o);
+  st.bytes_phase_seconds = 0.25;
+  Task root;
+  root.path = {kModelPhasePath};
+  set_prefix(root, inputs_only(program));
+  st.pending.push_back(root);
+  write_checkpoint(dir.file("checkpoint.json"), st);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  SearchResult r = search(program, o);
+  EXPECT_TRUE(r.resumed);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  EXPECT_DOUBLE_EQ(r.bytes_phase_seconds, 0.25);
+  EXPECT_EQ(r.stats.states, model.stats.states);
+  ASSERT_EQ(r.top.size(), model.top.size());
+  for (size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(to_json(r.top[i].graph), to_json(model.top[i].graph)) << i;
 }
 
 TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {

@@ -45,6 +45,15 @@ O = mul(silu(matmul(X, W1)), matmul(X, W2))
 output O
 )";
 
+// A wider gated MLP, on which the bytes and the model bounds cut different prefixes.
+constexpr const char* kGatedMlpWide = R"(
+input X[8, 256]
+input W1[256, 128]
+input W2[256, 128]
+O = mul(silu(matmul(X, W1)), matmul(X, W2))
+output O
+)";
+
 // Element-wise only (G broadcast along X's rows).
 constexpr const char* kElementwise = R"(
 input X[4, 64]
@@ -532,6 +541,56 @@ TEST(Search, ResumeTwiceInARowStillAgrees) {
   }
   EXPECT_EQ(second.stop_reason, StopReason::exhausted);
   EXPECT_EQ(top_json(second), top_json(reference));
+}
+
+TEST(Search, CostBoundBothEndsWithTheModelSearchsTop) {
+  // The bytes phase runs to its end, then the model phase from the root: with no time limit the
+  // result is the model-bound search's (both are exhaustive for the top_k by the model), and it
+  // never ranks below the bytes-bound search's.
+  Graph program = parse_program(kGatedMlpWide);
+  SearchOptions o;
+  o.threads = 1;
+  o.cost_bound = CostBound::bytes;
+  SearchResult bytes = search(program, o);
+  o.cost_bound = CostBound::model;
+  SearchResult model = search(program, o);
+  ASSERT_NE(bytes.stats.states, model.stats.states) << "the bounds cut the same prefixes here";
+  o.cost_bound = CostBound::both;
+  SearchResult both = search(program, o);
+  ASSERT_FALSE(bytes.top.empty());
+  ASSERT_FALSE(both.top.empty());
+  EXPECT_EQ(both.stop_reason, StopReason::exhausted);
+  EXPECT_LT(bytes.bytes_phase_seconds, 0);  // no phases
+  EXPECT_GE(both.bytes_phase_seconds, 0);
+  EXPECT_LE(both.bytes_phase_seconds, both.search_seconds);
+  // One thread: the bytes phase is the bytes search; the model phase, its bound tight from the
+  // start, explores no more than the model search from scratch.
+  EXPECT_GT(both.stats.states, bytes.stats.states);
+  EXPECT_LE(both.stats.states - bytes.stats.states, model.stats.states);
+  EXPECT_LE(both.top.front().cost.total_us, bytes.top.front().cost.total_us);
+  EXPECT_EQ(top_json(both), top_json(model));
+  expect_sound_top(program, both);
+}
+
+TEST(Search, CostBoundBothStoppedInItsBytesPhaseResumesThroughBothPhases) {
+  Graph program = parse_program(kGatedMlpWide);
+  SearchOptions o;
+  o.threads = 2;
+  o.cost_bound = CostBound::both;
+  SearchResult reference = search(program, o);
+  TempDir dir;
+  o.checkpoint_path = dir.file("checkpoint.json");
+  SearchResult first = stopped_early(program, o);
+  ASSERT_EQ(first.stop_reason, StopReason::time_limit) << "the search always ran to its end";
+  if (first.bytes_phase_seconds < 0) {
+    EXPECT_NE(first.stop_detail.find("in the bytes phase"), std::string::npos) << first.stop_detail;
+  }
+  o.resume = true;
+  o.time_limit_seconds = 0;
+  SearchResult resumed = search(program, o);
+  EXPECT_EQ(resumed.stop_reason, StopReason::exhausted);
+  EXPECT_GE(resumed.bytes_phase_seconds, 0);
+  EXPECT_EQ(top_json(resumed), top_json(reference));
 }
 
 TEST(Search, ResumeWithoutACheckpointIsAUserError) {

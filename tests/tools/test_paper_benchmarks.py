@@ -87,8 +87,10 @@ def test_small_searches_without_a_gpu_then_reuse(mugraph_bin, sanitized_build, t
     env = {**os.environ, "MUGRAPH_BIN": mugraph_bin}
     configs = ["rmsnorm_bs1", "gated_mlp", "gqa_bs1"] if sanitized_build else CONFIGS
     limit = 60 if sanitized_build else 10
+    # run.py's default cost bound (both: the model phase runs until the limit) in the fast build.
+    bound = ["--cost-bound", "bytes"] if sanitized_build else []
     r = run_script("--small", "--no-gpu", "--time-limit", limit, "--results", results, "--json", out,
-                   "--markdown", tmp_path / "run.md", "--benchmarks", ",".join(configs), env=env)
+                   "--markdown", tmp_path / "run.md", "--benchmarks", ",".join(configs), *bound, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
     assert [row["name"] for row in doc["rows"]] == configs
@@ -121,7 +123,7 @@ def test_emulated_pipeline_checks_mugraph_against_pytorch(mugraph_bin, tmp_path)
     env = {**os.environ, "MUGRAPH_BIN": mugraph_bin, "MUGRAPH_CACHE_DIR": str(tmp_path / "cache")}
     out = tmp_path / "run.json"
     r = run_script("--small", "--emulate", "--benchmarks", "gated_mlp,gqa_bs1", "--time-limit", "60", "--json", out,
-                   env=env)
+                   "--cost-bound", "bytes", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
     assert doc["gpu"]["emulated"]
