@@ -264,6 +264,31 @@ TEST(Checkpoint, ResumeRefusesAMalformedCheckpoint) {
   EXPECT_THROW(search(parse_program(kProgram), o), UserError);
 }
 
+/// Resumes the search from a hand-written checkpoint that holds only a root task with this path.
+SearchResult resume_from_root(const Graph& program, SearchOptions o, std::vector<int32_t> path,
+                              double bytes_phase_seconds = -1) {
+  TempDir dir;
+  CheckpointState st;
+  st.fingerprint = search_fingerprint(program, o);
+  st.bytes_phase_seconds = bytes_phase_seconds;
+  Task root;
+  root.path = std::move(path);
+  set_prefix(root, inputs_only(program));
+  st.pending.push_back(root);
+  write_checkpoint(dir.file("checkpoint.json"), st);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  return search(program, o);
+}
+
+/// A resumed search that ran to its end with the reference's top candidates.
+void expect_same_top(const SearchResult& r, const SearchResult& reference) {
+  EXPECT_TRUE(r.resumed);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_EQ(r.top.size(), reference.top.size());
+  for (size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(to_json(r.top[i].graph), to_json(reference.top[i].graph)) << i;
+}
+
 TEST(Checkpoint, ResumeFromAHandWrittenRootCheckpointRunsTheWholeSearch) {
   // A checkpoint holding only the root task is a search not yet started.
   Graph program = parse_program(kProgram);
@@ -275,20 +300,8 @@ TEST(Checkpoint, ResumeFromAHandWrittenRootCheckpointRunsTheWholeSearch) {
   SearchResult reference = search(program, o);
   ASSERT_FALSE(reference.top.empty());
 
-  TempDir dir;
-  CheckpointState st;
-  st.fingerprint = search_fingerprint(program, o);
-  Task root;
-  set_prefix(root, inputs_only(program));
-  st.pending.push_back(root);
-  write_checkpoint(dir.file("checkpoint.json"), st);
-  o.checkpoint_path = dir.file("checkpoint.json");
-  o.resume = true;
-  SearchResult r = search(program, o);
-  EXPECT_TRUE(r.resumed);
-  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
-  ASSERT_EQ(r.top.size(), reference.top.size());
-  for (size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(to_json(r.top[i].graph), to_json(reference.top[i].graph)) << i;
+  SearchResult r = resume_from_root(program, o, {});
+  expect_same_top(r, reference);
   EXPECT_EQ(r.stats.states, reference.stats.states);
 }
 
@@ -314,24 +327,10 @@ output O
   ASSERT_NE(bytes.stats.states, model.stats.states) << "the bounds cut the same prefixes here";
 
   o.cost_bound = CostBound::both;
-  TempDir dir;
-  CheckpointState st;
-  st.fingerprint = search_fingerprint(program, o);
-  st.bytes_phase_seconds = 0.25;
-  Task root;
-  root.path = {kModelPhasePath};
-  set_prefix(root, inputs_only(program));
-  st.pending.push_back(root);
-  write_checkpoint(dir.file("checkpoint.json"), st);
-  o.checkpoint_path = dir.file("checkpoint.json");
-  o.resume = true;
-  SearchResult r = search(program, o);
-  EXPECT_TRUE(r.resumed);
-  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  SearchResult r = resume_from_root(program, o, {kModelPhasePath}, 0.25);
+  expect_same_top(r, model);
   EXPECT_DOUBLE_EQ(r.bytes_phase_seconds, 0.25);
   EXPECT_EQ(r.stats.states, model.stats.states);
-  ASSERT_EQ(r.top.size(), model.top.size());
-  for (size_t i = 0; i < r.top.size(); ++i) EXPECT_EQ(to_json(r.top[i].graph), to_json(model.top[i].graph)) << i;
 }
 
 TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
