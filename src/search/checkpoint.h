@@ -14,8 +14,8 @@ struct CheckpointState {
   /// checkpoint whose fingerprint differs.
   std::string fingerprint;
   double elapsed_seconds = 0;
-  /// CostBound::both: when its model phase began (negative: not yet). Whether a resume is in
-  /// that phase follows from the pending tasks' paths (kModelPhasePath).
+  /// CostBound::both: when its model phase began (negative: not yet); a resume with it set is in
+  /// that phase (and its pending tasks' paths start with kModelPhasePath).
   double bytes_phase_seconds = -1;
   SearchStats stats;
   std::vector<Task> pending;

@@ -58,9 +58,9 @@ class Driver {
       offset = st.elapsed_seconds;
       stats_ = st.stats;
       bytes_phase_seconds_ = st.bytes_phase_seconds;
-      // A checkpoint of CostBound::both's model phase: its tasks' paths say so.
-      for (const Task& t : st.pending)
-        if (!t.path.empty() && t.path.front() == kModelPhasePath) ctx_.use_model_bound();
+      // A checkpoint of CostBound::both's model phase (also one written after it ended, by a stop
+      // during verification: nothing is pending then, and the phase must not run again).
+      if (bytes_phase_seconds_ >= 0) ctx_.use_model_bound();
       for (Task& t : st.pending) pending_.emplace(t.path, std::move(t));
       for (FoundCandidate& c : st.candidates) add_candidate(std::move(c));
       result.resumed = true;

@@ -333,6 +333,34 @@ output O
   EXPECT_EQ(r.stats.states, model.stats.states);
 }
 
+TEST(Checkpoint, ResumeAfterCostBoundBothEndedDoesNotRunItsModelPhaseAgain) {
+  // What a stop during verification leaves: nothing pending, the model phase begun. Resuming
+  // verifies the candidates and runs no task.
+  Graph program = parse_program(kProgram);
+  SearchOptions o;
+  o.max_kernel_ops = 2;
+  o.max_graph_kernels = 0;
+  o.threads = 1;
+  o.cost_bound = CostBound::both;
+  TempDir dir;
+  CheckpointState st;
+  st.fingerprint = search_fingerprint(program, o);
+  st.bytes_phase_seconds = 0.25;
+  FoundCandidate c;
+  c.graph = program;
+  c.metrics = candidate_metrics(program);
+  c.path = {kModelPhasePath, 0};
+  st.candidates.push_back(c);
+  write_checkpoint(dir.file("checkpoint.json"), st);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  EXPECT_EQ(r.stats.tasks, 0);
+  EXPECT_DOUBLE_EQ(r.bytes_phase_seconds, 0.25);
+  ASSERT_EQ(r.top.size(), 1u);
+}
+
 TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
   // A checkpoint with nothing pending but one candidate: resuming verifies and reports it.
   Graph program = parse_program(kProgram);
