@@ -264,21 +264,40 @@ TEST(Checkpoint, ResumeRefusesAMalformedCheckpoint) {
   EXPECT_THROW(search(parse_program(kProgram), o), UserError);
 }
 
-/// Resumes the search from a hand-written checkpoint that holds only a root task with this path.
-SearchResult resume_from_root(const Graph& program, SearchOptions o, std::vector<int32_t> path,
-                              double bytes_phase_seconds = -1) {
+/// Resumes the search from a hand-written checkpoint `st` (its fingerprint is set here).
+SearchResult resume_from(const Graph& program, SearchOptions o, CheckpointState st) {
   TempDir dir;
-  CheckpointState st;
   st.fingerprint = search_fingerprint(program, o);
+  write_checkpoint(dir.file("checkpoint.json"), st);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  return search(program, o);
+}
+
+/// Resumes from a checkpoint that holds only a root task with this path.
+SearchResult resume_from_root(const Graph& program, const SearchOptions& o, std::vector<int32_t> path,
+                              double bytes_phase_seconds = -1) {
+  CheckpointState st;
   st.bytes_phase_seconds = bytes_phase_seconds;
   Task root;
   root.path = std::move(path);
   set_prefix(root, inputs_only(program));
   st.pending.push_back(root);
-  write_checkpoint(dir.file("checkpoint.json"), st);
-  o.checkpoint_path = dir.file("checkpoint.json");
-  o.resume = true;
-  return search(program, o);
+  return resume_from(program, o, std::move(st));
+}
+
+/// Resumes from a checkpoint with nothing pending and one candidate, the program itself (a valid
+/// kernel graph of pre-defined kernels), found by the task at `path`.
+SearchResult resume_with_the_program_found(const Graph& program, const SearchOptions& o, std::vector<int32_t> path,
+                                           double bytes_phase_seconds = -1) {
+  CheckpointState st;
+  st.bytes_phase_seconds = bytes_phase_seconds;
+  FoundCandidate c;
+  c.graph = program;
+  c.metrics = candidate_metrics(program);
+  c.path = std::move(path);
+  st.candidates.push_back(c);
+  return resume_from(program, o, std::move(st));
 }
 
 /// A resumed search that ran to its end with the reference's top candidates.
@@ -342,19 +361,7 @@ TEST(Checkpoint, ResumeAfterCostBoundBothEndedDoesNotRunItsModelPhaseAgain) {
   o.max_graph_kernels = 0;
   o.threads = 1;
   o.cost_bound = CostBound::both;
-  TempDir dir;
-  CheckpointState st;
-  st.fingerprint = search_fingerprint(program, o);
-  st.bytes_phase_seconds = 0.25;
-  FoundCandidate c;
-  c.graph = program;
-  c.metrics = candidate_metrics(program);
-  c.path = {kModelPhasePath, 0};
-  st.candidates.push_back(c);
-  write_checkpoint(dir.file("checkpoint.json"), st);
-  o.checkpoint_path = dir.file("checkpoint.json");
-  o.resume = true;
-  SearchResult r = search(program, o);
+  SearchResult r = resume_with_the_program_found(program, o, {kModelPhasePath, 0}, 0.25);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   EXPECT_EQ(r.stats.tasks, 0);
   EXPECT_DOUBLE_EQ(r.bytes_phase_seconds, 0.25);
@@ -368,18 +375,7 @@ TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
   o.max_kernel_ops = 2;
   o.max_graph_kernels = 0;
   o.threads = 1;
-  TempDir dir;
-  CheckpointState st;
-  st.fingerprint = search_fingerprint(program, o);
-  FoundCandidate c;
-  c.graph = program;
-  c.metrics = candidate_metrics(program);
-  c.path = {0};
-  st.candidates.push_back(c);
-  write_checkpoint(dir.file("checkpoint.json"), st);
-  o.checkpoint_path = dir.file("checkpoint.json");
-  o.resume = true;
-  SearchResult r = search(program, o);
+  SearchResult r = resume_with_the_program_found(program, o, {0});
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   ASSERT_EQ(r.top.size(), 1u);
   EXPECT_EQ(r.top[0].verification.verdict, Verdict::equivalent);
