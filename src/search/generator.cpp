@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <tuple>
 
 #include "mugraph/error.h"
 #include "mugraph/validate.h"
@@ -86,20 +87,25 @@ bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_fin
 /// The split bit of grid axis x, grid axis y and the for-loop, in that order.
 constexpr int16_t kAxisBits[3] = {kGridXBit, kGridYBit, kLoopBit};
 
-/// Rule (3) of kernel_configs(): every grid axis and the loop split one program index.
-bool one_index_per_axis(const KernelConfig& c, const OperandIndexUse& use) {
-  for (int axis = 0; axis < 3; ++axis) {  // grid x, grid y, the loop
-    int16_t seen = kNone;
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      const int8_t d = axis < 2 ? c.imaps[i][static_cast<size_t>(axis)] : c.fmaps[i];
-      if (d == kPhi) continue;
-      const int16_t idx = use.index[i][static_cast<size_t>(d)];
-      if (seen != kNone && idx != seen) return false;
-      seen = idx;
-    }
+/// Rule (3) of kernel_configs() for one axis (grid x, grid y or the loop), checked as the inputs
+/// are chosen last to first: the program indices of the dims the axis splits, in input order,
+/// are some kNone, then one index throughout.
+class AxisSplits {
+ public:
+  bool none() const { return state_ == kEmpty; }
+  /// Adds the index of a dim of an input before all added ones; false if the rule breaks.
+  bool add_earlier(int16_t index) {
+    // An index must equal every later one; a kNone only forbids indices before it.
+    if (index != kNone && state_ != kEmpty && state_ != index) return false;
+    state_ = state_ == kEmpty || state_ == index ? index : kMixed;
+    return true;
   }
-  return true;
-}
+
+ private:
+  static constexpr int32_t kEmpty = INT32_MIN;      // no input split by this axis yet
+  static constexpr int32_t kMixed = INT32_MIN + 1;  // kNone and an index among the later ones
+  int32_t state_ = kEmpty;                          ///< else the one index all later splits have (kNone included)
+};
 
 }  // namespace
 
@@ -142,6 +148,16 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       model_bound_(options.cost_bound == CostBound::model) {
   if (program.level != Level::kernel) throw UserError("search: the program must be a kernel graph");
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
+  // The CLI's ranges, for every caller (the Python options object sets fields directly).
+  auto in_range = [](const char* name, int value, int lo, int hi) {
+    if (value < lo || value > hi)
+      throw UserError("search: " + std::string(name) + " is " + std::to_string(value) + ", expected " +
+                      std::to_string(lo) + ".." + std::to_string(hi));
+  };
+  in_range("max_kernel_ops", options.max_kernel_ops, 1, 16);
+  in_range("max_block_ops", options.max_block_ops, 1, 32);
+  in_range("max_graph_kernels", options.max_graph_kernels, 0, 8);
+  in_range("max_kernel_inputs", options.max_kernel_inputs, 1, kMaxKernelInputs);
   std::set<OpKind> kinds;
   int matmuls = 0;
   for (const Op& op : program.ops) {
@@ -264,6 +280,8 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
 
 std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs,
                                          const OperandIndexUse* use) {
+  MUGRAPH_CHECK(inputs.size() <= static_cast<size_t>(kMaxKernelInputs))
+      << "a graph-defined kernel with " << inputs.size() << " inputs (at most " << kMaxKernelInputs << ")";
   std::vector<Shape> shapes;
   for (TensorId t : inputs) shapes.push_back(g.type(t).shape);
   auto contracted = [&](size_t i, int d) { return use == nullptr || use->contracted[i][static_cast<size_t>(d)]; };
@@ -331,37 +349,49 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
         possible = !options[i].empty();
       }
       if (!possible) continue;
-      std::vector<size_t> idx(n, 0);
-      while (true) {
-        KernelConfig c;
-        c.inputs = inputs;
-        c.grid = grid;
-        c.forloop = f;
-        bool x_used = grid.x == 1, y_used = grid.y == 1, f_used = f == 1;
-        for (size_t i = 0; i < n; ++i) {
-          const auto& [imap, fmap] = options[i][idx[i]];
-          c.imaps.push_back(imap);
-          c.fmaps.push_back(fmap);
-          x_used |= imap[0] != kPhi;
-          y_used |= imap[1] != kPhi;
-          f_used |= fmap != kPhi;
+      // Every combination of the inputs' options, in the order of an odometer whose first input
+      // turns fastest: the last input is chosen outermost. Rule (3) is checked as each input is
+      // chosen, so a combination that breaks it is cut with all its completions, and only kept
+      // configurations are built (most combinations break it).
+      std::vector<size_t> pick(n);
+      auto choose = [&](auto&& self, size_t left, std::array<AxisSplits, 3> splits) -> void {
+        if (left == 0) {
+          // Blocks that all see the same data, or iterations that all load the same tiles, only
+          // repeat work: every grid axis and the loop must split some input.
+          if ((grid.x > 1 && splits[0].none()) || (grid.y > 1 && splits[1].none()) || (f > 1 && splits[2].none()))
+            return;
+          KernelConfig c;
+          c.grid = grid;
+          c.forloop = f;
+          for (size_t i = 0; i < n; ++i) std::tie(c.imaps[i], c.fmaps[i]) = options[i][pick[i]];
+          out.push_back(c);
+          return;
         }
-        // Blocks that all see the same data, or iterations that all load the same tiles, only
-        // repeat work: every grid axis and the loop must split some input.
-        if (x_used && y_used && f_used && (use == nullptr || one_index_per_axis(c, *use))) out.push_back(std::move(c));
-        size_t i = 0;
-        while (i < n && ++idx[i] == options[i].size()) idx[i++] = 0;
-        if (i == n) break;
-      }
+        const size_t i = left - 1;
+        for (size_t o = 0; o < options[i].size(); ++o) {
+          const auto& [imap, fmap] = options[i][o];
+          std::array<AxisSplits, 3> next = splits;
+          bool ok = true;
+          for (size_t axis = 0; axis < 3 && ok; ++axis) {
+            const int8_t d = axis < 2 ? imap[axis] : fmap;
+            if (d == kPhi) continue;
+            ok = next[axis].add_earlier(use == nullptr ? int16_t{0} : use->index[i][static_cast<size_t>(d)]);
+          }
+          if (!ok) continue;
+          pick[i] = o;
+          self(self, i, next);
+        }
+      };
+      choose(choose, n, {});
     }
   }
   return out;
 }
 
-double config_floor_us(const Graph& g, const KernelConfig& c, const GpuSpec& gpu) {
+double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c, const GpuSpec& gpu) {
   double moved = 0;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const TensorType& type = g.type(c.inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorType& type = g.type(inputs[i]);
     Shape tile = type.shape;
     for (int ax = 0; ax < 3; ++ax)
       if (c.imaps[i][static_cast<size_t>(ax)] != kPhi) tile[c.imaps[i][static_cast<size_t>(ax)]] /= c.grid[ax];
@@ -526,7 +556,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
         if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
           ++out.stats.pruned["cost_bound"];
         } else {
-          const size_t n = configs_for(task.prefix, subset).size();
+          std::shared_ptr<const ConfigList> configs = configs_for(task.prefix, subset);
+          const size_t n = configs->configs.size();
           out.stats.block_configs += static_cast<int64_t>(n);
           for (size_t c = 0; c < n; c += kConfigsPerTask) {
             Task child;
@@ -534,6 +565,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
             child.prefix = task.prefix;
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
+            child.configs = configs;
             // Kernels that can finish the program get a first, narrow pass (see Task).
             if (gets_first_pass(opt, prefix, finishes)) {
               Task first = child;
@@ -644,6 +676,7 @@ class BlockSearch {
         ctx_(ctx),
         task_(task),
         cfg_(cfg),
+        operands_(task.operands),
         out_(out),
         stop_(stop),
         must_finish_(must_finish),
@@ -655,21 +688,21 @@ class BlockSearch {
     if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input)
       last_kernel_rank_ = op_rank(prefix, prefix.ops.back());
     std::vector<TensorType> params;
-    for (TensorId t : cfg_.inputs) {
+    for (TensorId t : operands_) {
       params.push_back(prefix.type(t));
       param_exprs_.push_back(kernel_exprs_[t.index()]);
     }
     bg_ = make_block_graph(params, cfg_.grid, cfg_.forloop);
     auto kernel_labels = kernel_graph_labels(ctx_.indices(), prefix);
     MUGRAPH_CHECK(kernel_labels.has_value()) << "a kernel-graph prefix breaks the index rules";
-    for (size_t i = 0; i < cfg_.inputs.size(); ++i) {
+    for (size_t i = 0; i < operands_.size(); ++i) {
       auto r = bg_.append(OpKind::input_iterator, {},
                           attrs::iterator(static_cast<int32_t>(i), cfg_.imaps[i], cfg_.fmaps[i]));
       if (!r.ok()) {
         ++out_.stats.pruned["shape"];
         return true;
       }
-      const DimLabels& param = kernel_labels->tensors[cfg_.inputs[i].index()];
+      const DimLabels& param = kernel_labels->tensors[operands_[i].index()];
       splits_.push_back(iterator_split(param, cfg_.imaps[i], cfg_.fmaps[i]));
       auto tile = tile_labels(ctx_.indices(), param, cfg_.imaps[i], cfg_.fmaps[i], bg_.tensors.back().type.shape);
       if (!tile) {
@@ -690,7 +723,7 @@ class BlockSearch {
       ++out_.stats.pruned["shared_memory"];
       return true;
     }
-    num_iterators_ = static_cast<int>(cfg_.inputs.size());
+    num_iterators_ = static_cast<int>(operands_.size());
     // How many outputs this kernel may have without some being dead: what the kernel ops after
     // it can read, plus the program outputs.
     const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
@@ -760,7 +793,7 @@ class BlockSearch {
     const auto& values = ctx_.program_values();
     if (values.empty()) return;
     tile_of_.assign(values.size(), -1);
-    for (size_t i = 0; i < cfg_.inputs.size(); ++i)
+    for (size_t i = 0; i < operands_.size(); ++i)
       for (size_t t = 0; t < values.size(); ++t)
         if (values[t].expr == param_exprs_[i] && tile_of_[t] < 0) {
           tile_of_[t] = static_cast<int32_t>(i);
@@ -768,7 +801,7 @@ class BlockSearch {
         }
     // An iterator over a DTensor the program does not compute (a partial result of an earlier
     // kernel) holds no program value: the rule is silent about what is computed from it.
-    for (size_t i = 0; i < cfg_.inputs.size(); ++i) state_[i].partial = state_[i].program_value < 0;
+    for (size_t i = 0; i < operands_.size(); ++i) state_[i].partial = state_[i].program_value < 0;
     replayable_.assign(values.size(), false);
     for (size_t t = 0; t < values.size(); ++t) {
       if (values[t].cone_ops < 2 || tile_of_[t] >= 0) continue;
@@ -1105,7 +1138,7 @@ class BlockSearch {
       }
     }
     Graph next = *task_.prefix;
-    auto r = next.append_with_body(OpKind::graph_kernel, cfg_.inputs, std::move(body));
+    auto r = next.append_with_body(OpKind::graph_kernel, operands_, std::move(body));
     if (!r.ok()) {
       ++out_.stats.pruned[std::string(reason_name(r.rejection().reason))];
       return;
@@ -1121,6 +1154,7 @@ class BlockSearch {
   SearchContext& ctx_;
   const Task& task_;
   const KernelConfig& cfg_;
+  const std::vector<TensorId>& operands_;  ///< the kernel's inputs, which cfg_ maps
   TaskOutput& out_;
   const std::atomic<bool>& stop_;
   const bool must_finish_;
@@ -1147,11 +1181,11 @@ class BlockSearch {
 
 }  // namespace
 
-const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<const Graph>& prefix,
-                                                        const std::vector<TensorId>& operands) {
+std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<const Graph>& prefix,
+                                                         const std::vector<TensorId>& operands) {
   // Pointers differ for tasks read from a checkpoint: compare the prefixes themselves then.
   const bool same_prefix = configs_prefix_ && (configs_prefix_ == prefix || *configs_prefix_ == *prefix);
-  if (!same_prefix || configs_operands_ != operands) {
+  if (!same_prefix || configs_operands_ != operands || configs_->by_floor != ctx_.model_bound()) {
     auto labels = kernel_graph_labels(ctx_.indices(), *prefix);
     MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
     OperandIndexUse use;
@@ -1170,23 +1204,26 @@ const std::vector<KernelConfig>& Generator::configs_for(const std::shared_ptr<co
       use.index.push_back(std::move(idx));
       use.stack_slot.push_back(std::move(slot));
     }
-    configs_ = kernel_configs(*prefix, operands, &use);
+    auto list = std::make_shared<ConfigList>();
+    list->operands = operands;
+    list->configs = kernel_configs(*prefix, operands, &use);
     // With the model as the bound, configurations whose loads alone cost least come first: their
     // candidates tighten the bound, which then cuts the configurations that load more.
-    config_floors_.clear();
     if (ctx_.model_bound()) {
       std::vector<std::pair<double, size_t>> order;
-      for (size_t i = 0; i < configs_.size(); ++i)
-        order.emplace_back(config_floor_us(*prefix, configs_[i], ctx_.gpu()), i);
+      for (size_t i = 0; i < list->configs.size(); ++i)
+        order.emplace_back(config_floor_us(*prefix, operands, list->configs[i], ctx_.gpu()), i);
       std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
       std::vector<KernelConfig> sorted;
-      sorted.reserve(configs_.size());
+      sorted.reserve(list->configs.size());
       for (const auto& [floor, i] : order) {
-        sorted.push_back(std::move(configs_[i]));
-        config_floors_.push_back(floor);
+        sorted.push_back(list->configs[i]);
+        list->floors.push_back(floor);
       }
-      configs_ = std::move(sorted);
+      list->configs = std::move(sorted);
+      list->by_floor = true;
     }
+    configs_ = std::move(list);
     configs_prefix_ = prefix;
     configs_operands_ = operands;
   }
@@ -1211,7 +1248,9 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     return true;
   }
   const bool has_first_pass = gets_first_pass(ctx_.options(), prefix, finishes);
-  const std::vector<KernelConfig>& configs = configs_for(task.prefix, task.operands);
+  const std::shared_ptr<const ConfigList> list = task.configs ? task.configs : configs_for(task.prefix, task.operands);
+  const std::vector<KernelConfig>& configs = list->configs;
+  MUGRAPH_CHECK(list->by_floor == ctx_.model_bound()) << "a block task's configurations were made for the other bound";
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   // The model's floor of the prefix's kernels, and of one more kernel if this one cannot finish.
@@ -1223,7 +1262,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
                                    : 0.0;
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
-    if (model_bound && rest_floor_us + config_floors_[i] > ctx_.bound_us()) {
+    if (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us()) {
       ++out.stats.pruned["cost_bound"];
       continue;
     }

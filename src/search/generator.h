@@ -24,20 +24,42 @@
 
 namespace mugraph::search_detail {
 
-/// A graph-defined kernel configuration: which DTensors it reads and how blocks and iterations
-/// split them.
+/// Most DTensors one graph-defined kernel may read (SearchOptions::max_kernel_inputs).
+inline constexpr int kMaxKernelInputs = 8;
+
+/// A graph-defined kernel configuration: how blocks and iterations split the DTensors it reads
+/// (its operands, which all configurations of one list share: ConfigList, Task::operands).
+/// Fixed-size, so that a list of tens of thousands is one allocation.
 struct KernelConfig {
-  std::vector<TensorId> inputs;  ///< kernel-graph tensors, increasing
   Dim3 grid;
   int64_t forloop = 1;
-  std::vector<std::array<int8_t, 3>> imaps;  ///< per input
-  std::vector<int8_t> fmaps;                 ///< per input
+  /// Per operand, in order; the slots past the last operand stay φ.
+  std::array<std::array<int8_t, 3>, kMaxKernelInputs> imaps = filled<std::array<int8_t, 3>>({kPhi, kPhi, kPhi});
+  std::array<int8_t, kMaxKernelInputs> fmaps = filled<int8_t>(kPhi);
   friend bool operator==(const KernelConfig&, const KernelConfig&) = default;
+
+ private:
+  template <typename T>
+  static constexpr std::array<T, kMaxKernelInputs> filled(T v) {
+    std::array<T, kMaxKernelInputs> a;
+    a.fill(v);
+    return a;
+  }
 };
 
 /// Configurations per block task: kernel_configs() of one operand set is cut into chunks of
 /// this many, so tasks stay small for balancing and checkpoints.
 inline constexpr int kConfigsPerTask = 16;
+
+/// The configurations the block tasks of one kernel task's operand set try (Generator::
+/// configs_for). With the model bound they are sorted by their floors.
+struct ConfigList {
+  std::vector<TensorId> operands;  ///< kernel-graph tensors, increasing
+  std::vector<KernelConfig> configs;
+  /// With the model bound, config_floor_us of each configuration (ascending); else empty.
+  std::vector<double> floors;
+  bool by_floor = false;  ///< made for the model bound (floors filled, configurations sorted)
+};
 
 /// A node of the search tree: a kernel-graph prefix, and for block tasks the operands of the
 /// graph-defined kernel to grow next and which chunk of their configurations to try.
@@ -51,6 +73,10 @@ struct Task {
   /// outputs), so it yields candidates and no children. These run first to set the cost bound;
   /// the full pass over the same configurations follows and finds them again (deduplicated).
   bool finish_only = false;
+  /// Block task: the operands' configurations, computed once by the kernel task that made it
+  /// and shared by all its chunks (computing them is most of a short block task's time). Null
+  /// for tasks read from a checkpoint: the generator computes the list again (not stored).
+  std::shared_ptr<const ConfigList> configs;
   bool is_block() const { return chunk >= 0; }
 };
 
@@ -223,11 +249,11 @@ class Generator {
   uint64_t vars_of(ExprId e);
 
   /// The configurations the block tasks of `operands` after `prefix` try, in chunks of
-  /// kConfigsPerTask: kernel_configs() refined by the operands' index labels. Cached for the
-  /// last prefix and operands: sibling block tasks share both, and the list can be long (3-D
-  /// operands give tens of thousands of configurations).
-  const std::vector<KernelConfig>& configs_for(const std::shared_ptr<const Graph>& prefix,
-                                               const std::vector<TensorId>& operands);
+  /// kConfigsPerTask: kernel_configs() refined by the operands' index labels, sorted by their
+  /// floors with the model bound. Kernel tasks hand the list to the block tasks they make
+  /// (Task::configs); the last list is cached for tasks that come without one (resumed ones).
+  std::shared_ptr<const ConfigList> configs_for(const std::shared_ptr<const Graph>& prefix,
+                                                const std::vector<TensorId>& operands);
 
  private:
   bool run_kernel_task(const Task& task, TaskOutput& out);
@@ -239,9 +265,7 @@ class Generator {
   bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
-  std::vector<KernelConfig> configs_;
-  /// With the model bound, config_floor_us of each of configs_ (which are sorted by it).
-  std::vector<double> config_floors_;
+  std::shared_ptr<const ConfigList> configs_;
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_;
 };
@@ -259,7 +283,8 @@ struct OperandIndexUse {
   std::vector<std::vector<int64_t>> stack_slot;
 };
 
-/// Every graph-defined kernel configuration for the operands `inputs` of kernel graph `g`
+/// Every graph-defined kernel configuration for the operands `inputs` of kernel graph `g` (at
+/// most kMaxKernelInputs)
 /// (grids, for-loop ranges, imaps and fmaps from the candidate lists of DESIGN.md §4).
 /// With `use`: (1) the for-loop splits only contracted indices: a loop over an index the program
 /// never sums can only concatenate its iterations, which is a grid axis run serially (same
@@ -277,7 +302,7 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
 /// A lower bound on the cost model's estimate of any graph-defined kernel with configuration
 /// `c` over tensors of `g`: its launch plus the L2 and busiest-SM terms of the tiles its input
 /// iterators load (every iterator of a closed block graph is used; savers only add to these).
-double config_floor_us(const Graph& g, const KernelConfig& c, const GpuSpec& gpu);
+double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c, const GpuSpec& gpu);
 
 /// Largest dim extent that kernel_configs() splits into tiles of 1, 2 or 4.
 inline constexpr int64_t kFineSplitMaxExtent = 64;

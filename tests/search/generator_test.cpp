@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "example_graphs.h"
@@ -29,9 +30,10 @@ TEST(KernelConfigs, EveryConfigurationSplitsEvenlyAndUsesEveryAxis) {
   ASSERT_FALSE(configs.empty());
   const std::set<int64_t> forloops{1, 4, 16, 64};
   for (const KernelConfig& c : configs) {
-    EXPECT_EQ(c.inputs, inputs);
-    ASSERT_EQ(c.imaps.size(), inputs.size());
-    ASSERT_EQ(c.fmaps.size(), inputs.size());
+    for (size_t i = inputs.size(); i < c.imaps.size(); ++i) {
+      EXPECT_EQ(c.imaps[i], (std::array<int8_t, 3>{kPhi, kPhi, kPhi})) << "slot " << i << " maps no operand";
+      EXPECT_EQ(c.fmaps[i], kPhi) << "slot " << i << " maps no operand";
+    }
     EXPECT_TRUE(forloops.count(c.forloop)) << c.forloop;
     EXPECT_GE(c.grid.x, 1);
     EXPECT_LE(c.grid.volume(), 4096);
@@ -239,7 +241,7 @@ Graph small_split_kv() { return examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8); }
 TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const std::vector<TensorId>& operands) {
   Generator gen(ctx);
   auto shared = std::make_shared<const Graph>(prefix);
-  const size_t configs = gen.configs_for(shared, operands).size();
+  const size_t configs = gen.configs_for(shared, operands)->configs.size();
   TaskOutput all;
   std::atomic<bool> stop{false};
   for (size_t c = 0; c * kConfigsPerTask < configs; ++c) {
@@ -253,6 +255,47 @@ TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const std::v
     for (FoundCandidate& f : out.candidates) all.candidates.push_back(std::move(f));
   }
   return all;
+}
+
+TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) {
+  // A kernel task hands each operand set's configurations to all its chunk tasks; a task read
+  // from a checkpoint has none and computes them again. Both must run the same configurations
+  // (with the model bound: in the same order, with the same floors).
+  Graph program = parse_program(kSmallGqa);
+  SearchOptions options;
+  options.cost_bound = CostBound::model;
+  SearchContext ctx(program, options);
+  Generator gen(ctx);
+  std::atomic<bool> stop{false};
+  TaskOutput root;
+  ASSERT_TRUE(gen.run(ctx.root(), root, stop));
+  std::map<std::vector<TensorId>, const ConfigList*> lists;
+  int block_tasks = 0, compared = 0;
+  for (const Task& t : root.children) {
+    if (!t.is_block()) continue;
+    ++block_tasks;
+    ASSERT_NE(t.configs, nullptr);
+    EXPECT_EQ(t.configs->operands, t.operands);
+    EXPECT_TRUE(t.configs->by_floor);
+    auto [it, fresh] = lists.emplace(t.operands, t.configs.get());
+    EXPECT_EQ(it->second, t.configs.get()) << "chunks of one operand set share one list";
+    if (t.finish_only || compared >= 6) continue;
+    ++compared;
+    Task resumed = t;
+    resumed.configs.reset();
+    TaskOutput with, without;
+    Generator fresh_gen(ctx);  // no cached list
+    ASSERT_TRUE(gen.run(t, with, stop));
+    ASSERT_TRUE(fresh_gen.run(resumed, without, stop));
+    ASSERT_EQ(with.children.size(), without.children.size());
+    for (size_t i = 0; i < with.children.size(); ++i) EXPECT_EQ(*with.children[i].prefix, *without.children[i].prefix);
+    ASSERT_EQ(with.candidates.size(), without.candidates.size());
+    for (size_t i = 0; i < with.candidates.size(); ++i)
+      EXPECT_EQ(with.candidates[i].graph, without.candidates[i].graph);
+    EXPECT_EQ(with.stats.states, without.stats.states);
+  }
+  EXPECT_GT(block_tasks, static_cast<int>(lists.size())) << "some operand set has more than one chunk";
+  EXPECT_GT(compared, 0);
 }
 
 TEST(Generator, SplitKeysKernelStacksItsPartials) {
@@ -295,17 +338,18 @@ TEST(Generator, ConfigFloorChargesEveryBlockForWhatItLoads) {
   // head's whole K and V (1 MiB); splitting the keys makes each load 1/32 of them and all of Q.
   const Graph g = examples::gqa_split_kv();
   const GpuSpec& h200 = gpu_spec("h200");
-  KernelConfig keys{{TensorId(0), TensorId(1), TensorId(2)},
-                    Dim3{64, 2, 1},
-                    4,
-                    {{kPhi, 0, kPhi}, {2, 0, kPhi}, {1, 0, kPhi}},
-                    {kPhi, 2, 1}};
-  KernelConfig rows{{TensorId(0), TensorId(1), TensorId(2)},
-                    Dim3{32, 2, 1},
-                    4,
-                    {{1, 0, kPhi}, {kPhi, 0, kPhi}, {kPhi, 0, kPhi}},
-                    {kPhi, 2, 1}};
-  const double by_keys = config_floor_us(g, keys, h200), by_rows = config_floor_us(g, rows, h200);
+  const std::vector<TensorId> qkv{TensorId(0), TensorId(1), TensorId(2)};
+  auto config = [](Dim3 grid, std::vector<std::array<int8_t, 3>> imaps, std::vector<int8_t> fmaps) {
+    KernelConfig c;
+    c.grid = grid;
+    c.forloop = 4;
+    std::copy(imaps.begin(), imaps.end(), c.imaps.begin());
+    std::copy(fmaps.begin(), fmaps.end(), c.fmaps.begin());
+    return c;
+  };
+  const KernelConfig keys = config(Dim3{64, 2, 1}, {{kPhi, 0, kPhi}, {2, 0, kPhi}, {1, 0, kPhi}}, {kPhi, 2, 1});
+  const KernelConfig rows = config(Dim3{32, 2, 1}, {{1, 0, kPhi}, {kPhi, 0, kPhi}, {kPhi, 0, kPhi}}, {kPhi, 2, 1});
+  const double by_keys = config_floor_us(g, qkv, keys, h200), by_rows = config_floor_us(g, qkv, rows, h200);
   EXPECT_GT(by_keys, h200.launch_us);
   EXPECT_GT(by_rows, 4 * (by_keys - h200.launch_us) + h200.launch_us);
   // Never above what the cost model estimates for a kernel with that configuration (the

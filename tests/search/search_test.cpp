@@ -411,6 +411,32 @@ TEST(Search, ProgramWithoutOutputsIsAUserError) {
   EXPECT_THROW(search(g, limits(1, 1, 4)), UserError);
 }
 
+TEST(Search, LimitsOutsideTheirRangesAreUserErrorsNamingTheLimit) {
+  // The CLI checks its flags; the Python options object sets the fields directly, so the search
+  // checks them too (a kernel reads at most kMaxKernelInputs operands).
+  Graph program = parse_program(kRmsNorm);
+  auto expect_refused = [&](SearchOptions o, const std::string& name) {
+    try {
+      search(program, o);
+      ADD_FAILURE() << "expected a UserError for " << name;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  };
+  SearchOptions o = limits(1, 1, 4);
+  o.max_kernel_inputs = 9;
+  expect_refused(o, "max_kernel_inputs");
+  o = limits(1, 1, 4);
+  o.max_kernel_ops = 0;
+  expect_refused(o, "max_kernel_ops");
+  o = limits(1, 1, 4);
+  o.max_block_ops = 33;
+  expect_refused(o, "max_block_ops");
+  o = limits(1, 1, 4);
+  o.max_graph_kernels = -1;
+  expect_refused(o, "max_graph_kernels");
+}
+
 TEST(Search, AMuGraphIsNotAProgram) {
   // A best μGraph (graph-defined kernel inside) is refused as the program to search.
   Graph program = parse_program(kElementwise);
