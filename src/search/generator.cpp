@@ -559,7 +559,18 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
           std::shared_ptr<const ConfigList> configs = configs_for(task.prefix, subset);
           const size_t n = configs->configs.size();
           out.stats.block_configs += static_cast<int64_t>(n);
-          for (size_t c = 0; c < n; c += kConfigsPerTask) {
+          // With the model bound the configurations are sorted by their floors, and the bound only
+          // tightens: the chunks whose configurations are all beyond it now are never made (the
+          // block task would skip each configuration with the same test).
+          size_t tried = n;
+          if (configs->by_floor) {
+            const double rest = model_rest_floor_us(prefix, finishes, floor_extra), bound = ctx_.bound_us();
+            tried = static_cast<size_t>(std::partition_point(configs->floors.begin(), configs->floors.end(),
+                                                             [&](double floor) { return !(rest + floor > bound); }) -
+                                        configs->floors.begin());
+            if (tried < n) out.stats.pruned["cost_bound"] += static_cast<int64_t>(n - tried);
+          }
+          for (size_t c = 0; c < tried; c += kConfigsPerTask) {
             Task child;
             child.path = task.path;
             child.prefix = task.prefix;
@@ -1237,6 +1248,12 @@ bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<T
   return (needed & ~have) == 0;
 }
 
+double Generator::model_rest_floor_us(const Graph& prefix, bool finishes, double floor_extra) const {
+  return cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes,
+                             count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +
+         floor_extra;
+}
+
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
@@ -1253,13 +1270,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   MUGRAPH_CHECK(list->by_floor == ctx_.model_bound()) << "a block task's configurations were made for the other bound";
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
-  // The model's floor of the prefix's kernels, and of one more kernel if this one cannot finish.
   const bool model_bound = ctx_.model_bound();
-  const double rest_floor_us = model_bound
-                                   ? cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes,
-                                                         count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +
-                                         floor_extra
-                                   : 0.0;
+  const double rest_floor_us = model_bound ? model_rest_floor_us(prefix, finishes, floor_extra) : 0.0;
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
     if (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us()) {

@@ -255,14 +255,20 @@ class Generator {
   std::shared_ptr<const ConfigList> configs_for(const std::shared_ptr<const Graph>& prefix,
                                                 const std::vector<TensorId>& operands);
 
+  /// With the model bound: the model's floor of the prefix's kernels, of one more kernel if the
+  /// next graph-defined kernel cannot finish the program, and `floor_extra` (floor_extra_us);
+  /// a configuration whose config_floor_us added to it is beyond the bound is cut.
+  double model_rest_floor_us(const Graph& prefix, bool finishes, double floor_extra) const;
+
+  /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
+  /// input the outputs depend on, so that it could compute them alone.
+  bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
+
  private:
   bool run_kernel_task(const Task& task, TaskOutput& out);
   bool run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
 
   SearchContext& ctx_;
-  /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
-  /// input the outputs depend on, so that it could compute them alone.
-  bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
   std::shared_ptr<const ConfigList> configs_;

@@ -298,6 +298,58 @@ TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) 
   EXPECT_GT(compared, 0);
 }
 
+TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
+  // With the model bound a kernel task makes only the chunks whose first configuration is within
+  // the bound (the lists are sorted by floor, and the bound only tightens). Every chunk it leaves
+  // out must be one the block task would have skipped entirely.
+  Graph program = parse_program(kSmallGqa);
+  SearchOptions options;
+  options.cost_bound = CostBound::model;
+  SearchContext ctx(program, options);
+  std::atomic<bool> stop{false};
+  auto chunks = [&] {
+    Generator gen(ctx);
+    TaskOutput out;
+    EXPECT_TRUE(gen.run(ctx.root(), out, stop));
+    std::map<std::vector<TensorId>, int32_t> n;
+    for (const Task& t : out.children)
+      if (t.is_block() && !t.finish_only) n[t.operands] = std::max(n[t.operands], t.chunk + 1);
+    return n;
+  };
+  const std::map<std::vector<TensorId>, int32_t> unbounded = chunks();
+  // A bound halfway through the floors of the operand set with the most chunks.
+  const auto most = std::max_element(unbounded.begin(), unbounded.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  Generator probe(ctx);
+  const Task root_task = ctx.root();
+  const std::shared_ptr<const ConfigList> list = probe.configs_for(root_task.prefix, most->first);
+  ASSERT_GT(most->second, 2);
+  const Graph& root = *root_task.prefix;
+  const bool finishes = probe.can_finish(expressions(root, ctx.exprs()).tensors, most->first);
+  ctx.set_bound_us(probe.model_rest_floor_us(root, finishes, ctx.floor_extra_us(root)) +
+                   list->floors[list->floors.size() / 2]);
+  const std::map<std::vector<TensorId>, int32_t> bounded = chunks();
+  int left_out = 0, kept = 0;
+  Generator gen(ctx);
+  for (const auto& [operands, n] : unbounded) {
+    const int32_t made = bounded.count(operands) ? bounded.at(operands) : 0;
+    kept += made;
+    for (int32_t c = made; c < n; ++c) {
+      ++left_out;
+      Task t;
+      t.prefix = ctx.root().prefix;
+      t.operands = operands;
+      t.chunk = c;
+      TaskOutput out;
+      ASSERT_TRUE(gen.run(t, out, stop));
+      EXPECT_EQ(out.stats.states, 0) << "chunk " << c << " of a left-out operand set grew block graphs";
+      EXPECT_TRUE(out.children.empty() && out.candidates.empty());
+    }
+  }
+  EXPECT_GT(left_out, 0);
+  EXPECT_GT(kept, 0);
+}
+
 TEST(Generator, SplitKeysKernelStacksItsPartials) {
   Graph program = parse_program(kSmallGqa);
   SearchContext ctx(program, SearchOptions{});
