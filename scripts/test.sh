@@ -14,7 +14,7 @@ bash scripts/build.sh -DMUGRAPH_WERROR=ON
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
 echo "== 2/4 CLI cross-checks against NumPy, and the Python package (pytest)"
-MUGRAPH_BIN="$PWD/build/bin/mugraph" .venv/bin/python -m pytest -q tests/tools
+MUGRAPH_BIN="$PWD/build/bin/mugraph" .venv/bin/python -m pytest -q --durations=15 tests/tools
 PYTHONPATH="$PWD/build/python" .venv/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 echo "== 3/4 ASan + UBSan build and ctest"
@@ -22,7 +22,7 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=Debug -DMUGRAPH_SANITIZ
 cmake --build build-sanitize -j "$JOBS"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
-MUGRAPH_BIN="$PWD/build-sanitize/bin/mugraph" .venv/bin/python -m pytest -q tests/tools
+MUGRAPH_BIN="$PWD/build-sanitize/bin/mugraph" .venv/bin/python -m pytest -q --durations=15 tests/tools
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 echo "== 4/4 fuzz the program parser for ${MUGRAPH_FUZZ_SECONDS:-60} s"

@@ -67,10 +67,14 @@ struct VerifyResult {
 /// What verify() computed for a reference graph (random inputs and the reference's outputs,
 /// per test seed), kept so that verifying many candidates against one reference with the same
 /// options runs the reference once per test (the search verifies its candidates this way).
-/// Bound to the first reference it sees; not thread-safe.
+/// Bound to the first reference it sees; not thread-safe. The reference's outputs are kept for
+/// every test; its inputs only while those kept total at most `kept_input_bytes` (beyond, each
+/// candidate's test draws them again from the seed: at the paper's shapes one test's inputs are
+/// hundreds of MB).
 class ReferenceRuns {
  public:
-  ReferenceRuns();
+  static constexpr int64_t kDefaultKeptInputBytes = int64_t{2} << 30;
+  explicit ReferenceRuns(int64_t kept_input_bytes = kDefaultKeptInputBytes);
   ~ReferenceRuns();
   ReferenceRuns(const ReferenceRuns&) = delete;
   ReferenceRuns& operator=(const ReferenceRuns&) = delete;

@@ -196,6 +196,29 @@ TEST(Verify, SeedReplaysTheVerdict) {
   EXPECT_EQ(e1.float_max_rel_error, e2.float_max_rel_error);
 }
 
+TEST(Verify, ReferenceRunsGiveTheSameVerdictsWhetherTheyKeepTheInputsOrNot) {
+  // A search verifies many candidates against one reference through one ReferenceRuns; beyond
+  // its input budget a test draws the inputs again. Same verdicts, tests and bounds either way,
+  // for each candidate and when a test seed is met again.
+  const Graph ref = parse_program("input X[4, 8]\ninput W[8, 8]\nO = matmul(mul(X, 2), W)\noutput O\n");
+  const Graph same = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n");
+  const Graph off = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, add(W, 0.001)), 2)\noutput O\n");
+  ReferenceRuns keeps, keeps_none(0);
+  for (const Graph* cand : {&same, &off, &same}) {
+    const VerifyResult alone = verify(ref, *cand, quick(3));
+    for (ReferenceRuns* runs : {&keeps, &keeps_none}) {
+      const VerifyResult r = verify(ref, *cand, quick(3), runs);
+      EXPECT_EQ(r.verdict, alone.verdict) << describe(r);
+      EXPECT_EQ(r.tests_run, alone.tests_run);
+      EXPECT_EQ(r.bound, alone.bound);
+      EXPECT_EQ(r.reason, alone.reason);
+      EXPECT_EQ(r.float_max_rel_error, alone.float_max_rel_error);
+    }
+  }
+  EXPECT_EQ(verify(ref, same, quick(3)).verdict, Verdict::equivalent);
+  EXPECT_EQ(verify(ref, off, quick(3)).verdict, Verdict::not_equivalent);
+}
+
 TEST(Verify, ThreadCountDoesNotChangeTheVerdict) {
   const char* a = "input X[8, 64]\ninput W[64, 32]\nO = matmul(X, W)\noutput O\n";
   const char* b = "input X[8, 64]\ninput W[64, 32]\nO = matmul(X, add(W, 0.5))\noutput O\n";
