@@ -492,15 +492,15 @@ int run_main(int argc, char** argv) {
   srch->add_option("FILE", file, "program (.mg)")->required();
   srch->add_option("-o,--output", out_dir, "output directory")->required();
   srch->add_option("--max-kernel-ops", sopts.max_kernel_ops, "most non-input ops in the kernel graph (default 5)")
-      ->check(CLI::Range(1, 16));
+      ->check(CLI::Range(kMaxKernelOpsRange.lo, kMaxKernelOpsRange.hi));
   srch->add_option("--max-block-ops", sopts.max_block_ops,
                    "most ops per block graph, input iterators counted (default 12)")
-      ->check(CLI::Range(1, 32));
+      ->check(CLI::Range(kMaxBlockOpsRange.lo, kMaxBlockOpsRange.hi));
   srch->add_option("--max-graph-kernels", sopts.max_graph_kernels, "most graph-defined kernels (default 2)")
-      ->check(CLI::Range(0, 8));
+      ->check(CLI::Range(kMaxGraphKernelsRange.lo, kMaxGraphKernelsRange.hi));
   srch->add_option("--max-kernel-inputs", sopts.max_kernel_inputs,
                    "most DTensors one graph-defined kernel reads (default 4)")
-      ->check(CLI::Range(1, 8));
+      ->check(CLI::Range(kMaxKernelInputsRange.lo, kMaxKernelInputsRange.hi));
   srch->add_option("--threads", sopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")
       ->check(CLI::NonNegativeNumber);

@@ -49,6 +49,15 @@ enum class StopReason : uint8_t {
 /// "exhausted", "time_limit", "interrupted".
 std::string_view stop_reason_name(StopReason r);
 
+/// The ranges of SearchOptions' limits, inclusive: the CLI's flags and search() check them.
+struct LimitRange {
+  int lo, hi;
+};
+inline constexpr LimitRange kMaxKernelOpsRange{1, 16};
+inline constexpr LimitRange kMaxBlockOpsRange{1, 32};
+inline constexpr LimitRange kMaxGraphKernelsRange{0, 8};
+inline constexpr LimitRange kMaxKernelInputsRange{1, 8};
+
 /// Options of a search; the defaults are the paper's limits where it has them.
 struct SearchOptions {
   /// Most non-input ops in the kernel graph (pre-defined and graph-defined kernels alike).

@@ -148,16 +148,16 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       model_bound_(options.cost_bound == CostBound::model) {
   if (program.level != Level::kernel) throw UserError("search: the program must be a kernel graph");
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
-  // The CLI's ranges, for every caller (the Python options object sets fields directly).
-  auto in_range = [](const char* name, int value, int lo, int hi) {
-    if (value < lo || value > hi)
+  // The CLI checks its flags; the Python options object sets the fields directly.
+  auto in_range = [](const char* name, int value, LimitRange range) {
+    if (value < range.lo || value > range.hi)
       throw UserError("search: " + std::string(name) + " is " + std::to_string(value) + ", expected " +
-                      std::to_string(lo) + ".." + std::to_string(hi));
+                      std::to_string(range.lo) + ".." + std::to_string(range.hi));
   };
-  in_range("max_kernel_ops", options.max_kernel_ops, 1, 16);
-  in_range("max_block_ops", options.max_block_ops, 1, 32);
-  in_range("max_graph_kernels", options.max_graph_kernels, 0, 8);
-  in_range("max_kernel_inputs", options.max_kernel_inputs, 1, kMaxKernelInputs);
+  in_range("max_kernel_ops", options.max_kernel_ops, kMaxKernelOpsRange);
+  in_range("max_block_ops", options.max_block_ops, kMaxBlockOpsRange);
+  in_range("max_graph_kernels", options.max_graph_kernels, kMaxGraphKernelsRange);
+  in_range("max_kernel_inputs", options.max_kernel_inputs, kMaxKernelInputsRange);
   std::set<OpKind> kinds;
   int matmuls = 0;
   for (const Op& op : program.ops) {
@@ -525,6 +525,11 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
     // If this kernel is the last op there is room for, it must compute the outputs from its
     // operands alone: they must hold every program input the outputs depend on.
     const bool last_op = count_kernel_ops(prefix) + 1 >= opt.max_kernel_ops;
+    // With the model bound, model_rest_floor_us indexed by whether the new kernel can finish the
+    // program: it depends on the operand set through that alone.
+    double rest_floor_us[2] = {0, 0};
+    if (ctx_.model_bound())
+      for (bool finishes : {false, true}) rest_floor_us[finishes] = model_rest_floor_us(prefix, finishes, floor_extra);
     // Operand sets, larger first: kernels that read everything they need can finish the program
     // and set the cost bound early.
     std::vector<std::vector<TensorId>> subsets;
@@ -564,7 +569,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
           // block task would skip each configuration with the same test).
           size_t tried = n;
           if (configs->by_floor) {
-            const double rest = model_rest_floor_us(prefix, finishes, floor_extra), bound = ctx_.bound_us();
+            const double rest = rest_floor_us[finishes], bound = ctx_.bound_us();
             tried = static_cast<size_t>(std::partition_point(configs->floors.begin(), configs->floors.end(),
                                                              [&](double floor) { return !(rest + floor > bound); }) -
                                         configs->floors.begin());

@@ -25,7 +25,7 @@
 namespace mugraph::search_detail {
 
 /// Most DTensors one graph-defined kernel may read (SearchOptions::max_kernel_inputs).
-inline constexpr int kMaxKernelInputs = 8;
+inline constexpr int kMaxKernelInputs = kMaxKernelInputsRange.hi;
 
 /// A graph-defined kernel configuration: how blocks and iterations split the DTensors it reads
 /// (its operands, which all configurations of one list share: ConfigList, Task::operands).

@@ -8,6 +8,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -286,6 +287,21 @@ struct ReferenceRuns::Impl {
   };
   std::map<uint64_t, FF> ff;
   int64_t kept_input_bytes = 0;
+
+  /// The entry of test seed `s`, and whether it was just made (the reference has not run yet).
+  std::pair<FF*, bool> entry(uint64_t s) {
+    auto [it, made] = ff.try_emplace(s);
+    return {&it->second, made};
+  }
+
+  /// Keeps a fresh test's inputs in `f` if the budget allows (taking them from `drawn`).
+  void keep_inputs(FF& f, std::vector<FFTensor>& drawn) {
+    int64_t bytes = 0;
+    for (const FFTensor& t : drawn) bytes += 2 * t.numel() * static_cast<int64_t>(sizeof(uint32_t));
+    if (kept_input_bytes + bytes > max_kept_input_bytes) return;
+    kept_input_bytes += bytes;
+    f.inputs = std::exchange(drawn, {});
+  }
   std::map<std::pair<uint64_t, int>, std::pair<std::vector<HostTensor>, std::vector<HostTensor>>> flt;  // inputs, outputs
 
   void bind(const Graph& reference) {
@@ -344,28 +360,20 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
   while (r.tests_run < wanted) {
     const uint64_t s = draw_seed(options.seed, draw++);
     FFContext ctx{random_root_of_unity(splitmix64(s ^ 0x5bd1e995u)), s};
-    ReferenceRuns::Impl::FF* kept = nullptr;
-    bool fresh = true;
-    if (cache) {
-      auto [it, inserted] = cache->ff.try_emplace(s);
-      kept = &it->second;
-      fresh = inserted;
-    }
-    std::vector<FFTensor> drawn;
-    if (!kept || fresh || kept->inputs.empty()) drawn = random_ff_inputs(reference, s);
+    // The reference's side of the test: from the cache where it ran before (drawing the inputs
+    // again if they were not kept), else run now.
     ReferenceRuns::Impl::FF local;
-    ReferenceRuns::Impl::FF& ref = kept ? *kept : local;
+    ReferenceRuns::Impl::FF* ref = &local;
+    bool fresh = true;
+    if (cache) std::tie(ref, fresh) = cache->entry(s);
+    std::vector<FFTensor> drawn;
+    if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s);
     if (fresh) {
-      ref.run = run_ff(reference, drawn, ctx, options.threads);
-      int64_t bytes = 0;
-      for (const FFTensor& t : drawn) bytes += 2 * t.numel() * static_cast<int64_t>(sizeof(uint32_t));
-      if (kept && cache->kept_input_bytes + bytes <= cache->max_kept_input_bytes) {
-        cache->kept_input_bytes += bytes;
-        kept->inputs = std::exchange(drawn, {});
-      }
+      ref->run = run_ff(reference, drawn, ctx, options.threads);
+      if (cache) cache->keep_inputs(*ref, drawn);
     }
-    const std::vector<FFTensor>& inputs = drawn.empty() ? ref.inputs : drawn;
-    const FFRun& a = ref.run;
+    const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
+    const FFRun& a = ref->run;
     if (a.zero_divisor) {
       ++r.redraws;
       if (++streak_ref >= kMaxRedrawsInARow) {
