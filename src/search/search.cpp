@@ -97,6 +97,7 @@ class Driver {
 
  private:
   double elapsed() const { return offset_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
+  bool time_limit_reached() const { return opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds; }
 
   /// Works the pending tasks with every thread until they are done or a limit stops them.
   void run_tasks() {
@@ -136,6 +137,12 @@ class Driver {
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return stop_.load() || !pending_.empty() || in_flight_.empty(); });
+        // The time limit is checked here too, not only by the monitor: the monitor wakes every
+        // 50 ms, and a search shorter than that would run past a smaller limit to its end.
+        if (!stop_.load() && time_limit_reached()) {
+          stop_reason_ = StopReason::time_limit;
+          stop_.store(true);
+        }
         if (stop_.load() || (pending_.empty() && in_flight_.empty())) {
           cv_.notify_all();
           monitor_cv_.notify_one();
@@ -202,7 +209,7 @@ class Driver {
         if (control_ && control_->stop.load()) {
           stop_reason_ = StopReason::interrupted;
           stop_.store(true);
-        } else if (opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds) {
+        } else if (time_limit_reached()) {
           stop_reason_ = StopReason::time_limit;
           stop_.store(true);
         }
