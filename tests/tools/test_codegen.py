@@ -51,6 +51,17 @@ def example_id(path):
     return str(rel.parent / rel.stem) if rel.parent.name else rel.stem
 
 
+def need_emulation(sanitized_build):
+    """Skips a test that builds and runs generated code on the host emulation, in the sanitized
+    pass: the host compiler builds that code without sanitizers, so the pass would repeat the
+    Release pass's runs unchanged (about 15 minutes of CI). The sanitized binary's own share, the
+    emitter, runs there in the nvcc tests; `bench --emulate` runs there on a small μGraph."""
+    if CXX is None:
+        pytest.skip("no C++ compiler to build the emulated code")
+    if sanitized_build:
+        pytest.skip("the emulated code is not sanitized: the Release pass runs it")
+
+
 def program_of(path):
     """The benchmark a μGraph or program implements (found/<name>/best.json, <name>.mg)."""
     return path.parent.name if path.name == "best.json" else path.stem
@@ -80,9 +91,8 @@ def codegen(mugraph_bin, path, target, out):
 
 
 @pytest.mark.parametrize("path", ALL, ids=example_id)
-def test_generated_code_matches_the_interpreter(mugraph_bin, tmp_path, path):
-    if CXX is None:
-        pytest.skip("no C++ compiler to build the emulated code")
+def test_generated_code_matches_the_interpreter(mugraph_bin, sanitized_build, tmp_path, path):
+    need_emulation(sanitized_build)
     manifest = codegen(mugraph_bin, path, "sm_90a", tmp_path)
     assert manifest["format"] == "mugraph-codegen-manifest" and manifest["target"] == "sm_90a"
     exe = tmp_path / "emu"
@@ -226,11 +236,10 @@ def test_pre_defined_matmuls_link_against_cublas(mugraph_bin, tmp_path):
 
 @pytest.mark.parametrize("stages", [1, 3, 4])
 @pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
-def test_every_pipeline_depth_matches_the_interpreter(mugraph_bin, tmp_path, name, stages):
+def test_every_pipeline_depth_matches_the_interpreter(mugraph_bin, sanitized_build, tmp_path, name, stages):
     # The default (2 stages) runs in test_generated_code_matches_the_interpreter. The emulation
     # lands a cp.async only at its wait, so a tile read before its wait reads poison.
-    if CXX is None:
-        pytest.skip("no C++ compiler to build the emulated code")
+    need_emulation(sanitized_build)
     r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / f"{name}.json", "--emulate", "--stages", str(stages),
                 "--cache-dir", tmp_path, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -240,12 +249,11 @@ def test_every_pipeline_depth_matches_the_interpreter(mugraph_bin, tmp_path, nam
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("ugraphs/*.json")))
-def test_sm80_code_matches_the_interpreter(mugraph_bin, tmp_path, name):
+def test_sm80_code_matches_the_interpreter(mugraph_bin, sanitized_build, tmp_path, name):
     # sm_80 code differs from sm_90a's: cp.async instead of the copy engine, mma.sync with
     # ldmatrix instead of wgmma, and so other tile layouts (padded rows for ldmatrix: the layout
     # pass, layout_choice.h). The emulation runs it all.
-    if CXX is None:
-        pytest.skip("no C++ compiler to build the emulated code")
+    need_emulation(sanitized_build)
     path = EXAMPLES / "ugraphs" / f"{name}.json"
     graph = json.loads(path.read_text())["graph"]
     manifest = {"inputs": [{"name": op["name"], "shape": op["shape"], "dtype": op["dtype"]}
@@ -262,10 +270,9 @@ def test_sm80_code_matches_the_interpreter(mugraph_bin, tmp_path, name):
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_row_major_layouts_match_the_interpreter(mugraph_bin, tmp_path, target):
+def test_row_major_layouts_match_the_interpreter(mugraph_bin, sanitized_build, tmp_path, target):
     # The layout pass off (every tile dense row-major), as before it existed.
-    if CXX is None:
-        pytest.skip("no C++ compiler to build the emulated code")
+    need_emulation(sanitized_build)
     r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "rmsnorm_fig3b.json", "--emulate", "--target", target,
                 "--layouts", "row-major", "--cache-dir", tmp_path, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
