@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -699,6 +700,37 @@ class BlockSearch {
         child_index_(child_index) {}
 
   bool run() {
+    grow();
+    // The hot rules count their prunings in an array; the stats map takes them once.
+    for (size_t r = 0; r < kPruneCount; ++r)
+      if (prunes_[r] != 0) out_.stats.pruned[kPruneNames[r]] += prunes_[r];
+    return !stopped_;
+  }
+
+ private:
+  /// The pruning reasons counted on the hot path, and their names in SearchStats::pruned.
+  enum Prune : uint8_t {
+    kShape,
+    kIndex,
+    kSharedMemory,
+    kPartialSum,
+    kAbstractExpression,
+    kDuplicateValue,
+    kProgramTileValue,
+    kUnclosable,
+    kPruneCount,
+    kAllowed = kPruneCount,  ///< tile_value_rejection: no rule applies
+  };
+  static constexpr std::array<const char*, kPruneCount> kPruneNames{"shape",
+                                                                    "index",
+                                                                    "shared_memory",
+                                                                    "partial_sum",
+                                                                    "abstract_expression",
+                                                                    "duplicate_value",
+                                                                    "program_tile_value",
+                                                                    "unclosable"};
+
+  void grow() {
     const Graph& prefix = *task_.prefix;
     kernel_exprs_ = expressions(prefix, ctx_.exprs()).tensors;
     if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input)
@@ -715,15 +747,15 @@ class BlockSearch {
       auto r = bg_.append(OpKind::input_iterator, {},
                           attrs::iterator(static_cast<int32_t>(i), cfg_.imaps[i], cfg_.fmaps[i]));
       if (!r.ok()) {
-        ++out_.stats.pruned["shape"];
-        return true;
+        ++prunes_[kShape];
+        return;
       }
       const DimLabels& param = kernel_labels->tensors[operands_[i].index()];
       splits_.push_back(iterator_split(param, cfg_.imaps[i], cfg_.fmaps[i]));
       auto tile = tile_labels(ctx_.indices(), param, cfg_.imaps[i], cfg_.fmaps[i], bg_.tensors.back().type.shape);
       if (!tile) {
-        ++out_.stats.pruned["index"];
-        return true;
+        ++prunes_[kIndex];
+        return;
       }
       push_tensor(param_exprs_[i], kLoop, true, false, *tile, uint64_t{1} << i);
       // A loop over the slots of a stack of partial results (tile_labels: the tile's dim there
@@ -736,8 +768,8 @@ class BlockSearch {
       }
     }
     if (smem_ > ctx_.options().target.shared_memory_bytes) {
-      ++out_.stats.pruned["shared_memory"];
-      return true;
+      ++prunes_[kSharedMemory];
+      return;
     }
     num_iterators_ = static_cast<int>(operands_.size());
     // How many outputs this kernel may have without some being dead: what the kernel ops after
@@ -752,10 +784,8 @@ class BlockSearch {
     }
     find_program_tiles();
     grow_with_program_tiles(0);
-    return !stopped_;
   }
 
- private:
   struct TensorState {
     ExprId expr;
     Phase phase;
@@ -873,7 +903,7 @@ class BlockSearch {
         if (ops_needed() <= ctx_.options().max_block_ops - steps())
           grow_with_program_tiles(k + 1);
         else
-          ++out_.stats.pruned["unclosable"];
+          ++prunes_[kUnclosable];
         chosen_roots_.pop_back();
         replayed_extra_ops_ -= static_cast<int>(bg_.ops.size() - before) - 1;
       }
@@ -882,8 +912,8 @@ class BlockSearch {
   }
 
   /// The program-tile-values rule for a new tile-local loop value with normal form `nf` and
-  /// labels `labels`: nullptr if allowed, else the pruning reason.
-  const char* tile_value_rejection(NfId nf, const DimLabels& labels, Phase phase, const Shape& shape) const {
+  /// labels `labels`: kAllowed, or the pruning reason.
+  Prune tile_value_rejection(NfId nf, const DimLabels& labels, Phase phase, const Shape& shape) const {
     const auto& values = ctx_.program_values();
     auto same_indices = [&](const DimLabels& v) {
       if (v.rank != labels.rank) return false;
@@ -896,14 +926,14 @@ class BlockSearch {
       const TensorState& st = state_[i];
       if (st.nf.valid() && st.nf == nf && st.phase == phase && bg_.tensors[i].type.shape == shape &&
           same_indices(st.labels))
-        return "duplicate_value";
+        return kDuplicateValue;
     }
     for (size_t t = 0; t < values.size(); ++t) {
       if (!values[t].nf.valid() || values[t].nf != nf || !same_indices(values[t].labels)) continue;
       // Values of more than one op come from a replay (one step), never op by op.
-      return replayable_[t] ? "program_tile_value" : nullptr;
+      return replayable_[t] ? kProgramTileValue : kAllowed;
     }
-    return "program_tile_value";
+    return kProgramTileValue;
   }
 
   /// Ops still needed to close the graph: unused iterators and open concats must be consumed,
@@ -991,18 +1021,21 @@ class BlockSearch {
     // post-processing values never meet, and only loop-body values are accumulated.
     for (int32_t i : operand_ids)
       if (state_[static_cast<size_t>(i)].phase != state_[static_cast<size_t>(*operand_ids.begin())].phase) return;
-    Op op;
-    op.kind = kind;
-    for (int32_t i : operand_ids) op.inputs.push_back(TensorId(i));
-    op.attrs = attrs;
-    OpRank rank = op_rank(bg_, op);
+    // The probe op is scratch (its inputs keep their capacity): read before the recursion only.
+    probe_.kind = kind;
+    probe_.inputs.clear();
+    for (int32_t i : operand_ids) probe_.inputs.push_back(TensorId(i));
+    probe_.attrs = attrs;
+    const OpRank rank = op_rank(bg_, probe_);
     if (!(rank > last)) return;
     // A concat is only there to feed a matmul (the LoRA rewrite): nothing else may read one.
-    for (TensorId t : op.inputs)
-      if (state_[t.index()].concat && kind != OpKind::matmul) return;
-    if (!append_checked(kind, std::vector<int32_t>(operand_ids), attrs, /*replayed=*/false)) return;
+    for (int32_t i : operand_ids)
+      if (state_[static_cast<size_t>(i)].concat && kind != OpKind::matmul) return;
+    if (!append_checked(kind, std::span<const int32_t>(operand_ids.begin(), operand_ids.size()), attrs,
+                        /*replayed=*/false))
+      return;
     if (ops_needed() > ctx_.options().max_block_ops - steps()) {
-      ++out_.stats.pruned["unclosable"];
+      ++prunes_[kUnclosable];
     } else {
       dfs(rank);
     }
@@ -1013,30 +1046,37 @@ class BlockSearch {
   /// rules) and appends it. Ops replayed from the program skip the oracle and the tile-value rule
   /// (they compute program values by construction) and count no pruning (a failed replay is no
   /// pruned state).
-  bool append_checked(OpKind kind, const std::vector<int32_t>& operands, const OpAttrs& attrs, bool replayed) {
-    auto prune = [&](const char* reason) {
-      if (!replayed) ++out_.stats.pruned[reason];
+  bool append_checked(OpKind kind, std::span<const int32_t> operands, const OpAttrs& attrs, bool replayed) {
+    auto prune = [&](Prune reason) {
+      if (!replayed) ++prunes_[reason];
       return false;
     };
-    std::vector<TensorId> inputs;
+    // Scratch vectors: this runs for every op tried, and allocating them cost a tenth of the
+    // search. Nothing below re-enters append_checked.
+    std::vector<TensorId>& inputs = scratch_.inputs;
+    inputs.clear();
     for (int32_t i : operands) inputs.push_back(TensorId(i));
     if (!shapes_may_fit(kind, bg_.type(inputs[0]).shape, inputs.size() > 1 ? &bg_.type(inputs[1]).shape : nullptr,
                         attrs))
-      return prune("shape");
-    std::vector<TensorType> types;
+      return prune(kShape);
+    std::vector<TensorType>& types = scratch_.types;
+    types.clear();
     for (TensorId t : inputs) types.push_back(bg_.type(t));
     auto outs = infer_output_types(bg_, kind, types, attrs);
-    if (!outs.ok()) return prune("shape");
+    if (!outs.ok()) return prune(kShape);
     const TensorType& type = (*outs)[0];
     uint64_t deps = 0;
     bool partial = kind == OpKind::concat;
-    std::vector<DimLabels> in_labels;
-    std::vector<Shape> in_shapes;
-    for (TensorId t : inputs) {
-      deps |= state_[t.index()].deps;
-      partial |= state_[t.index()].partial;
-      in_labels.push_back(state_[t.index()].labels);
-      in_shapes.push_back(bg_.type(t).shape);
+    std::vector<DimLabels>& in_labels = scratch_.labels;
+    std::vector<Shape>& in_shapes = scratch_.shapes;
+    in_labels.resize(inputs.size());  // assigned element-wise: the carriers keep their capacity
+    in_shapes.clear();
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const TensorState& st = state_[inputs[k].index()];
+      deps |= st.deps;
+      partial |= st.partial;
+      in_labels[k] = st.labels;
+      in_shapes.push_back(bg_.type(inputs[k]).shape);
     }
     // Split bits of the dim a sum or matmul contracts: a slice of its index makes a partial sum.
     const int16_t contracted_bits = kind == OpKind::sum      ? split_bits(in_labels[0][attrs.dim])
@@ -1048,9 +1088,9 @@ class BlockSearch {
     // sqrt(Σ_slice x) or (Σ_slice x)·(Σ_slice y) is never part of the program's value.
     const int16_t a = state_[inputs[0].index()].split_sum;
     const int16_t b = inputs.size() > 1 ? state_[inputs[1].index()].split_sum : 0;
-    if (a != 0 && op_info(kind).category == OpCategory::unary) return prune("partial_sum");
-    if ((kind == OpKind::mul || kind == OpKind::matmul) && a != 0 && b != 0) return prune("partial_sum");
-    if (kind == OpKind::div && b != 0) return prune("partial_sum");
+    if (a != 0 && op_info(kind).category == OpCategory::unary) return prune(kPartialSum);
+    if ((kind == OpKind::mul || kind == OpKind::matmul) && a != 0 && b != 0) return prune(kPartialSum);
+    if (kind == OpKind::div && b != 0) return prune(kPartialSum);
     // A slice's partial sum p_k is only meaningful summed over the slices k: scaling it by a value
     // that changes with the iteration (Σ_k p_k·x_k) or adding such a value, or concatenating the
     // p_k instead of summing them, is not a sum the program computes. The same holds for the
@@ -1060,26 +1100,27 @@ class BlockSearch {
         const int16_t bit = kAxisBits[axis];
         if (((a | b) & bit) == 0 || ((a & b) & bit) != 0) continue;
         const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
-        if ((other.deps & split_iterators_[static_cast<size_t>(axis)]) != 0) return prune("partial_sum");
+        if ((other.deps & split_iterators_[static_cast<size_t>(axis)]) != 0) return prune(kPartialSum);
       }
-    if (kind == OpKind::accum && attrs.dim != kPhi && (a & kLoopBit) != 0) return prune("partial_sum");
+    if (kind == OpKind::accum && attrs.dim != kPhi && (a & kLoopBit) != 0) return prune(kPartialSum);
     int16_t split_sum = static_cast<int16_t>(a | b | contracted_bits);
     if (kind == OpKind::accum && attrs.dim == kPhi) split_sum &= ~kLoopBit;  // the loop's slices summed
     std::optional<DimLabels> labels = kind == OpKind::accum
                                           ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
                                           : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
-    if (!labels || !nonlinear_ok(ctx_.indices(), kind, inputs.size(), in_labels)) return prune("index");
+    if (!labels || !nonlinear_ok(ctx_.indices(), kind, inputs.size(), in_labels)) return prune(kIndex);
     int64_t bytes = type.shape.numel() * dtype_bytes(type.dtype);
-    if (smem_ + bytes > ctx_.options().target.shared_memory_bytes) return prune("shared_memory");
-    Op op;
+    if (smem_ + bytes > ctx_.options().target.shared_memory_bytes) return prune(kSharedMemory);
+    Op& op = scratch_.op;
     op.kind = kind;
     op.inputs = inputs;
     op.attrs = attrs;
-    std::vector<ExprId> operand_exprs;
+    std::vector<ExprId>& operand_exprs = scratch_.exprs;
+    operand_exprs.clear();
     for (TensorId t : inputs) operand_exprs.push_back(state_[t.index()].expr);
     ExprId e = op_expressions(bg_, op, operand_exprs, ctx_.exprs(), param_exprs_)[0];
     // Concats are opaque to the oracle (absexpr.h); the matmul that reads them is checked.
-    if (!replayed && kind != OpKind::concat && !gen_.useful(e, out_.stats)) return prune("abstract_expression");
+    if (!replayed && kind != OpKind::concat && !gen_.useful(e, out_.stats)) return prune(kAbstractExpression);
     Phase phase = kind == OpKind::accum ? kPost : state_[inputs[0].index()].phase;
     NfId nf;
     if (!tile_of_.empty() && !partial) {
@@ -1087,7 +1128,7 @@ class BlockSearch {
       if (r.stop == NfStop::none) {
         nf = r.id;
         if (!replayed)
-          if (const char* why = tile_value_rejection(nf, *labels, phase, type.shape)) return prune(why);
+          if (Prune why = tile_value_rejection(nf, *labels, phase, type.shape); why != kAllowed) return prune(why);
       }
     }
     auto r = bg_.append(kind, inputs, attrs);
@@ -1129,7 +1170,7 @@ class BlockSearch {
           if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_))
             omaps[k].push_back(omap);
           else
-            ++out_.stats.pruned["index"];
+            ++prunes_[kIndex];
         }
       if (omaps[k].empty()) return;
     }
@@ -1149,7 +1190,7 @@ class BlockSearch {
       auto r = body.append(OpKind::output_saver, {TensorId(sinks[k])},
                            attrs::saver(static_cast<int32_t>(k), omaps[k][idx[k]]));
       if (!r.ok()) {
-        ++out_.stats.pruned["shape"];
+        ++prunes_[kShape];
         return;
       }
     }
@@ -1193,6 +1234,16 @@ class BlockSearch {
   std::array<uint64_t, 3> split_iterators_{};
   int32_t& child_index_;
   bool stopped_ = false;
+  std::array<int64_t, kPruneCount> prunes_{};
+  Op probe_;  ///< try_op's op, for its rank
+  struct Scratch {
+    std::vector<TensorId> inputs;
+    std::vector<TensorType> types;
+    std::vector<DimLabels> labels;
+    std::vector<Shape> shapes;
+    std::vector<ExprId> exprs;
+    Op op;
+  } scratch_;  ///< append_checked's
 };
 
 }  // namespace
