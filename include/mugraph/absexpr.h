@@ -109,11 +109,10 @@ struct ExprNode {
   friend bool operator==(const ExprNode&, const ExprNode&) = default;
 };
 
-/// Counters of an ExprPool.
+/// Counters of an ExprPool. (Lookups and hits are not counted: a shared counter on the lock-free
+/// lookup path would cost more than the lookup.)
 struct ExprPoolStats {
-  int64_t nodes = 0;    ///< distinct terms
-  int64_t lookups = 0;  ///< node constructions asked for
-  int64_t hits = 0;     ///< of those, how many found an existing node
+  int64_t nodes = 0;  ///< distinct terms
 };
 
 /// A hash-consing arena of terms: building a node that exists returns its id. Not copyable (ids
@@ -169,7 +168,13 @@ class ExprPool {
   std::atomic<ExprNode*> chunks_[kMaxChunks] = {};
   std::atomic<int64_t> size_{0};
 
-  struct Table;  // the hash-cons table and the var names, guarded by mutex_
+  // The hash-cons index: open addressing over node ids, read without the lock (see intern).
+  struct Index;
+  ExprId find(const Index& index, const ExprNode& n, uint64_t hash) const;
+  void insert_locked(ExprId id, uint64_t hash);
+  std::atomic<const Index*> index_{nullptr};
+
+  struct Table;  // the indexes made so far and the var names, guarded by mutex_
   mutable std::mutex mutex_;
   std::unique_ptr<Table> table_;
 };

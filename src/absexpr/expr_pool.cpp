@@ -31,33 +31,50 @@ const ExprKindInfo& kind_info(ExprKind kind) {
   return kKinds[i];
 }
 
-struct NodeHash {
-  size_t operator()(const ExprNode& n) const {
-    // var is identified by its slot (value); the name need not be hashed.
-    size_t h = static_cast<size_t>(n.kind);
-    hash_combine(h, std::hash<int64_t>{}(n.value));
-    hash_combine(h, std::hash<int32_t>{}(n.exp10));
-    hash_combine(h, std::hash<int32_t>{}(n.a.value));
-    hash_combine(h, std::hash<int32_t>{}(n.b.value));
-    return h;
-  }
-};
+/// The hash of a node's identity: a var is identified by its slot (value), not its name.
+uint64_t node_hash(const ExprNode& n) {
+  auto mix = [](uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 31);
+  };
+  uint64_t h = mix(static_cast<uint64_t>(n.kind), static_cast<uint64_t>(n.value));
+  h = mix(h, (static_cast<uint64_t>(static_cast<uint32_t>(n.exp10)) << 32) | static_cast<uint32_t>(n.a.value));
+  h = mix(h, static_cast<uint32_t>(n.b.value));
+  return h ^ (h >> 29);
+}
 
 }  // namespace
 
 std::string_view expr_kind_name(ExprKind kind) { return kind_info(kind).name; }
 int expr_arity(ExprKind kind) { return kind_info(kind).arity; }
 
+/// Slots of node ids (-1: empty), probed linearly from the hash; at most half full. An index is
+/// never freed before the pool: a reader may still probe one that a larger index replaced.
+struct ExprPool::Index {
+  explicit Index(size_t capacity) : mask(capacity - 1), slots(new std::atomic<int32_t>[capacity]) {
+    for (size_t i = 0; i < capacity; ++i) slots[i].store(-1, std::memory_order_relaxed);
+  }
+  size_t mask;
+  std::unique_ptr<std::atomic<int32_t>[]> slots;
+};
+
 struct ExprPool::Table {
-  std::unordered_map<ExprNode, ExprId, NodeHash> ids;
+  std::vector<std::unique_ptr<Index>> indexes;  ///< the last is index_
+  size_t used = 0;                              ///< ids in the last index
   /// Var names by slot; a deque so that the strings (and views of them) never move.
   std::deque<std::string> names;
   std::unordered_map<std::string, int64_t> name_slots;
-  int64_t lookups = 0;
-  int64_t hits = 0;
 };
 
-ExprPool::ExprPool() : table_(std::make_unique<Table>()) {}
+namespace {
+constexpr size_t kFirstIndexCapacity = 1024;
+}
+
+ExprPool::ExprPool() : table_(std::make_unique<Table>()) {
+  table_->indexes.push_back(std::make_unique<Index>(kFirstIndexCapacity));
+  index_.store(table_->indexes.back().get(), std::memory_order_release);
+}
 
 ExprPool::~ExprPool() {
   for (auto& chunk : chunks_) delete[] chunk.load(std::memory_order_relaxed);
@@ -70,18 +87,21 @@ ExprNode* ExprPool::slot(int64_t index) const {
   return chunk + (j - (uint64_t{1} << high));
 }
 
+// Lookups are lock-free: a search interns a term for every op it tries, from every thread, and
+// the mutex with a node-based map took about a sixth of the search. A writer fills the node,
+// publishes it (size_), and only then stores its id into the index (release), so a reader that
+// finds an id finds its node. A reader that misses (the term is new, is being added, or the
+// index it probed was replaced) takes the lock and looks again in the current index.
 ExprId ExprPool::intern(const ExprNode& n) {
   for (int k = 0; k < expr_arity(n.kind); ++k) {
     ExprId child = k == 0 ? n.a : n.b;
     MUGRAPH_CHECK(child.valid() && child.value < size())
         << "child " << child.value << " of a " << expr_kind_name(n.kind) << " node is not a term of this pool";
   }
+  const uint64_t hash = node_hash(n);
+  if (ExprId id = find(*index_.load(std::memory_order_acquire), n, hash); id.valid()) return id;
   std::lock_guard<std::mutex> lock(mutex_);
-  ++table_->lookups;
-  if (auto it = table_->ids.find(n); it != table_->ids.end()) {
-    ++table_->hits;
-    return it->second;
-  }
+  if (ExprId id = find(*index_.load(std::memory_order_relaxed), n, hash); id.valid()) return id;
   int64_t index = size_.load(std::memory_order_relaxed);
   MUGRAPH_CHECK(index < int64_t{INT32_MAX}) << "expression pool is full";
   uint64_t j = static_cast<uint64_t>(index) + (uint64_t{1} << kFirstChunkBits);
@@ -92,9 +112,39 @@ ExprId ExprPool::intern(const ExprNode& n) {
   }
   *slot(index) = n;
   ExprId id(static_cast<int32_t>(index));
-  table_->ids.emplace(n, id);
   size_.store(index + 1, std::memory_order_release);
+  insert_locked(id, hash);
   return id;
+}
+
+ExprId ExprPool::find(const Index& index, const ExprNode& n, uint64_t hash) const {
+  for (size_t i = hash & index.mask;; i = (i + 1) & index.mask) {
+    const int32_t id = index.slots[i].load(std::memory_order_acquire);
+    if (id < 0) return ExprId{};
+    if (*slot(id) == n) return ExprId(id);
+  }
+}
+
+void ExprPool::insert_locked(ExprId id, uint64_t hash) {
+  Table& t = *table_;
+  if (2 * (t.used + 1) > t.indexes.back()->mask + 1) {
+    // Grow: a new index of twice the capacity with every id so far, published whole.
+    auto bigger = std::make_unique<Index>(2 * (t.indexes.back()->mask + 1));
+    const int32_t n = id.value;  // ids 0 .. n-1 are in the old index; id itself goes in below
+    for (int32_t k = 0; k < n; ++k) {
+      const uint64_t h = node_hash(*slot(k));
+      size_t i = h & bigger->mask;
+      while (bigger->slots[i].load(std::memory_order_relaxed) >= 0) i = (i + 1) & bigger->mask;
+      bigger->slots[i].store(k, std::memory_order_relaxed);
+    }
+    t.indexes.push_back(std::move(bigger));
+    index_.store(t.indexes.back().get(), std::memory_order_release);
+  }
+  const Index& index = *t.indexes.back();
+  size_t i = hash & index.mask;
+  while (index.slots[i].load(std::memory_order_relaxed) >= 0) i = (i + 1) & index.mask;
+  index.slots[i].store(id.value, std::memory_order_release);
+  t.used = static_cast<size_t>(id.value) + 1;
 }
 
 const ExprNode& ExprPool::node(ExprId id) const {
@@ -102,10 +152,7 @@ const ExprNode& ExprPool::node(ExprId id) const {
   return *slot(id.value);
 }
 
-ExprPoolStats ExprPool::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return ExprPoolStats{size(), table_->lookups, table_->hits};
-}
+ExprPoolStats ExprPool::stats() const { return ExprPoolStats{size()}; }
 
 ExprId ExprPool::var(std::string_view name) {
   ExprNode n;
