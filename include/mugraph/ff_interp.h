@@ -63,10 +63,37 @@ struct FFRun {
   std::vector<bool> exp_tainted;
 };
 
+/// Kernel-op results shared by the runs of one test. Runs given the same FFOpCache must use the
+/// same FFContext, and inputs of the same name must hold the same values in each (the verifier's
+/// reference and candidates on one test's inputs). A run that meets a kernel op that an earlier
+/// run computed on the same operands takes that result instead of computing it again: the
+/// candidates of a search often share a kernel (a split attention's first kernel, a pre-defined
+/// matmul). Ops match exactly: kind, attributes, body graph, where each operand came from
+/// (recursively, down to the inputs' names), and which residues are read; a hash only finds
+/// candidates for that comparison. Results beyond `max_bytes` are not kept. Not thread-safe.
+class FFOpCache {
+ public:
+  static constexpr int64_t kDefaultMaxBytes = int64_t{1} << 30;
+  explicit FFOpCache(int64_t max_bytes = kDefaultMaxBytes);
+  ~FFOpCache();
+  FFOpCache(const FFOpCache&) = delete;
+  FFOpCache& operator=(const FFOpCache&) = delete;
+  /// Kernel ops taken from the cache instead of computed.
+  int64_t hits() const;
+  /// Bytes of results kept.
+  int64_t kept_bytes() const;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// Runs a kernel graph (which must have passed validate()) on finite-field inputs, one per
 /// `input` op in op order. Blocks run in parallel on `threads` workers (0: all cores); results do
-/// not depend on the thread count.
-FFRun run_ff(const Graph& kernel_graph, const std::vector<FFTensor>& inputs, const FFContext& ctx, int threads = 0);
+/// not depend on the thread count, nor on `cache` (see FFOpCache).
+FFRun run_ff(const Graph& kernel_graph, const std::vector<FFTensor>& inputs, const FFContext& ctx, int threads = 0,
+             FFOpCache* cache = nullptr);
 
 /// Uniform inputs for every `input` op (p and q parts independent), from a seed.
 std::vector<FFTensor> random_ff_inputs(const Graph& kernel_graph, uint64_t seed);

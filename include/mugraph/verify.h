@@ -3,6 +3,7 @@
 /// finite fields with a stated error bound (Theorems 2 and 3), and a floating-point filter.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -90,6 +91,16 @@ class ReferenceRuns {
 /// the finite-field tests. `runs` (optional) caches the reference's side across calls.
 VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options = {},
                     ReferenceRuns* runs = nullptr);
+
+/// verify() for several candidates against one reference: element i is exactly what
+/// verify(reference, *candidates[i], options, runs) gives. It runs test by test rather than
+/// candidate by candidate, so that one test's inputs are drawn once for all candidates and kernel
+/// ops that candidates (or a candidate and the reference) share are computed once per test
+/// (FFOpCache, ff_interp.h): the search's candidates often share a kernel. `stop` (optional) is
+/// polled between tests; once it is set, verify_all returns an empty vector.
+std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<const Graph*>& candidates,
+                                     const VerifyOptions& options = {}, ReferenceRuns* runs = nullptr,
+                                     const std::atomic<bool>* stop = nullptr);
 
 /// The floating-point filter alone: both graphs on the same standard-normal inputs (in f32),
 /// max over outputs of max|a − b| / max|b|.

@@ -301,34 +301,45 @@ class Driver {
     result.stop_detail += "]";
   }
 
+  /// Verifies the pool in rank order until top_k are verified: in batches of as many as are
+  /// still wanted, each batch test by test (verify_all: one draw of inputs per test for the
+  /// batch, shared kernels computed once), so the result is what verifying one by one gives.
   void verify_and_rank(SearchResult& result) {
     ReferenceRuns runs;  // the program runs once per test, not once per candidate
-    int checked = 0;
-    for (RankedCandidate& c : pool_) {
-      if (static_cast<int>(result.top.size()) >= opt_.top_k) break;
-      // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
-      // checkpoint keeps the whole candidate pool, which a resume verifies again.
-      if (control_ && control_->stop.load()) {
+    size_t checked = 0;
+    const std::atomic<bool>* stop = control_ ? &control_->stop : nullptr;
+    while (static_cast<int>(result.top.size()) < opt_.top_k && checked < pool_.size()) {
+      const size_t wanted = static_cast<size_t>(opt_.top_k) - result.top.size();
+      const size_t end = std::min(pool_.size(), checked + wanted);
+      std::vector<const Graph*> batch;
+      for (size_t i = checked; i < end; ++i) batch.push_back(&pool_[i].found.graph);
+      std::vector<VerifyResult> verdicts;
+      if (!(stop && stop->load())) verdicts = verify_all(ctx_.program(), batch, opt_.verify, &runs, stop);
+      if (verdicts.empty()) {
+        // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
+        // checkpoint keeps the whole candidate pool, which a resume verifies again.
         if (result.stop_reason == StopReason::exhausted && !opt_.checkpoint_path.empty()) write_state();
         result.stop_reason = StopReason::interrupted;
         result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("verification stopped after ") +
                               std::to_string(checked) + " of " + std::to_string(pool_.size()) + " candidates";
-        break;
+        return;
       }
-      ++checked;
-      VerifyResult v = verify(ctx_.program(), c.found.graph, opt_.verify, &runs);
-      if (v.verdict != Verdict::equivalent) {
-        ++result.stats.rejected;
-        continue;
+      for (size_t i = checked; i < end; ++i) {
+        VerifyResult& v = verdicts[i - checked];
+        if (v.verdict != Verdict::equivalent) {
+          ++result.stats.rejected;
+          continue;
+        }
+        ++result.stats.verified;
+        SearchCandidate sc;
+        sc.graph = fuse_thread_graphs(pool_[i].found.graph);
+        sc.metrics = candidate_metrics(sc.graph, opt_.target);
+        sc.cost = estimate_cost(sc.graph, ctx_.gpu());
+        sc.verification = std::move(v);
+        sc.found_seconds = pool_[i].found.found_seconds;
+        result.top.push_back(std::move(sc));
       }
-      ++result.stats.verified;
-      SearchCandidate sc;
-      sc.graph = fuse_thread_graphs(c.found.graph);
-      sc.metrics = candidate_metrics(sc.graph, opt_.target);
-      sc.cost = estimate_cost(sc.graph, ctx_.gpu());
-      sc.verification = std::move(v);
-      sc.found_seconds = c.found.found_seconds;
-      result.top.push_back(std::move(sc));
+      checked = end;
     }
   }
 

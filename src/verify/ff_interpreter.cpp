@@ -1,8 +1,10 @@
 // run_ff and the finite-field helpers of ff_interp.h. The ops themselves are in ff_ops.cpp and
 // ff_kernel_op.cpp, shared with FFPrefixEvaluator.
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "ff_ops.h"
 #include "mugraph/ff_interp.h"
@@ -46,7 +48,69 @@ int resolve_threads(int threads) {
 FFTensor::FFTensor(Shape s)
     : shape(s), p(static_cast<size_t>(s.numel()), 0), q(static_cast<size_t>(s.numel()), 0) {}
 
-FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContext& ctx, int threads) {
+// ---- FFOpCache ---------------------------------------------------------------------------------
+
+namespace {
+
+/// Where a value came from: an op (its kind and attributes, its body graph, and the values it
+/// read) and which output of it, with which residues computed. Values are numbered by the cache:
+/// a value id is op id · kMaxOutputs + output index, and an input is an op of kind input named
+/// by its name and shape, so equal ids mean equal provenance.
+struct OpKey {
+  OpKind kind = OpKind::input;
+  OpAttrs attrs;                ///< body cleared (the body itself is compared)
+  const Graph* body = nullptr;  ///< graph_kernel: the block graph (owned by the cache once kept)
+  std::vector<int64_t> inputs;  ///< value ids
+  std::vector<uint8_t> parts;   ///< per output: 1 Z_p part computed, 2 Z_q part computed
+  friend bool operator==(const OpKey& a, const OpKey& b) {
+    return a.kind == b.kind && a.attrs == b.attrs && a.inputs == b.inputs && a.parts == b.parts &&
+           (a.body == b.body || (a.body && b.body && *a.body == *b.body));
+  }
+};
+
+struct OpKeyHash {
+  size_t operator()(const OpKey& k) const {
+    size_t h = static_cast<size_t>(k.kind);
+    hash_combine(h, std::hash<std::string>{}(k.attrs.name));
+    hash_combine(h, hash_value(k.attrs.shape));
+    hash_combine(h, static_cast<size_t>(k.attrs.dim) * 31 + static_cast<size_t>(k.attrs.to));
+    if (k.attrs.has_scalar) hash_combine(h, hash_value(k.attrs.scalar));
+    for (int64_t v : k.inputs) hash_combine(h, static_cast<size_t>(v));
+    for (uint8_t v : k.parts) hash_combine(h, v);
+    if (k.body) hash_combine(h, hash_value(*k.body));
+    return h;
+  }
+};
+
+constexpr int64_t kMaxOutputs = 256;
+
+}  // namespace
+
+struct FFOpCache::Impl {
+  int64_t max_bytes = 0;
+  int64_t kept_bytes = 0;
+  int64_t hits = 0;
+  std::unordered_map<OpKey, int64_t, OpKeyHash> ids;
+  std::deque<Graph> bodies;                                           ///< the bodies of kept keys (stable addresses)
+  std::vector<std::vector<std::shared_ptr<const FFTensor>>> results;  ///< by op id; empty: not kept
+
+  /// The op id of `key`, made if new (its body copied into the cache).
+  int64_t intern(OpKey key) {
+    if (auto it = ids.find(key); it != ids.end()) return it->second;
+    if (key.body) key.body = &bodies.emplace_back(*key.body);
+    const auto id = static_cast<int64_t>(results.size());
+    results.emplace_back();
+    ids.emplace(std::move(key), id);
+    return id;
+  }
+};
+
+FFOpCache::FFOpCache(int64_t max_bytes) : impl_(std::make_unique<Impl>()) { impl_->max_bytes = max_bytes; }
+FFOpCache::~FFOpCache() = default;
+int64_t FFOpCache::hits() const { return impl_->hits; }
+int64_t FFOpCache::kept_bytes() const { return impl_->kept_bytes; }
+
+FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContext& ctx, int threads, FFOpCache* cache) {
   if (g.level != Level::kernel)
     throw UserError("run_ff needs a kernel graph, got a " + std::string(level_name(g.level)) + " graph");
   std::vector<size_t> input_ops;
@@ -82,11 +146,65 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
   FFRun run;
   for (size_t k = 0; k < input_ops.size(); ++k)
     views[g.ops[input_ops[k]].outputs[0].index()] = ff_detail::view_of(inputs[k]);
+  // With a cache: the value id of every tensor, and the cached results this run reads.
+  FFOpCache::Impl* shared = cache ? &cache->impl() : nullptr;
+  std::vector<int64_t> value(shared ? g.tensors.size() : 0, -1);
+  std::vector<std::shared_ptr<const FFTensor>> held;
+  auto op_key = [&](const Op& op) {
+    OpKey key;
+    key.kind = op.kind;
+    key.attrs = op.attrs;
+    key.attrs.body = -1;
+    if (op.kind == OpKind::graph_kernel) key.body = &g.bodies.at(static_cast<size_t>(op.attrs.body));
+    for (TensorId t : op.inputs) key.inputs.push_back(value[t.index()]);
+    // A pre-defined op computes only the parts of its result that are read (PartsRead); an
+    // input is given whole, and a graph-defined kernel's blocks decide from its operands alone.
+    const bool pre_defined = op.kind != OpKind::input && op.kind != OpKind::graph_kernel;
+    for (TensorId t : op.outputs)
+      key.parts.push_back(
+          pre_defined ? static_cast<uint8_t>((taint.exp_only[t.index()] ? 0 : 1) | (taint.tensor[t.index()] ? 0 : 2))
+                      : uint8_t{3});
+    return key;
+  };
+  if (shared)
+    for (size_t i : input_ops) value[g.ops[i].outputs[0].index()] = shared->intern(op_key(g.ops[i])) * kMaxOutputs;
   for (size_t i = 0; i < g.ops.size(); ++i) {
-    if (!live[i] || g.ops[i].kind == OpKind::input) continue;
+    const Op& op = g.ops[i];
+    if (!live[i] || op.kind == OpKind::input) continue;
+    int64_t id = -1;
+    if (shared && static_cast<int64_t>(op.outputs.size()) <= kMaxOutputs) {
+      id = shared->intern(op_key(op));
+      for (size_t k = 0; k < op.outputs.size(); ++k)
+        value[op.outputs[k].index()] = id * kMaxOutputs + static_cast<int64_t>(k);
+      const auto& kept = shared->results[static_cast<size_t>(id)];
+      if (!kept.empty()) {
+        for (size_t k = 0; k < op.outputs.size(); ++k) {
+          views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
+          held.push_back(kept[k]);
+        }
+        ++shared->hits;
+        continue;
+      }
+    }
     if (!ff_detail::run_kernel_op(g, i, taint.tensor, taint.exp_only, views, store, st)) {
       run.zero_divisor = true;
       return run;
+    }
+    if (id >= 0) {
+      int64_t bytes = 0;
+      bool stored = true;  // every result in `store` (none a view of another tensor)
+      for (TensorId t : op.outputs) {
+        const FFTensor& r = store[t.index()];
+        stored = stored && static_cast<int64_t>(r.p.size()) == g.type(t).shape.numel();
+        bytes += 2 * static_cast<int64_t>(r.p.size() * sizeof(uint32_t));
+      }
+      if (stored && shared->kept_bytes + bytes <= shared->max_bytes) {
+        // Moving a tensor keeps its buffers where they are, so views[t] stays valid.
+        shared->kept_bytes += bytes;
+        for (TensorId t : op.outputs)
+          shared->results[static_cast<size_t>(id)].push_back(
+              std::make_shared<const FFTensor>(std::move(store[t.index()])));
+      }
     }
   }
   for (size_t k = 0; k < g.outputs.size(); ++k) {

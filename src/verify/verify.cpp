@@ -240,8 +240,10 @@ double float_error(const Graph& reference, const Graph& candidate, const std::ve
     inputs = random_inputs(ref32, seed);
     ref_out = run_float(ref32, inputs, options);
   }
+  // The cached inputs serve the next candidates too: permuted, they are copied, not moved.
   std::vector<HostTensor> cand_out =
-      is_identity(perm) ? run_float(cand32, inputs, options) : run_float(cand32, permuted(inputs, perm), options);
+      is_identity(perm) ? run_float(cand32, inputs, options)
+                        : run_float(cand32, cached ? permuted_copy(inputs, perm) : permuted(inputs, perm), options);
   double err = 0;
   for (size_t k = 0; k < ref_out.size(); ++k) err = std::max(err, relative_error(cand_out[k], ref_out[k]));
   return err;
@@ -326,40 +328,103 @@ double float_max_relative_error(const Graph& reference, const Graph& candidate, 
   return float_error(reference, candidate, perm, seed, threads);
 }
 
-VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options, ReferenceRuns* runs) {
+namespace {
+
+/// One candidate's verification in progress (verify_all).
+struct Pending {
+  const Graph* graph = nullptr;
+  VerifyResult r;
+  std::vector<size_t> perm;
+  bool same_order = true;
+  bool lax = false;
+  double d = 0, k = 1;  ///< Theorem 2's degree and term count of the difference
+  int wanted = 1;       ///< tests Theorem 2 asks for (at most max_tests)
+  int streak_ref = 0, streak_cand = 0;
+  bool done = false;  ///< verdict reached, or every wanted test passed
+};
+
+/// Comparability, the Lax check and how many tests Theorem 2 asks for.
+void prepare(const Graph& reference, const LaxReport& ref_lax, const std::vector<lax::Form>& ref_forms, Pending& c,
+             const VerifyOptions& options) {
+  c.r.seed = options.seed;
+  c.r.reason = comparability(reference, *c.graph, c.perm);
+  if (!c.r.reason.empty()) {
+    c.r.verdict = Verdict::incomparable;
+    c.done = true;
+    return;
+  }
+  std::vector<lax::Form> cand_forms;
+  c.r.reference_lax = ref_lax;
+  c.r.candidate_lax = lax::check_lax_forms(*c.graph, cand_forms);
+  c.lax = c.r.reference_lax.lax && c.r.candidate_lax.lax;
+  std::tie(c.d, c.k) = difference_bounds(ref_forms, cand_forms);
+  c.r.per_test_bound = theorem2_bound(c.d, c.k);
+  const int max_tests = std::max(1, options.max_tests);
+  c.wanted = max_tests;
+  if (c.r.per_test_bound < 1) {
+    double n = options.delta >= 1 ? 1 : std::ceil(std::log(options.delta) / std::log(c.r.per_test_bound));
+    if (n >= 1 && n < max_tests) c.wanted = static_cast<int>(n);
+    if (options.delta >= 1) c.wanted = 1;
+  }
+  c.same_order = is_identity(c.perm);
+}
+
+/// The bound, the guarantee and its notes of a candidate that passed every test.
+void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) {
+  VerifyResult& r = c.r;
+  const int max_tests = std::max(1, options.max_tests);
+  r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
+  // What weakens the guarantee.
+  std::vector<std::string> notes = constant_notes(reference, *c.graph);
+  r.guarantee =
+      c.lax && !r.reference_lax.uses_sqrt && !r.candidate_lax.uses_sqrt && r.bound <= options.delta && notes.empty();
+  if (!r.reference_lax.lax) notes.push_back("the reference is not Lax: " + r.reference_lax.violation);
+  if (!r.candidate_lax.lax) notes.push_back("the candidate is not Lax: " + r.candidate_lax.violation);
+  if (!c.lax)
+    notes.push_back(
+        "non-Lax ops were modelled as random functions, consistent in both graphs; Theorem 2 does not cover them");
+  if (r.per_test_bound >= 1) {
+    notes.push_back("the per-test bound is vacuous for degree d = " + fmt_bound(c.d) + " and K = " + fmt_bound(c.k) +
+                    " terms of the difference (Theorem 2: 8·d·K⁴/q + q^(−1/K²) ≥ 1)");
+  } else if (r.bound > options.delta) {
+    notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
+                    fmt(options.delta) + " (d = " + fmt_bound(c.d) + ", K = " + fmt_bound(c.k) + ")");
+  }
+  if (r.reference_lax.uses_sqrt || r.candidate_lax.uses_sqrt)
+    notes.push_back(
+        "sqrt is evaluated as a deterministic function whose square is ±x, outside Theorem 2: rewrites that "
+        "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
+        "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
+        "catches those)");
+  for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
+  r.verdict = Verdict::equivalent;
+}
+
+}  // namespace
+
+std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<const Graph*>& candidates,
+                                     const VerifyOptions& options, ReferenceRuns* runs, const std::atomic<bool>* stop) {
   ReferenceRuns::Impl* cache = runs ? &runs->impl() : nullptr;
   if (cache) cache->bind(reference);
-  VerifyResult r;
-  r.seed = options.seed;
-  std::vector<size_t> perm;
-  r.reason = comparability(reference, candidate, perm);
-  if (!r.reason.empty()) {
-    r.verdict = Verdict::incomparable;
-    return r;
-  }
-  std::vector<lax::Form> ref_forms, cand_forms;
-  r.reference_lax = lax::check_lax_forms(reference, ref_forms);
-  r.candidate_lax = lax::check_lax_forms(candidate, cand_forms);
-  const bool lax = r.reference_lax.lax && r.candidate_lax.lax;
-
-  // How many tests Theorem 2 asks for.
-  auto [d, k] = difference_bounds(ref_forms, cand_forms);
-  r.per_test_bound = theorem2_bound(d, k);
-  const int max_tests = std::max(1, options.max_tests);
-  int wanted = max_tests;
-  if (r.per_test_bound < 1) {
-    double n = options.delta >= 1 ? 1 : std::ceil(std::log(options.delta) / std::log(r.per_test_bound));
-    if (n >= 1 && n < max_tests) wanted = static_cast<int>(n);
-    if (options.delta >= 1) wanted = 1;
+  std::vector<lax::Form> ref_forms;
+  const LaxReport ref_lax = lax::check_lax_forms(reference, ref_forms);
+  std::vector<Pending> all(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    all[i].graph = candidates[i];
+    prepare(reference, ref_lax, ref_forms, all[i], options);
   }
 
-  // The tests.
-  const bool same_order = is_identity(perm);
+  // The tests, seed by seed: every candidate still under test runs on the same draw, which is
+  // what it would have run alone (a candidate's n-th draw does not depend on the others), so
+  // each verdict is verify()'s for that candidate alone. One draw's inputs serve them all, and
+  // kernel ops they share are computed once per draw (FFOpCache).
   uint64_t draw = 0;
-  int streak_ref = 0, streak_cand = 0;
-  while (r.tests_run < wanted) {
+  auto under_test = [&] { return std::any_of(all.begin(), all.end(), [](const Pending& c) { return !c.done; }); };
+  while (under_test()) {
+    if (stop && stop->load()) return {};
     const uint64_t s = draw_seed(options.seed, draw++);
     FFContext ctx{random_root_of_unity(splitmix64(s ^ 0x5bd1e995u)), s};
+    FFOpCache shared;
     // The reference's side of the test: from the cache where it ran before (drawing the inputs
     // again if they were not kept), else run now.
     ReferenceRuns::Impl::FF local;
@@ -369,81 +434,73 @@ VerifyResult verify(const Graph& reference, const Graph& candidate, const Verify
     std::vector<FFTensor> drawn;
     if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s);
     if (fresh) {
-      ref->run = run_ff(reference, drawn, ctx, options.threads);
+      ref->run = run_ff(reference, drawn, ctx, options.threads, &shared);
       if (cache) cache->keep_inputs(*ref, drawn);
     }
     const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
     const FFRun& a = ref->run;
-    if (a.zero_divisor) {
-      ++r.redraws;
-      if (++streak_ref >= kMaxRedrawsInARow) {
-        r.verdict = Verdict::incomparable;
-        r.reason = "the reference divides by zero on " + std::to_string(streak_ref) +
-                   " random draws in a row (is a divisor identically zero?)";
-        return r;
+    for (Pending& c : all) {
+      if (c.done) continue;
+      VerifyResult& r = c.r;
+      if (a.zero_divisor) {
+        ++r.redraws;
+        if (++c.streak_ref >= kMaxRedrawsInARow) {
+          r.verdict = Verdict::incomparable;
+          r.reason = "the reference divides by zero on " + std::to_string(c.streak_ref) +
+                     " random draws in a row (is a divisor identically zero?)";
+          c.done = true;
+        }
+        continue;
       }
-      continue;
-    }
-    FFRun b = same_order ? run_ff(candidate, inputs, ctx, options.threads)
-                         : run_ff(candidate, permuted_copy(inputs, perm), ctx, options.threads);
-    if (b.zero_divisor) {
-      ++r.redraws;
-      if (++streak_cand >= kMaxRedrawsInARow) {
-        r.verdict = Verdict::not_equivalent;
-        r.reason = "the candidate divides by zero on " + std::to_string(streak_cand) +
-                   " random draws in a row where the reference does not";
-        return r;
+      FFRun b = c.same_order ? run_ff(*c.graph, inputs, ctx, options.threads, &shared)
+                             : run_ff(*c.graph, permuted_copy(inputs, c.perm), ctx, options.threads, &shared);
+      if (b.zero_divisor) {
+        ++r.redraws;
+        if (++c.streak_cand >= kMaxRedrawsInARow) {
+          r.verdict = Verdict::not_equivalent;
+          r.reason = "the candidate divides by zero on " + std::to_string(c.streak_cand) +
+                     " random draws in a row where the reference does not";
+          c.done = true;
+        }
+        continue;
       }
-      continue;
-    }
-    streak_ref = streak_cand = 0;
-    for (size_t o = 0; o < a.outputs.size(); ++o) {
-      std::string why = compare_output(reference, o, a, b, r.tests_run, s);
-      if (!why.empty()) {
-        r.verdict = Verdict::not_equivalent;
-        r.reason = why;
-        return r;
+      c.streak_ref = c.streak_cand = 0;
+      for (size_t o = 0; o < a.outputs.size() && !c.done; ++o) {
+        std::string why = compare_output(reference, o, a, b, r.tests_run, s);
+        if (!why.empty()) {
+          r.verdict = Verdict::not_equivalent;
+          r.reason = why;
+          c.done = true;
+        }
+      }
+      if (c.done) continue;
+      if (++r.tests_run >= c.wanted) {
+        conclude(reference, c, options);
+        c.done = true;
       }
     }
-    ++r.tests_run;
   }
-  r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
-  // What weakens the guarantee.
-  std::vector<std::string> notes = constant_notes(reference, candidate);
-  r.guarantee = lax && !r.reference_lax.uses_sqrt && !r.candidate_lax.uses_sqrt && r.bound <= options.delta &&
-                notes.empty();
-  if (!r.reference_lax.lax) notes.push_back("the reference is not Lax: " + r.reference_lax.violation);
-  if (!r.candidate_lax.lax) notes.push_back("the candidate is not Lax: " + r.candidate_lax.violation);
-  if (!lax)
-    notes.push_back(
-        "non-Lax ops were modelled as random functions, consistent in both graphs; Theorem 2 does not cover them");
-  if (r.per_test_bound >= 1) {
-    notes.push_back("the per-test bound is vacuous for degree d = " + fmt_bound(d) + " and K = " + fmt_bound(k) +
-                    " terms of the difference (Theorem 2: 8·d·K⁴/q + q^(−1/K²) ≥ 1)");
-  } else if (r.bound > options.delta) {
-    notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
-                    fmt(options.delta) + " (d = " + fmt_bound(d) + ", K = " + fmt_bound(k) + ")");
-  }
-  if (r.reference_lax.uses_sqrt || r.candidate_lax.uses_sqrt)
-    notes.push_back(
-        "sqrt is evaluated as a deterministic function whose square is ±x, outside Theorem 2: rewrites that "
-        "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
-        "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
-        "catches those)");
-  for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
 
-  r.verdict = Verdict::equivalent;
-  if (options.float_check) {
-    r.float_max_rel_error = float_error(reference, candidate, perm, options.seed, options.threads,
-                                        cache ? &cache->flt[{options.seed, options.threads}] : nullptr);
-    if (!(r.float_max_rel_error <= options.float_tolerance)) {
-      r.verdict = Verdict::not_equivalent;
-      r.guarantee = false;  // a guarantee is about equivalence; this verdict rests on the float run
-      r.reason = "numerically unstable: float relative error " + fmt(r.float_max_rel_error) + " > tolerance " +
-                 fmt(options.float_tolerance) + " (f32 run, input seed " + std::to_string(options.seed) + ")";
+  std::vector<VerifyResult> results;
+  for (Pending& c : all) {
+    VerifyResult& r = c.r;
+    if (r.verdict == Verdict::equivalent && options.float_check) {
+      r.float_max_rel_error = float_error(reference, *c.graph, c.perm, options.seed, options.threads,
+                                          cache ? &cache->flt[{options.seed, options.threads}] : nullptr);
+      if (!(r.float_max_rel_error <= options.float_tolerance)) {
+        r.verdict = Verdict::not_equivalent;
+        r.guarantee = false;  // a guarantee is about equivalence; this verdict rests on the float run
+        r.reason = "numerically unstable: float relative error " + fmt(r.float_max_rel_error) + " > tolerance " +
+                   fmt(options.float_tolerance) + " (f32 run, input seed " + std::to_string(options.seed) + ")";
+      }
     }
+    results.push_back(std::move(r));
   }
-  return r;
+  return results;
+}
+
+VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options, ReferenceRuns* runs) {
+  return verify_all(reference, {&candidate}, options, runs).front();
 }
 
 }  // namespace mugraph

@@ -490,6 +490,26 @@ TEST(Search, StopSetWhileRunningIsInterrupted) {
   expect_sound_top(program, r);
 }
 
+TEST(Search, StopDuringVerificationKeepsWhatIsVerifiedAndSaysHowFar) {
+  // The search itself takes milliseconds; a million tests per candidate (a softmax's 64
+  // exponential terms make Theorem 2's bound vacuous, so all of max_tests run) would keep
+  // verification busy for many minutes, and the stop, polled between tests, ends it.
+  Graph program = parse_program("input X[4, 64]\nE = exp(X)\nO = div(E, sum(E, dim=1))\noutput O\n");
+  SearchOptions o = limits(1, 1, 5);
+  o.verify.max_tests = 1000000;
+  SearchControl control;
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    control.stop.store(true);
+  });
+  SearchResult r = search(program, o, &control);
+  stopper.join();
+  EXPECT_EQ(r.stop_reason, StopReason::interrupted);
+  EXPECT_NE(r.stop_detail.find("verification stopped after 0 of "), std::string::npos) << r.stop_detail;
+  EXPECT_TRUE(r.top.empty());
+  EXPECT_EQ(r.stats.verified + r.stats.rejected, 0);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Independence of thread count and interruptions
 

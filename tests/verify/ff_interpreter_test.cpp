@@ -446,6 +446,73 @@ TEST(FFInterp, NonEquivalentVariantDiffers) {
   EXPECT_NE(hash_ff(a.outputs[0]), hash_ff(b.outputs[0]));
 }
 
+// ---- FFOpCache -------------------------------------------------------------------------------
+
+/// Runs each graph on the same named inputs with one cache, and each alone; the outputs must be
+/// the same. Returns the cache's hits.
+int64_t expect_cache_changes_nothing(const std::vector<const Graph*>& graphs, uint64_t seed) {
+  auto named = named_inputs(*graphs.front(), seed);
+  FFContext ctx = context(seed);
+  FFOpCache cache;
+  for (const Graph* g : graphs) {
+    FFRun alone = run_ff(*g, inputs_by_name(*g, named), ctx, 1);
+    FFRun shared = run_ff(*g, inputs_by_name(*g, named), ctx, 1, &cache);
+    EXPECT_EQ(shared.zero_divisor, alone.zero_divisor);
+    EXPECT_EQ(shared.exp_tainted, alone.exp_tainted);
+    EXPECT_EQ(shared.outputs, alone.outputs);
+  }
+  return cache.hits();
+}
+
+TEST(FFInterp, OpCacheSharesAKernelBetweenGraphs) {
+  // Figure 3b and the same kernel followed by another op: the second run takes the kernel from
+  // the cache (one hit), and its output is what it computes alone.
+  Graph fused = test::rmsnorm_fig3b(4, 64, 32, 4, 4);
+  Graph more = fused;
+  const TensorId o = more.outputs[0];
+  ASSERT_TRUE(more.append(OpKind::mul, {o, o}).ok());
+  more.outputs[0] = more.ops.back().outputs[0];
+  ASSERT_FALSE(validate(more).has_value()) << validate(more)->str();
+  EXPECT_EQ(expect_cache_changes_nothing({&fused, &more}, 1), 1);
+}
+
+TEST(FFInterp, OpCacheMatchesOpsExactly) {
+  // The same matmul of the same inputs is shared; on other inputs, with another constant, or
+  // with other residues read (Q·K^T read only by an exp is computed in Z_q alone) it is not.
+  Graph a = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n");
+  Graph same = parse_program("input W[8, 8]\ninput X[4, 8]\nO = add(matmul(X, W), 1)\noutput O\n");
+  Graph swapped = parse_program("input X[8, 8]\ninput W[4, 8]\nO = mul(matmul(W, X), 2)\noutput O\n");
+  Graph other_constant = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 3)\noutput O\n");
+  Graph exp_only = parse_program("input X[4, 8]\ninput W[8, 8]\nO = exp(matmul(X, W))\noutput O\n");
+  Graph both = parse_program("input X[4, 8]\ninput W[8, 8]\nS = matmul(X, W)\nO = mul(exp(S), S)\noutput O\n");
+  EXPECT_EQ(expect_cache_changes_nothing({&a, &same}, 2), 1);             // the matmul
+  EXPECT_EQ(expect_cache_changes_nothing({&a, &other_constant}, 2), 1);   // the matmul, not the mul
+  EXPECT_EQ(expect_cache_changes_nothing({&exp_only, &both, &a}, 2), 1);  // both's S is a's, not exp_only's
+  EXPECT_EQ(expect_cache_changes_nothing({&exp_only, &exp_only}, 2), 2);
+  // Other names are other inputs, whatever their values.
+  auto named = named_inputs(a, 4);
+  std::map<std::string, FFTensor> renamed{{"X", named.at("W")}, {"W", named.at("X")}};
+  FFOpCache cache;
+  run_ff(a, inputs_by_name(a, named), context(4), 1, &cache);
+  FFRun r = run_ff(swapped, inputs_by_name(swapped, renamed), context(4), 1, &cache);
+  EXPECT_EQ(cache.hits(), 0);
+  EXPECT_EQ(r.outputs, run_ff(swapped, inputs_by_name(swapped, renamed), context(4), 1).outputs);
+}
+
+TEST(FFInterp, OpCacheKeepsNoMoreThanItsBudget) {
+  Graph a = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n");
+  auto named = named_inputs(a, 5);
+  FFOpCache none(0), some(2 * 4 * 8 * 4);  // room for the matmul's result only
+  for (FFOpCache* c : {&none, &some}) {
+    run_ff(a, inputs_by_name(a, named), context(5), 1, c);
+    run_ff(a, inputs_by_name(a, named), context(5), 1, c);
+  }
+  EXPECT_EQ(none.hits(), 0);
+  EXPECT_EQ(none.kept_bytes(), 0);
+  EXPECT_EQ(some.hits(), 1);
+  EXPECT_EQ(some.kept_bytes(), 2 * 4 * 8 * 4);
+}
+
 TEST(FFInterp, GatedMlpMatchesReference) {
   expect_same(test::gated_mlp_fused(4, 64, 32, 4, 4), test::gated_mlp_reference(4, 64, 32), 1);
   expect_same(examples::gated_mlp_fig10b(4, 64, 32, 4, 4), test::gated_mlp_reference(4, 64, 32), 2);

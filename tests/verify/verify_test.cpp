@@ -219,6 +219,84 @@ TEST(Verify, ReferenceRunsGiveTheSameVerdictsWhetherTheyKeepTheInputsOrNot) {
   EXPECT_EQ(verify(ref, off, quick(3)).verdict, Verdict::not_equivalent);
 }
 
+TEST(Verify, ACandidateWithItsInputsInAnotherOrderLeavesTheCachedFloatInputsWhole) {
+  // The float filter's inputs are cached in ReferenceRuns for the next candidates; one whose
+  // inputs come in another order once moved them out, and the next candidate then failed with
+  // "input 0 ('X') holds 0 values".
+  const Graph ref = parse_program("input X[4, 8]\ninput W[8, 8]\nO = matmul(mul(X, 2), W)\noutput O\n");
+  const Graph swapped = parse_program("input W[8, 8]\ninput X[4, 8]\nO = matmul(add(X, X), W)\noutput O\n");
+  const Graph same = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n");
+  ReferenceRuns runs;
+  EXPECT_EQ(verify(ref, swapped, quick(), &runs).verdict, Verdict::equivalent);
+  EXPECT_EQ(verify(ref, same, quick(), &runs).verdict, Verdict::equivalent);
+  EXPECT_EQ(verify(ref, swapped, quick(), &runs).verdict, Verdict::equivalent);
+}
+
+void expect_same_result(const VerifyResult& a, const VerifyResult& b) {
+  EXPECT_EQ(a.verdict, b.verdict) << describe(a) << " / " << describe(b);
+  EXPECT_EQ(a.reason, b.reason);
+  EXPECT_EQ(a.tests_run, b.tests_run);
+  EXPECT_EQ(a.redraws, b.redraws);
+  EXPECT_EQ(a.per_test_bound, b.per_test_bound);
+  EXPECT_EQ(a.bound, b.bound);
+  EXPECT_EQ(a.guarantee, b.guarantee);
+  EXPECT_EQ(a.guarantee_note, b.guarantee_note);
+  EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.reference_lax.lax, b.reference_lax.lax);
+  EXPECT_EQ(a.candidate_lax.violation, b.candidate_lax.violation);
+  EXPECT_EQ(a.float_max_rel_error, b.float_max_rel_error);
+}
+
+TEST(Verify, VerifyAllGivesEachCandidateWhatVerifyGivesIt) {
+  // Candidates that need different numbers of tests (a sqrt-free one, a vacuous-bound one with
+  // an exp, one that divides by zero on every draw), fail at different tests, or cannot be
+  // compared, verified together and alone: identical results, in order.
+  const Graph ref = parse_program("input X[4, 8]\ninput W[8, 8]\nO = matmul(mul(X, 2), W)\noutput O\n");
+  const std::vector<Graph> cands = {
+      parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n"),
+      parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, add(W, 0.001)), 2)\noutput O\n"),
+      parse_program("input X[4, 8]\ninput W[8, 8]\nO = div(matmul(mul(X, 2), W), sub(X, X))\noutput O\n"),
+      parse_program("input W[8, 8]\ninput X[4, 8]\nO = matmul(add(X, X), W)\noutput O\n"),
+      parse_program("input X[4, 8]\ninput V[8, 8]\nO = matmul(X, V)\noutput O\n"),
+      parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), mul(exp(sub(X, X)), 2))\noutput O\n"),
+      parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n"),
+  };
+  std::vector<const Graph*> ptrs;
+  for (const Graph& c : cands) ptrs.push_back(&c);
+  for (uint64_t seed : {0u, 9u}) {
+    ReferenceRuns runs;
+    const std::vector<VerifyResult> together = verify_all(ref, ptrs, quick(seed), &runs);
+    ASSERT_EQ(together.size(), cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      SCOPED_TRACE("candidate " + std::to_string(i) + ", seed " + std::to_string(seed));
+      expect_same_result(together[i], verify(ref, cands[i], quick(seed)));
+    }
+    EXPECT_EQ(together[0].verdict, Verdict::equivalent);
+    EXPECT_EQ(together[1].verdict, Verdict::not_equivalent);
+    EXPECT_EQ(together[2].verdict, Verdict::not_equivalent);
+    EXPECT_EQ(together[2].redraws, 100);
+    EXPECT_EQ(together[3].verdict, Verdict::equivalent);
+    EXPECT_EQ(together[4].verdict, Verdict::incomparable);
+    EXPECT_EQ(together[5].verdict, Verdict::equivalent);
+    EXPECT_NE(together[5].tests_run, together[0].tests_run);
+  }
+  // A reference that divides by zero: every candidate is incomparable, as alone.
+  const Graph zero = parse_program("input X[4, 8]\ninput W[8, 8]\nO = div(matmul(X, W), sub(X, X))\noutput O\n");
+  const std::vector<VerifyResult> z = verify_all(zero, {ptrs[0], ptrs[1]}, quick());
+  for (size_t i = 0; i < 2; ++i) expect_same_result(z[i], verify(zero, cands[i], quick()));
+  EXPECT_EQ(z[0].verdict, Verdict::incomparable);
+  EXPECT_TRUE(verify_all(ref, {}, quick()).empty());
+}
+
+TEST(Verify, VerifyAllStopsWhenAsked) {
+  const Graph ref = parse_program("input X[4, 8]\ninput W[8, 8]\nO = matmul(mul(X, 2), W)\noutput O\n");
+  const Graph same = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n");
+  std::atomic<bool> stop{true};
+  EXPECT_TRUE(verify_all(ref, {&same}, quick(), nullptr, &stop).empty());
+  stop = false;
+  EXPECT_EQ(verify_all(ref, {&same}, quick(), nullptr, &stop).at(0).verdict, Verdict::equivalent);
+}
+
 TEST(Verify, ThreadCountDoesNotChangeTheVerdict) {
   const char* a = "input X[8, 64]\ninput W[64, 32]\nO = matmul(X, W)\noutput O\n";
   const char* b = "input X[8, 64]\ninput W[64, 32]\nO = matmul(X, add(W, 0.5))\noutput O\n";
