@@ -146,10 +146,10 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
   FFRun run;
   for (size_t k = 0; k < input_ops.size(); ++k)
     views[g.ops[input_ops[k]].outputs[0].index()] = ff_detail::view_of(inputs[k]);
-  // With a cache: the value id of every tensor, and the cached results this run reads.
+  // With a cache: the value id of every tensor. The cache outlives the run and never drops a
+  // result, so views of its results stay valid.
   FFOpCache::Impl* shared = cache ? &cache->impl() : nullptr;
   std::vector<int64_t> value(shared ? g.tensors.size() : 0, -1);
-  std::vector<std::shared_ptr<const FFTensor>> held;
   auto op_key = [&](const Op& op) {
     OpKey key;
     key.kind = op.kind;
@@ -178,10 +178,7 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
         value[op.outputs[k].index()] = id * kMaxOutputs + static_cast<int64_t>(k);
       const auto& kept = shared->results[static_cast<size_t>(id)];
       if (!kept.empty()) {
-        for (size_t k = 0; k < op.outputs.size(); ++k) {
-          views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
-          held.push_back(kept[k]);
-        }
+        for (size_t k = 0; k < op.outputs.size(); ++k) views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
         ++shared->hits;
         continue;
       }

@@ -439,29 +439,25 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
     }
     const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
     const FFRun& a = ref->run;
+    // A draw voided by a zero divisor is drawn again; too many in a row end with `verdict`.
+    auto redraw = [](Pending& c, int& streak, Verdict verdict, const char* who, const char* why) {
+      ++c.r.redraws;
+      if (++streak < kMaxRedrawsInARow) return;
+      c.r.verdict = verdict;
+      c.r.reason = std::string(who) + " divides by zero on " + std::to_string(streak) + " random draws in a row" + why;
+      c.done = true;
+    };
     for (Pending& c : all) {
       if (c.done) continue;
       VerifyResult& r = c.r;
       if (a.zero_divisor) {
-        ++r.redraws;
-        if (++c.streak_ref >= kMaxRedrawsInARow) {
-          r.verdict = Verdict::incomparable;
-          r.reason = "the reference divides by zero on " + std::to_string(c.streak_ref) +
-                     " random draws in a row (is a divisor identically zero?)";
-          c.done = true;
-        }
+        redraw(c, c.streak_ref, Verdict::incomparable, "the reference", " (is a divisor identically zero?)");
         continue;
       }
       FFRun b = c.same_order ? run_ff(*c.graph, inputs, ctx, options.threads, &shared)
                              : run_ff(*c.graph, permuted_copy(inputs, c.perm), ctx, options.threads, &shared);
       if (b.zero_divisor) {
-        ++r.redraws;
-        if (++c.streak_cand >= kMaxRedrawsInARow) {
-          r.verdict = Verdict::not_equivalent;
-          r.reason = "the candidate divides by zero on " + std::to_string(c.streak_cand) +
-                     " random draws in a row where the reference does not";
-          c.done = true;
-        }
+        redraw(c, c.streak_cand, Verdict::not_equivalent, "the candidate", " where the reference does not");
         continue;
       }
       c.streak_ref = c.streak_cand = 0;
