@@ -180,6 +180,7 @@ TEST(TileOps, WgmmaMatmulF16) {
   check_wgmma_matmul<mgd::half, 64, 64, 64>(128);   // one whole job
   check_wgmma_matmul<mgd::half, 80, 72, 40>(256);   // padding in M, N and K; two warpgroups, uneven jobs
   check_wgmma_matmul<mgd::half, 8, 8, 16>(128);     // the smallest wgmma
+  check_wgmma_matmul<mgd::half, 16, 32, 272>(128);  // LoRA's concat: four whole chunks of k, then one k16 step
 }
 
 TEST(TileOps, WgmmaMatmulBf16) { check_wgmma_matmul<mgd::bfloat16, 24, 48, 96>(128); }

@@ -5,6 +5,7 @@ interpreter computes (max error ≤ 1e-2 of the largest output
 magnitude, f16 data, outputs poisoned before the run)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,6 +22,10 @@ ALL = UGRAPHS + PROGRAMS
 # The code target of each GPU a search may target (--target).
 SEARCH_TARGET_ARCH = {"a100": "sm_80", "h100": "sm_90a", "h200": "sm_90a"}
 TARGETS = ["sm_80", "sm_90a"]
+# ptxas "Potential Performance Loss" infos known for an example (docs/codegen.md, "Open"): any
+# other makes the compile test fail. gqa_split_kv's first kernel has two wgmma matmuls in its loop
+# body; either alone compiles without it.
+KNOWN_PTXAS_LOSSES = {("gqa_split_kv", "sm_90a"): {"C7514"}}
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
 CXX = shutil.which("c++") or shutil.which("g++")
 
@@ -150,6 +155,10 @@ def test_generated_code_compiles_with_nvcc_without_warnings(mugraph_bin, tmp_pat
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    # ptxas reports some slow code as "info": e.g. C7520, wgmma serialized because one sits under
+    # a branch it cannot prove warpgroup-uniform.
+    losses = set(re.findall(r"\((C\d+)\) Potential Performance Loss", r.stdout + r.stderr))
+    assert losses <= KNOWN_PTXAS_LOSSES.get((path.stem, target), set()), r.stdout + r.stderr
 
 
 def compile_example(mugraph_bin, tmp_path, name, target, kind):

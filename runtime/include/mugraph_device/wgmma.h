@@ -293,7 +293,8 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       float acc[NT / 2];
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
-      for (int64_t kc = 0; kc < K; kc += kWgmmaStageK) {
+      // One chunk of 64 values of k (Steps k16 steps; fewer in a last partial chunk).
+      const auto chunk = [&](int64_t kc, auto steps) {
         // A as rows m, B transposed (rows n): both K-major.
         wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
         wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
@@ -301,19 +302,18 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
         warpgroup_sync();
         fence_registers(acc);
         wgmma_fence();
-        if constexpr (kLastSteps == 0) {
-          wgmma_chunk<T, NT, 4>(acc, addr_a, addr_b);
-        } else {
-          if (kc + kWgmmaStageK <= K)
-            wgmma_chunk<T, NT, 4>(acc, addr_a, addr_b);
-          else
-            wgmma_chunk<T, NT, kLastSteps>(acc, addr_a, addr_b);
-        }
+        wgmma_chunk<T, NT, decltype(steps)::value>(acc, addr_a, addr_b);
         wgmma_commit();
         wgmma_wait<0>();
         fence_registers(acc);
         warpgroup_sync();  // every warp is done with the stages before they are refilled
-      }
+      };
+      // The partial chunk is peeled off at compile time: a wgmma under a run-time branch is one
+      // ptxas cannot prove warpgroup-uniform, and it serializes every wgmma of the kernel
+      // ("wgmma.mma_async instructions are serialized due to ... divergent path", C7520).
+      constexpr int64_t kWholeK = K - K % kWgmmaStageK;
+      for (int64_t kc = 0; kc < kWholeK; kc += kWgmmaStageK) chunk(kc, std::integral_constant<int, 4>{});
+      if constexpr (kLastSteps != 0) chunk(kWholeK, std::integral_constant<int, kLastSteps>{});
       TO* po = out + offset<OutS, OutSt>(batch * M * N);
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) {
