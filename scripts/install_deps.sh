@@ -10,7 +10,7 @@ DEB_PACKAGES=(
   libopenblas-dev                       # sgemm for the CPU interpreter
   libgtest-dev libbenchmark-dev         # tests and benchmarks
   libz3-dev                             # tests only: Z3 cross-checks the subexpression oracle
-  clang libclang-rt-14-dev              # libFuzzer for the parser fuzz target
+  clang libclang-rt-14-dev              # libFuzzer for the fuzz targets
   python3 python3-pip python3-venv      # the Python package and the NumPy cross-check tests
   graphviz                              # drawing μGraphs (UGraph.draw) and its test
 )

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../corpus_replay.h"
 #include "mugraph/interp.h"
 
 namespace mugraph {
@@ -225,6 +226,21 @@ TEST(Npy, WriteFailuresAreUserErrors) {
   EXPECT_THROW(write_npy("/nonexistent_dir_mugraph/x.npy", t), UserError);
   t.data.resize(3);
   EXPECT_THROW(write_npy(temp_path("inconsistent"), t), UserError);
+}
+
+// The seeds of fuzz/npy_fuzzer (and what it found, once fixed): each reads into a tensor its
+// values fill, or is refused with a UserError naming the file.
+TEST(Npy, FuzzCorpusReadsOrThrowsUserError) {
+  const int read = test_support::replay_corpus("npy", [](const std::string& path) {
+    try {
+      const HostTensor t = read_npy(path);
+      EXPECT_EQ(static_cast<int64_t>(t.data.size()), t.type.shape.numel()) << path;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      throw;
+    }
+  });
+  EXPECT_GE(read, 4);  // valid_f16, valid_f32, valid_f64, valid_v2 at least
 }
 
 }  // namespace

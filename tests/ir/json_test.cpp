@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 
+#include "../corpus_replay.h"
 #include "mugraph/validate.h"
 #include "test_graphs.h"
 
@@ -311,6 +315,20 @@ TEST(Json, NeverCrashesOnMutatedDocuments) {
     }
   }
   EXPECT_GT(parsed, 0);
+}
+
+// The seeds of fuzz/ugraph_json_fuzzer (and what it found, once fixed): each loads or is refused
+// with a UserError; the valid_* ones are valid μGraphs.
+TEST(Json, FuzzCorpusLoadsOrThrowsUserError) {
+  const int loaded = test_support::replay_corpus("ugraph_json", [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const Graph g = from_json(text, path);
+    if (path.find("/valid_") == std::string::npos) return;
+    const auto rejection = validate(g);
+    EXPECT_FALSE(rejection) << path << ": " << rejection->str();
+  });
+  EXPECT_GT(loaded, 0);
 }
 
 }  // namespace
