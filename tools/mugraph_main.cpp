@@ -597,6 +597,13 @@ int run_main(int argc, char** argv) {
                        : cost_bound == "both" ? CostBound::both
                                               : CostBound::bytes;
     sopts.program_tile_values = !no_program_tile_values;
+    // The model bound exhausts only small spaces (docs/search.md, "The cost bound"): without a
+    // limit an attention program's search runs for hours. Said once, up front; Ctrl-C still
+    // stops it with what it found and a checkpoint.
+    if (sopts.cost_bound != CostBound::bytes && sopts.time_limit_seconds <= 0)
+      std::cerr << "mugraph: note: --cost-bound " << cost_bound
+                << " without --time-limit runs until the model-bound search is exhausted, which can take hours; "
+                   "Ctrl-C stops it, keeps what it found and writes a checkpoint for --resume\n";
     return cmd_search(file, out_dir, sopts, quiet, measure);
   }
   if (*ver) {

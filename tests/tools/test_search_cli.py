@@ -149,6 +149,28 @@ def test_top_option_limits_written_candidates(mugraph_bin, tmp_path):
     assert [f.read_bytes() for f in two] == first_two
 
 
+@pytest.mark.parametrize("bound", ["model", "both"])
+def test_model_cost_bound_finds_the_best_and_warns_without_a_time_limit(mugraph_bin, tmp_path, bound):
+    # The model bound never cuts a prefix that could rank ahead, so on a space the bytes bound
+    # exhausts it reports the same best (by the model) or a better one. Without --time-limit the
+    # CLI says up front that it may run long.
+    text, args = FAST["rmsnorm"]
+    prog = write_program(tmp_path, text)
+    r = search(mugraph_bin, prog, tmp_path / "bytes", *args)
+    assert r.returncode == 0, r.stderr
+    assert "note:" not in r.stderr
+    by_bytes = json.loads((tmp_path / "bytes" / "report.json").read_text())
+    r = search(mugraph_bin, prog, tmp_path / bound, *args, "--cost-bound", bound)
+    assert r.returncode == 0, r.stderr
+    assert f"note: --cost-bound {bound} without --time-limit" in r.stderr, r.stderr
+    report = json.loads((tmp_path / bound / "report.json").read_text())
+    assert report["options"]["cost_bound"] == bound and report["stop_reason"] == "exhausted"
+    assert report["best"]["estimated_us"] <= by_bytes["best"]["estimated_us"] * (1 + 1e-9), (report["best"],
+                                                                                             by_bytes["best"])
+    r = search(mugraph_bin, prog, tmp_path / "limited", *args, "--cost-bound", bound, "--time-limit", "60")
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+
+
 def test_no_abstract_pruning_finds_the_same_best(mugraph_bin, tmp_path):
     prog = write_program(tmp_path, ELEMENTWISE)
     args = ONE_KERNEL + ["--max-block-ops", "4"]
