@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything issues 6-9 measure on a GPU, in as few commands as possible (GPU time is scarce).
 #
-#   bench/gpu_session.sh OUT_DIR [STEP...]      # steps 1-8, default all
+#   bench/gpu_session.sh OUT_DIR [STEP...]      # steps 1-9, default all
 #
 # Needs: a CUDA GPU, nvcc, python3 with PyTorch and NumPy, and the mugraph binary ($MUGRAPH_BIN,
 # default build/bin/mugraph). To run it on a lent machine that cannot build mugraph, pack the
@@ -16,8 +16,8 @@
 # (compute-sanitizer memcheck and racecheck where the runtime supports it), codegen.md and
 # codegen.json (bench/codegen_vs_torch.py), layouts.jsonl and calibration.* (issue 7),
 # torch_module.md (bench/torch_module_vs_mugraph.py, issue 8), paper.{md,json,png}
-# (bench/paper/run.py, issue 9; $PAPER_ARGS adds arguments, e.g. --benchmarks gqa,qknorm), and
-# log.txt. Builds are cached in $MUGRAPH_CACHE_DIR (default .gpu_cache/), so that later steps and
+# (bench/paper/run.py, issue 9; $PAPER_ARGS adds arguments, e.g. --benchmarks gqa,qknorm),
+# paper_bytes.{md,json} (step 9), and log.txt. Builds are cached in $MUGRAPH_CACHE_DIR (default .gpu_cache/), so that later steps and
 # later calls on a machine still warm reuse them.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -55,7 +55,7 @@ OUT=${1:?usage: gpu_session.sh OUT_DIR [STEP...]}
 shift
 # Steps to run (default all). One call may not fit them all in the device tool's 10 minutes: split
 # them over calls (the builds are cached in $CACHE, kept while the machine stays warm).
-STEPS=" ${*:-1 2 3 4 5 6 7 8} "
+STEPS=" ${*:-1 2 3 4 5 6 7 8 9} "
 want() { [[ "$STEPS" == *" $1 "* ]]; }
 mkdir -p "$OUT"
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
@@ -179,12 +179,20 @@ if want 7; then
 fi
 
 # 8. Issue 9: the paper's six benchmarks at the paper's shapes, from the searches saved in
-#    bench/paper/results/, against PyTorch eager, torch.compile and SDPA (docs/benchmarks.md).
+#    bench/paper/results/, against PyTorch eager, torch.compile and SDPA (docs/benchmarks.md):
+#    the best 4 candidates of each by the cost model timed, the fastest kept (run.py builds all
+#    their harnesses in parallel first).
 if want 8; then
-  # The harnesses built in parallel first (nvcc is the slow part); run.py then finds them cached.
-  prebuild "$ROOT"/bench/paper/results/*/best.json
   # shellcheck disable=SC2086  # PAPER_ARGS is a list of arguments
   MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never ${PAPER_ARGS:-} \
     --markdown "$OUT/paper.md" --json "$OUT/paper.json" --chart "$OUT/paper.png" || echo "paper benchmarks failed"
+fi
+# 9. Issues 7 and 9: where the bytes bound and the model disagree (GQA's split of the keys, QKNorm's
+#    two kernels), the bytes-bound searches' one-kernel bests (bench/paper/results_bytes/), timed
+#    the same way against the eager baselines: is the model's preference right on the H200?
+if want 9; then
+  MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never \
+    --results "$ROOT/bench/paper/results_bytes" --benchmarks gqa_bs1,gqa_bs8,qknorm_bs1 --compile-mode '' \
+    --markdown "$OUT/paper_bytes.md" --json "$OUT/paper_bytes.json" || echo "bytes-bound bests failed"
 fi
 echo "done: $(date -u)"

@@ -212,7 +212,9 @@ def run_search(cmd, out_dir, time_limit=None, verify_allowance=300):
 
 
 def save_run(run, dest):
-    """Copies a usable run's report.json, and best.json when it found one, into dest."""
+    """Copies a usable run's report.json, best.json when it found one, and the verified candidates
+    behind report.json's `top` (top/NN.json, in the model's order; best.json is top/00.json) into
+    dest, so that a GPU session can time the best few without searching again."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(run.out_dir / "report.json", dest / "report.json")
     best_src = run.out_dir / "best.json"
@@ -220,6 +222,41 @@ def save_run(run, dest):
         shutil.copyfile(best_src, dest / "best.json")
     elif (dest / "best.json").exists():
         (dest / "best.json").unlink()  # a stale best from an earlier save would contradict report.json
+    # Stale candidates from an earlier save would not match this report.json's `top`.
+    shutil.rmtree(dest / "top", ignore_errors=True)
+    if (run.out_dir / "top").is_dir():
+        shutil.copytree(run.out_dir / "top", dest / "top")
+
+
+def spearman(xs, ys):
+    """Spearman's rank correlation of two equally long sequences (tied values share their average
+    rank), as `mugraph search --measure` reports it; None for fewer than two points or when either
+    side is constant. Written out because SciPy is no dependency of ours and the GPU image may
+    lack it."""
+    if len(xs) != len(ys) or len(xs) < 2:
+        return None
+
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / (sxx * syy) ** 0.5
 
 
 # --------------------------------------------------------------------------------------------------

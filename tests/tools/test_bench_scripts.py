@@ -43,6 +43,29 @@ def load(name):
     return json.loads((SOURCE_DIR / "examples" / "ugraphs" / name).read_text())
 
 
+def test_spearman_ranks_ties_by_their_average():
+    assert sc.spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert sc.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    # Ties share their average rank: x ranks (1, 2.5, 2.5, 4), y ranks (1, 2, 3, 4).
+    assert sc.spearman([1, 5, 5, 9], [1, 2, 3, 4]) == pytest.approx(4.5 / (4.5 * 5) ** 0.5)
+    assert sc.spearman([1, 2], [3, 3]) is None  # a constant side has no ranking
+    assert sc.spearman([1], [2]) is None
+
+
+def test_save_run_keeps_the_candidates_behind_the_report(tmp_path):
+    out, dest = tmp_path / "out", tmp_path / "dest"
+    (out / "top").mkdir(parents=True)
+    (out / "report.json").write_text(json.dumps({"best": {"kernels": 1}}))
+    (out / "best.json").write_text("{}")
+    (out / "top" / "00.json").write_text("{}")
+    (dest / "top").mkdir(parents=True)
+    (dest / "top" / "07.json").write_text("stale")  # from an earlier save with more candidates
+    run = sc.SearchRun([], out, 0, 1.0, "", "", {"best": {"kernels": 1}}, {})
+    sc.save_run(run, dest)
+    assert sorted(f.name for f in dest.iterdir()) == ["best.json", "report.json", "top"]
+    assert [f.name for f in (dest / "top").iterdir()] == ["00.json"]
+
+
 def test_figure_3b_recogniser():
     fig3b = load("rmsnorm_fig3b.json")
     assert sc.is_figure_3b(fig3b) == (True, "Figure 3b")

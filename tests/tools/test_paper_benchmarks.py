@@ -122,8 +122,10 @@ def test_emulated_pipeline_checks_mugraph_against_pytorch(mugraph_bin, tmp_path)
     pytest.importorskip("torch", reason="PyTorch is not installed")
     env = {**os.environ, "MUGRAPH_BIN": mugraph_bin, "MUGRAPH_CACHE_DIR": str(tmp_path / "cache")}
     out = tmp_path / "run.json"
+    # Measured selection over the best two candidates: each built and checked; under the
+    # emulation (times mean nothing) the model's choice stays mugraph's.
     r = run_script("--small", "--emulate", "--benchmarks", "gated_mlp,gqa_bs1", "--time-limit", "60", "--json", out,
-                   "--cost-bound", "bytes", env=env)
+                   "--cost-bound", "bytes", "--measure", "2", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(out.read_text())
     assert doc["gpu"]["emulated"]
@@ -133,8 +135,14 @@ def test_emulated_pipeline_checks_mugraph_against_pytorch(mugraph_bin, tmp_path)
         assert ("SDPA" in names) == (row["key"] == "gqa"), names
         for v in row["variants"]:
             assert v["ok"] and v["rel_error"] <= 1e-2, (row["name"], v)
-        assert row["variants"][0]["checked_against_interpreter"]
+        assert row["variants"][0]["checked_against_interpreter"] and row["variants"][0]["rank"] == 0
+        cands = row["candidates"]
+        assert [c["rank"] for c in cands] == [0, 1], cands
+        assert all(c["ok"] and c["rel_error"] <= 1e-2 and c["estimated_us"] > 0 for c in cands), cands
+        assert cands[0]["estimated_us"] <= cands[1]["estimated_us"]
+        assert row.get("spearman") is None  # no times to rank under the emulation
     assert "| GatedMLP | 1 |" in r.stdout and "No GPU (--emulate)" in r.stdout
+    assert "Measured selection" in r.stdout and "| GatedMLP | 1 | 2 (2) |" in r.stdout
 
 
 def synthetic_doc():
@@ -170,6 +178,25 @@ def test_report_from_saved_results(tmp_path):
     assert "GPU: Test GPU (132 SMs, L2 60 MiB)" in text
 
 
+def test_measured_selection_report(tmp_path):
+    # Three candidates per configuration: the model's choice is not the fastest in RMSNorm.
+    doc = synthetic_doc()
+    rms = doc["rows"][0]
+    rms["candidates"] = [
+        {"rank": 0, "estimated_us": 9.0, "median_us": 12.0, "ok": True},
+        {"rank": 1, "estimated_us": 9.5, "median_us": 10.0, "ok": True},
+        {"rank": 2, "estimated_us": 11.0, "median_us": 15.0, "ok": False},  # failed its check: not ranked
+    ]
+    rms["spearman"] = -1.0
+    src, md = tmp_path / "in.json", tmp_path / "out.md"
+    src.write_text(json.dumps(doc))
+    r = run_script("--from-json", src, "--markdown", md)
+    assert r.returncode == 0, r.stderr
+    text = md.read_text()
+    assert "| RMSNorm | 1 | 3 (2) | 12.0 (est. 9.0) | 10.0 (est. 9.5) | 1 | 20.0% | -1.00 |" in text, text
+    assert "| GQA |" not in text.split("Measured selection")[1]  # one candidate: nothing selected
+
+
 def test_chart_from_saved_results(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib is not installed")
     src = tmp_path / "in.json"
@@ -185,6 +212,8 @@ def test_bad_arguments():
     assert r.returncode == 2 and "unknown benchmark attention" in r.stderr, r.stderr
     r = run_script("--time-limit", "0")
     assert r.returncode == 2, r.stderr
+    r = run_script("--measure", "0")
+    assert r.returncode == 2 and "--measure" in r.stderr, r.stderr
 
 
 SAVED = sorted(p.name for p in (PAPER / "results").iterdir() if p.is_dir()) if (PAPER / "results").is_dir() else []
