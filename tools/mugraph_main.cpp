@@ -593,9 +593,7 @@ int run_main(int argc, char** argv) {
   if (*srch) {
     sopts.target = require_target(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;
-    sopts.cost_bound = cost_bound == "model"  ? CostBound::model
-                       : cost_bound == "both" ? CostBound::both
-                                              : CostBound::bytes;
+    sopts.cost_bound = require_cost_bound(cost_bound);
     sopts.program_tile_values = !no_program_tile_values;
     // The model bound exhausts only small spaces (docs/search.md, "The cost bound"): without a
     // limit an attention program's search runs for hours. Said once, up front; Ctrl-C still

@@ -38,6 +38,8 @@ namespace mugraph {
 /// The search's cost bound (SearchOptions::cost_bound).
 enum class CostBound : uint8_t { bytes, model, both };
 std::string_view cost_bound_name(CostBound b);
+/// The cost bound named `name` ("bytes", "model", "both"); a UserError naming them otherwise.
+CostBound require_cost_bound(std::string_view name);
 
 /// Why a search stopped.
 enum class StopReason : uint8_t {

@@ -202,10 +202,13 @@ def _device_of(values):
 
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,
                   top: int = 8, max_kernel_ops: int = 5, max_block_ops: int = 12, max_graph_kernels: int = 2,
-                  checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False) -> UGraph:
+                  checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
+                  cost_bound: str = "bytes") -> UGraph:
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
     returns it. Every candidate is verified before it is kept. time_limit in seconds (None: until
-    the search space is exhausted). With checkpoint (a file path) the search saves its state
+    the search space is exhausted). cost_bound is what prunes (docs/search.md, "The cost bound"):
+    "bytes" (fast), "model" or "both" (they also find μGraphs that move more bytes to use more of
+    the GPU, such as attention split along the keys; give them a time_limit). With checkpoint (a file path) the search saves its state
     there as it goes, and resume=True continues from it. Ctrl-C stops the search: it returns the
     best μGraph found so far (with a warning), or raises KeyboardInterrupt if none was."""
     if isinstance(program, str):
@@ -220,6 +223,7 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     options.max_block_ops = max_block_ops
     options.max_graph_kernels = max_graph_kernels
     options.deterministic = deterministic
+    options.cost_bound = cost_bound
     if time_limit is not None:
         if time_limit <= 0:
             raise _core.MugraphError(f"time_limit must be positive, got {time_limit}")

@@ -238,7 +238,10 @@ NB_MODULE(_core, m) {
       .def_rw("resume", &SearchOptions::resume)
       .def_prop_rw(
           "target", [](const SearchOptions& o) { return std::string(o.target.name); },
-          [](SearchOptions& o, const std::string& name) { o.target = require_target(name); });
+          [](SearchOptions& o, const std::string& name) { o.target = require_target(name); })
+      .def_prop_rw(
+          "cost_bound", [](const SearchOptions& o) { return std::string(cost_bound_name(o.cost_bound)); },
+          [](SearchOptions& o, const std::string& name) { o.cost_bound = require_cost_bound(name); });
 
   nb::class_<SearchCandidate>(m, "SearchCandidate")
       .def_ro("graph", &SearchCandidate::graph)

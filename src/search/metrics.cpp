@@ -84,6 +84,12 @@ std::string_view cost_bound_name(CostBound b) {
   return "?";
 }
 
+CostBound require_cost_bound(std::string_view name) {
+  for (CostBound b : {CostBound::bytes, CostBound::model, CostBound::both})
+    if (cost_bound_name(b) == name) return b;
+  throw UserError("unknown cost bound '" + std::string(name) + "'; the cost bounds are bytes, model and both");
+}
+
 std::string_view stop_reason_name(StopReason r) {
   switch (r) {
     case StopReason::exhausted:

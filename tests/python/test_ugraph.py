@@ -101,6 +101,18 @@ def test_superoptimize_the_small_benchmark_programs(make, reference, scale):
     assert best.verify().verdict == "equivalent"
 
 
+def test_model_cost_bound_ranks_at_least_as_well():
+    # The model bound never cuts what could rank ahead: on a space both exhaust, its best is
+    # estimated no slower than the bytes bound's.
+    by_bytes = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1)
+    by_model = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1, cost_bound="model")
+    assert by_model.report["options"]["cost_bound"] == "model"
+    assert by_bytes.report["options"]["cost_bound"] == "bytes"
+    assert by_model.report["stop_reason"] == "exhausted", by_model.report["stop_reason"]
+    assert by_model.cost("h100") <= by_bytes.cost("h100") * (1 + 1e-9)
+    assert by_model.verify().verdict == "equivalent"
+
+
 def test_save_and_load_round_trip(rmsnorm_best, tmp_path):
     path = tmp_path / "best.json"
     rmsnorm_best.save(str(path))
@@ -166,6 +178,8 @@ def test_superoptimize_errors():
         mugraph.superoptimize(rmsnorm_linear(), resume=True)
     with pytest.raises(mugraph.MugraphError, match="takes a mugraph.Program"):
         mugraph.superoptimize(42)
+    with pytest.raises(mugraph.MugraphError, match="unknown cost bound 'fast'; the cost bounds are bytes, model and both"):
+        mugraph.superoptimize(rmsnorm_linear(), cost_bound="fast")
 
 
 def test_ctrl_c_stops_the_search_and_keeps_its_checkpoint(tmp_path):

@@ -771,5 +771,16 @@ TEST(Search, ReportHasTheDocumentedFields) {
   EXPECT_TRUE(k.at("top").empty());
 }
 
+TEST(Search, CostBoundsByName) {
+  for (CostBound b : {CostBound::bytes, CostBound::model, CostBound::both})
+    EXPECT_EQ(require_cost_bound(cost_bound_name(b)), b);
+  try {
+    require_cost_bound("fast");
+    ADD_FAILURE() << "an unknown cost bound was accepted";
+  } catch (const UserError& e) {
+    EXPECT_EQ(e.message(), "unknown cost bound 'fast'; the cost bounds are bytes, model and both");
+  }
+}
+
 }  // namespace
 }  // namespace mugraph
