@@ -33,10 +33,11 @@ fi
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DMUGRAPH_FUZZ=ON -DMUGRAPH_TESTS=OFF -DMUGRAPH_BENCH=OFF -DMUGRAPH_PYTHON=OFF >/dev/null
-cmake --build "$build" --target $(for t in $targets; do printf '%s_fuzzer ' "$t"; done) -j "$jobs"
+read -r -a target_list <<< "$targets"
+cmake --build "$build" --target "${target_list[@]/%/_fuzzer}" -j "$jobs"
 
 status=0
-for t in $targets; do
+for t in "${target_list[@]}"; do
   # libFuzzer adds what it finds to its first corpus directory: work on a copy so the seed corpus
   # in the repository stays small and reviewed.
   work="$build/fuzz-corpus/$t"
