@@ -39,6 +39,11 @@ const Target& default_target();
 /// gate for graphs that come from files. Returns nullopt when valid.
 std::optional<Rejection> validate(const Graph& kernel_graph, const Target& target = default_target());
 
+/// validate() for a search prefix (a kernel graph the search is still growing, as a checkpoint
+/// stores it): every check but that the program's outputs exist, which a prefix has not
+/// produced yet.
+std::optional<Rejection> validate_prefix(const Graph& kernel_graph, const Target& target = default_target());
+
 /// Bytes of shared memory a block graph needs if all its STensors are live at once (the
 /// paper's conservative rule; the memory planner later does better), a concat's operands
 /// placed in its buffer when they are concatenated nowhere else.

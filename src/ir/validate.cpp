@@ -201,11 +201,11 @@ struct Validator {
     return std::nullopt;
   }
 
-  std::optional<Rejection> kernel_graph(const Graph& g) {
+  std::optional<Rejection> kernel_graph(const Graph& g, bool require_outputs = true) {
     for (size_t b = 0; b < g.bodies.size(); ++b)
       if (auto r = block_graph(g.bodies[b], "block graph " + std::to_string(b) + ": ")) return r;
     if (auto r = structure(g, Level::kernel, "")) return r;
-    if (g.outputs.empty()) return reject(Reason::missing_output) << "the graph has no outputs";
+    if (g.outputs.empty() && require_outputs) return reject(Reason::missing_output) << "the graph has no outputs";
     if (g.output_names.size() != g.outputs.size())
       return reject(Reason::malformed) << g.outputs.size() << " outputs but " << g.output_names.size() << " output names";
     for (TensorId t : g.outputs)
@@ -225,6 +225,11 @@ struct Validator {
 std::optional<Rejection> validate(const Graph& g, const Target& target) {
   Validator v{target};
   return v.kernel_graph(g);
+}
+
+std::optional<Rejection> validate_prefix(const Graph& g, const Target& target) {
+  Validator v{target};
+  return v.kernel_graph(g, /*require_outputs=*/false);
 }
 
 }  // namespace mugraph

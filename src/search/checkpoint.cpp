@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "mugraph/json.h"
+#include "mugraph/validate.h"
 
 namespace mugraph::search_detail {
 
@@ -116,8 +117,15 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
     st.bytes_phase_seconds = j.value("bytes_phase_seconds", -1.0);
     st.stats = stats_from(j.at("stats"));
     std::vector<std::shared_ptr<const Graph>> prefixes;
-    for (const Json& pj : j.at("prefixes"))
-      prefixes.push_back(std::make_shared<const Graph>(from_json(pj.dump(), path)));
+    // Graphs from the file are checked as graphs from any file are, so that an edited or damaged
+    // checkpoint is refused here rather than breaking the search that resumes from it.
+    for (const Json& pj : j.at("prefixes")) {
+      Graph g = from_json(pj.dump(), path);
+      if (auto r = validate_prefix(g, target))
+        throw std::runtime_error("prefix " + std::to_string(prefixes.size()) +
+                                 " is not a valid search state: " + r->str());
+      prefixes.push_back(std::make_shared<const Graph>(std::move(g)));
+    }
     for (const Json& tj : j.at("pending")) {
       Task t;
       t.path = tj.at("path").get<std::vector<int32_t>>();
@@ -140,6 +148,9 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
       c.path = cj.at("path").get<std::vector<int32_t>>();
       c.found_seconds = cj.value("found_seconds", 0.0);
       c.graph = from_json(cj.at("graph").dump(), path);
+      if (auto r = validate(c.graph, target))
+        throw std::runtime_error("candidate " + std::to_string(st.candidates.size()) + " is not a valid μGraph for " +
+                                 std::string(target.name) + ": " + r->str());
       c.metrics = candidate_metrics(c.graph, target);
       c.estimated_us = rank_estimate_us(c.graph, gpu_spec(target.name));
       st.candidates.push_back(std::move(c));

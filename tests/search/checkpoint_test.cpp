@@ -200,6 +200,21 @@ TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFile) {
   variant("negative_operand.json", [](nlohmann::json& j) { j["pending"][1]["operands"] = {-1}; });
   variant("negative_chunk.json", [](nlohmann::json& j) { j["pending"][1]["chunk"] = -3; });
   variant("bad_candidate.json", [](nlohmann::json& j) { j["candidates"][0]["graph"] = 5; });
+  // Well-formed JSON graphs that are not valid ones: a stored shape the shape rules contradict.
+  variant("invalid_candidate.json", [](nlohmann::json& j) {
+    j["candidates"][0]["graph"]["graph"]["tensors"].back()["shape"] = {4, 32};
+  });
+  variant("invalid_prefix.json", [](nlohmann::json& j) {
+    j["prefixes"][0]["graph"]["ops"][0]["shape"] = {4, 32};  // the input op's shape, against its tensor's
+  });
+  for (const char* name : {"invalid_candidate.json", "invalid_prefix.json"}) {
+    try {
+      read_checkpoint(dir.file(name), default_target());
+      ADD_FAILURE() << name << " was read";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a valid"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Checkpoint, WritingToAMissingDirectoryIsAUserError) {
