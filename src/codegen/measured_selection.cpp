@@ -2,11 +2,15 @@
 #include "mugraph/measured_selection.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
+#include <thread>
 
+#include "build_tools.h"
 #include "mugraph/error.h"
 
 namespace mugraph {
@@ -48,12 +52,49 @@ double spearman_rank_correlation(const std::vector<double>& x, const std::vector
   return sxy / std::sqrt(sxx * syy);
 }
 
+namespace {
+
+/// Builds the harness of every candidate, several at once, before any is timed: a build (nvcc)
+/// takes tens of seconds and one core, so a hundred candidates built one after the other would
+/// take most of a GPU lease. Identical generated code is built once (two builds of one source
+/// would share a cache directory). Errors are left for the timing loop, which builds again and
+/// reports them per candidate.
+void prebuild_harnesses(const std::vector<std::pair<Graph, double>>& candidates, const BenchOptions& options) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  std::vector<GeneratedCode> codes;
+  std::set<std::string> seen;
+  for (const auto& [graph, predicted] : candidates) {
+    try {
+      GeneratedCode code = generate_cuda(graph, target, options.codegen);
+      if (seen.insert(code.source + code.header).second) codes.push_back(std::move(code));
+    } catch (const UserError&) {
+    }
+  }
+  const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned w = 0; w < std::min<size_t>(workers, codes.size()); ++w)
+    pool.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < codes.size();) {
+        try {
+          codegen::build_cached(codes[i], target, options.emulate, options.cache_dir,
+                                codegen::BuildProduct::bench_harness);
+        } catch (const UserError&) {
+        }
+      }
+    });
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
 MeasuredSelection measure_candidates(const std::vector<std::pair<Graph, double>>& candidates,
                                      const BenchOptions& options, uint64_t seed) {
   MeasuredSelection s;
   s.emulated = options.emulate;
   s.device = options.emulate ? "host emulation" : "";
   if (candidates.empty()) return s;
+  if (candidates.size() > 1) prebuild_harnesses(candidates, options);
   const std::vector<HostTensor> inputs = random_inputs(candidates.front().first, seed);
   double best = std::numeric_limits<double>::infinity();
   std::vector<double> predicted, measured;
