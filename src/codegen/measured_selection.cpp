@@ -2,7 +2,6 @@
 #include "mugraph/measured_selection.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 
 #include "build_tools.h"
 #include "mugraph/error.h"
+#include "thread_pool.h"
 
 namespace mugraph {
 
@@ -70,20 +70,15 @@ void prebuild_harnesses(const std::vector<std::pair<Graph, double>>& candidates,
     } catch (const UserError&) {
     }
   }
-  const unsigned workers = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < std::min<size_t>(workers, codes.size()); ++w)
-    pool.emplace_back([&] {
-      for (size_t i; (i = next.fetch_add(1)) < codes.size();) {
-        try {
-          codegen::build_cached(codes[i], target, options.emulate, options.cache_dir,
-                                codegen::BuildProduct::bench_harness);
-        } catch (const UserError&) {
-        }
-      }
-    });
-  for (std::thread& t : pool) t.join();
+  const auto workers = std::min<size_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u), codes.size());
+  interp::ThreadPool pool(static_cast<int>(std::max<size_t>(workers, 1)));
+  pool.parallel_for(static_cast<int64_t>(codes.size()), [&](int, int64_t i) {
+    try {
+      codegen::build_cached(codes[static_cast<size_t>(i)], target, options.emulate, options.cache_dir,
+                            codegen::BuildProduct::bench_harness);
+    } catch (const UserError&) {
+    }
+  });
 }
 
 }  // namespace
