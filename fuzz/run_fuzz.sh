@@ -4,9 +4,9 @@
 #
 #   fuzz/run_fuzz.sh [SECONDS] [extra libFuzzer flags...]      (default: 60 seconds per target)
 #
-# Targets (FUZZ_TARGETS, default all three): program (the program format), ugraph_json (the
+# Targets (FUZZ_TARGETS, default all four): program (the program format), ugraph_json (the
 # μGraph JSON format, then what the commands do with a graph they load: validate, print, cost,
-# generate CUDA) and npy (NPY inputs). Seeds: fuzz/corpus/<target>/, and for ugraph_json also
+# generate CUDA), npy (NPY inputs) and checkpoint (search checkpoints, then a resume from them). Seeds: fuzz/corpus/<target>/, and for ugraph_json also
 # every μGraph in examples/ugraphs/ and examples/found/.
 #
 # Environment: BUILD_DIR (default <repo>/build-fuzz), CXX (default clang++, then clang++-14),
@@ -25,7 +25,7 @@ fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-$repo/build-fuzz}"
 jobs="${JOBS:-2}"
-targets="${FUZZ_TARGETS:-program ugraph_json npy}"
+targets="${FUZZ_TARGETS:-program ugraph_json npy checkpoint}"
 cxx="${CXX:-}"
 if [[ -z "$cxx" ]]; then
   if command -v clang++ >/dev/null; then cxx=clang++; else cxx=clang++-14; fi
@@ -51,6 +51,7 @@ for t in "${target_list[@]}"; do
         cp "$f" "$work/example_$(basename "$(dirname "$f")")_$(basename "$f")"
       done
       flags=(-max_len=65536) ;;
+    checkpoint) flags=(-max_len=65536) ;;
   esac
   [[ -f "$repo/fuzz/${t}_fuzzer.dict" ]] && flags+=(-dict="$repo/fuzz/${t}_fuzzer.dict")
   echo "fuzzing $t for ${seconds} s; corpus copy in $work"

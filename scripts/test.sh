@@ -3,7 +3,7 @@
 #   1. unit and integration tests (ctest) on the Release build, warnings as errors
 #   2. the NumPy cross-checks of the CLI, and the Python package's tests (pytest)
 #   3. the unit tests and the CLI tests again under AddressSanitizer + UndefinedBehaviorSanitizer
-#   4. the fuzz targets of the three file readers (program, μGraph JSON, NPY), each for a bounded
+#   4. the fuzz targets of the four file readers (program, μGraph JSON, NPY, checkpoint), each for a bounded
 #      time (MUGRAPH_FUZZ_SECONDS, default 60 per target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +26,6 @@ ctest --test-dir build-sanitize --output-on-failure -j "$JOBS"
 MUGRAPH_BIN="$PWD/build-sanitize/bin/mugraph" .venv/bin/python -m pytest -q --durations=15 tests/tools
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
-echo "== 4/4 fuzz the program, μGraph JSON and NPY readers for ${MUGRAPH_FUZZ_SECONDS:-60} s each"
+echo "== 4/4 fuzz the program, μGraph JSON, NPY and checkpoint readers for ${MUGRAPH_FUZZ_SECONDS:-60} s each"
 bash fuzz/run_fuzz.sh "${MUGRAPH_FUZZ_SECONDS:-60}"
 echo "== all tests passed"

@@ -9,15 +9,16 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
+
+#include "json_reader.h"
 
 namespace mugraph {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using json_reading::Json;
 
 constexpr std::string_view kFormatName = "mugraph-ugraph";
 /// Deepest bracket nesting accepted; a complete μGraph needs about 15.
@@ -221,117 +222,26 @@ void write_pretty(std::string& out, const Json& v, size_t indent, size_t lead) {
 // ---------------------------------------------------------------------------------------------
 // Reading.
 
-/// Line and column (1-based) of a byte offset.
-SourceLoc location_of(std::string_view text, size_t offset, const std::string& filename) {
-  offset = std::min(offset, text.size());
-  SourceLoc loc{filename, 1, 1};
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++loc.line;
-      loc.column = 1;
-    } else {
-      ++loc.column;
-    }
-  }
-  return loc;
-}
-
-/// Rejects bracket nesting deeper than kMaxNesting before the JSON library sees the text, so that
-/// neither its parser nor its destructor can exhaust the stack.
-void check_nesting(std::string_view text, const std::string& filename) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxNesting)
-        throw UserError("JSON nested deeper than " + std::to_string(kMaxNesting) + " levels",
-                        location_of(text, i, filename));
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-}
-
 /// Reads one document; every check throws UserError("PATH: message", {filename}).
-class Reader {
+class Reader : public json_reading::ValueReader {
  public:
-  explicit Reader(const std::string& filename) : filename_(filename) {}
+  using ValueReader::ValueReader;
 
-  Graph document(const Json& doc) {
-    expect_object(doc, "", "expected an object with \"format\", \"version\" and \"graph\"");
-    allow_keys(doc, "", {"format", "version", "graph"});
-    const Json& format = field(doc, "", "format");
+  Graph document(const Json& doc, const std::string& base) {
+    expect_object(doc, base, "expected an object with \"format\", \"version\" and \"graph\"");
+    allow_keys(doc, base, {"format", "version", "graph"});
+    const Json& format = field(doc, base, "format");
     if (!format.is_string() || format.get<std::string>() != kFormatName)
-      fail("/format", "expected \"" + std::string(kFormatName) + "\"; this is not a mugraph μGraph file");
-    const Json& version = field(doc, "", "version");
-    if (!version.is_number_integer()) fail("/version", "expected an integer");
+      fail(base + "/format", "expected \"" + std::string(kFormatName) + "\"; this is not a mugraph μGraph");
+    const Json& version = field(doc, base, "version");
+    if (!version.is_number_integer()) fail(base + "/version", "expected an integer");
     if (version.get<int64_t>() != kJsonFormatVersion)
-      fail("/version", "unsupported version " + version.dump() + "; this mugraph reads version " +
-                           std::to_string(kJsonFormatVersion));
-    return graph(field(doc, "", "graph"), "/graph", 1);
+      fail(base + "/version", "unsupported version " + version.dump() + "; this mugraph reads version " +
+                                  std::to_string(kJsonFormatVersion));
+    return graph(field(doc, base, "graph"), base + "/graph", 1);
   }
 
  private:
-  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
-    throw UserError((path.empty() ? std::string("/") : path) + ": " + message, SourceLoc{filename_});
-  }
-
-  void expect_object(const Json& v, const std::string& path, const std::string& message) const {
-    if (!v.is_object()) fail(path, message);
-  }
-
-  void allow_keys(const Json& obj, const std::string& path, std::initializer_list<std::string_view> keys) const {
-    for (const auto& [key, val] : obj.items())
-      if (std::find(keys.begin(), keys.end(), key) == keys.end()) fail(path, "unknown field \"" + key + "\"");
-  }
-
-  const Json& field(const Json& obj, const std::string& path, const char* key) const {
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path, std::string("missing field \"") + key + "\"");
-    return *it;
-  }
-
-  static const Json* optional(const Json& obj, const char* key) {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-
-  /// An integer in [lo, hi].
-  int64_t integer(const Json& v, const std::string& path, int64_t lo, int64_t hi, const std::string& what) const {
-    bool fits = false;
-    int64_t x = 0;
-    if (v.is_number_unsigned()) {
-      uint64_t u = v.get<uint64_t>();
-      fits = u <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-      x = fits ? static_cast<int64_t>(u) : 0;
-    } else if (v.is_number_integer()) {
-      x = v.get<int64_t>();
-      fits = true;
-    }
-    if (!fits || x < lo || x > hi) fail(path, "expected " + what);
-    return x;
-  }
-
-  std::string string(const Json& v, const std::string& path, const std::string& what) const {
-    if (!v.is_string()) fail(path, "expected " + what);
-    return v.get<std::string>();
-  }
-
-  const Json& array(const Json& v, const std::string& path, const std::string& what) const {
-    if (!v.is_array()) fail(path, "expected " + what);
-    return v;
-  }
-
   Shape shape(const Json& v, const std::string& path) const {
     array(v, path, "a shape: an array of extents");
     if (v.size() > static_cast<size_t>(kMaxRank))
@@ -561,45 +471,41 @@ class Reader {
     }
     return g;
   }
-
-  std::string filename_;
 };
 
 }  // namespace
 
 std::string to_json(const Graph& kernel_graph) {
-  Json doc = Json::object();
-  doc["format"] = std::string(kFormatName);
-  doc["version"] = kJsonFormatVersion;
-  doc["graph"] = graph_json(kernel_graph);
   std::string out;
-  write_pretty(out, doc, 0, 0);
+  write_pretty(out, json_reading::ugraph_value(kernel_graph), 0, 0);
   return out + "\n";
 }
 
 Graph from_json(std::string_view text, const std::string& filename) {
-  check_nesting(text, filename);
-  Json doc;
+  return json_reading::ugraph_from_value(json_reading::parse_document(text, filename, kMaxNesting), "", filename);
+}
+
+namespace json_reading {
+
+Graph ugraph_from_value(const Json& document, const std::string& path, const std::string& filename) {
   try {
-    doc = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.N] parse error at line L, column C: DETAIL".
-    std::string what = e.what();
-    size_t colon = what.find(": ");
-    std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
-    size_t offset = e.byte > 0 ? e.byte - 1 : 0;
-    throw UserError("invalid JSON: " + detail, location_of(text, offset, filename));
-  } catch (const Json::exception& e) {
-    throw UserError(std::string("invalid JSON: ") + e.what(), SourceLoc{filename});
-  }
-  try {
-    return Reader(filename).document(doc);
+    return Reader(filename).document(document, path);
   } catch (const Json::exception& e) {
     // Every access above is checked first; this is a safety net that keeps the promise of
     // UserError for any input.
     throw UserError(std::string("malformed μGraph JSON: ") + e.what(), SourceLoc{filename});
   }
 }
+
+Json ugraph_value(const Graph& kernel_graph) {
+  Json doc = Json::object();
+  doc["format"] = std::string(kFormatName);
+  doc["version"] = kJsonFormatVersion;
+  doc["graph"] = graph_json(kernel_graph);
+  return doc;
+}
+
+}  // namespace json_reading
 
 bool looks_like_json(std::string_view text) {
   // A UTF-8 byte-order mark may precede the document.

@@ -4,23 +4,25 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "mugraph/json.h"
+#include "json_reader.h"
 #include "mugraph/validate.h"
 
 namespace mugraph::search_detail {
 
 namespace {
 
-using Json = nlohmann::json;
+using json_reading::Json;
 constexpr const char* kFormat = "mugraph-search-checkpoint";
 constexpr int kVersion = 2;
+/// Deepest bracket nesting accepted: a μGraph needs about 15, and the checkpoint adds 3.
+constexpr int kMaxNesting = 80;
 
-Json graph_json(const Graph& g) { return Json::parse(to_json(g)); }
+Json graph_json(const Graph& g) { return json_reading::ugraph_value(g); }
 
 Json stats_json(const SearchStats& s) {
   Json j;
@@ -34,17 +36,126 @@ Json stats_json(const SearchStats& s) {
   return j;
 }
 
-SearchStats stats_from(const Json& j) {
-  SearchStats s;
-  s.states = j.at("states").get<int64_t>();
-  s.kernel_states = j.at("kernel_states").get<int64_t>();
-  s.block_configs = j.at("block_configs").get<int64_t>();
-  s.pruned = j.at("pruned").get<std::map<std::string, int64_t>>();
-  s.candidates = j.at("candidates").get<int64_t>();
-  s.tasks = j.at("tasks").get<int64_t>();
-  s.oracle_queries = j.at("oracle_queries").get<int64_t>();
-  return s;
-}
+/// Reads a checkpoint document; every check throws UserError("FILE: PATH: what was expected").
+class CheckpointReader : public json_reading::ValueReader {
+ public:
+  CheckpointReader(const std::string& filename, const Target& target) : ValueReader(filename), target_(target) {}
+
+  CheckpointState document(const Json& j) const {
+    expect_object(j, "", "expected a search checkpoint: an object with \"format\": \"" + std::string(kFormat) + "\"");
+    const Json* format = optional(j, "format");
+    const Json* version = optional(j, "version");
+    if (!format || !format->is_string() || format->get<std::string>() != kFormat)
+      fail("/format", "expected \"" + std::string(kFormat) + "\"; this is not a mugraph search checkpoint");
+    if (!version || !version->is_number_integer() || version->get<int64_t>() != kVersion)
+      fail("/version", "expected " + std::to_string(kVersion) +
+                           ": a checkpoint of another version of mugraph cannot be resumed; start the search anew");
+    allow_keys(j, "",
+               {"format", "version", "fingerprint", "elapsed_seconds", "bytes_phase_seconds", "stats", "prefixes",
+                "pending", "candidates"});
+    CheckpointState st;
+    st.fingerprint = string(field(j, "", "fingerprint"), "/fingerprint", "a string");
+    st.elapsed_seconds = seconds(field(j, "", "elapsed_seconds"), "/elapsed_seconds");
+    if (const Json* b = optional(j, "bytes_phase_seconds"))
+      st.bytes_phase_seconds = seconds(*b, "/bytes_phase_seconds");
+    st.stats = stats(field(j, "", "stats"), "/stats");
+
+    // Graphs from the file are checked as graphs from any file are, so that an edited or damaged
+    // checkpoint is refused here rather than breaking the search that resumes from it.
+    std::vector<std::shared_ptr<const Graph>> prefixes;
+    const Json& pj = array(field(j, "", "prefixes"), "/prefixes", "an array of μGraphs");
+    for (size_t i = 0; i < pj.size(); ++i) {
+      const std::string path = "/prefixes/" + std::to_string(i);
+      Graph g = json_reading::ugraph_from_value(pj[i], path, filename());
+      if (auto r = validate_prefix(g, target_)) fail(path, "not a valid search state: " + r->str());
+      prefixes.push_back(std::make_shared<const Graph>(std::move(g)));
+    }
+    const Json& tj = array(field(j, "", "pending"), "/pending", "an array of tasks");
+    for (size_t i = 0; i < tj.size(); ++i) st.pending.push_back(task(tj[i], "/pending/" + std::to_string(i), prefixes));
+    const Json& cj = array(field(j, "", "candidates"), "/candidates", "an array of candidates");
+    for (size_t i = 0; i < cj.size(); ++i)
+      st.candidates.push_back(candidate(cj[i], "/candidates/" + std::to_string(i)));
+    return st;
+  }
+
+ private:
+  double seconds(const Json& v, const std::string& path) const {
+    return number(v, path, 0, std::numeric_limits<double>::max(), "a number of seconds (0 or more)");
+  }
+
+  int64_t count(const Json& v, const std::string& path) const {
+    return integer(v, path, 0, std::numeric_limits<int64_t>::max(), "a count (0 or more)");
+  }
+
+  SearchStats stats(const Json& j, const std::string& path) const {
+    expect_object(j, path, "expected the search's counters: an object");
+    allow_keys(j, path,
+               {"states", "kernel_states", "block_configs", "pruned", "candidates", "tasks", "oracle_queries"});
+    SearchStats s;
+    s.states = count(field(j, path, "states"), path + "/states");
+    s.kernel_states = count(field(j, path, "kernel_states"), path + "/kernel_states");
+    s.block_configs = count(field(j, path, "block_configs"), path + "/block_configs");
+    s.candidates = count(field(j, path, "candidates"), path + "/candidates");
+    s.tasks = count(field(j, path, "tasks"), path + "/tasks");
+    s.oracle_queries = count(field(j, path, "oracle_queries"), path + "/oracle_queries");
+    const Json& pruned = field(j, path, "pruned");
+    expect_object(pruned, path + "/pruned", "expected an object of counts by reason");
+    for (const auto& [reason, n] : pruned.items()) s.pruned[reason] = count(n, path + "/pruned/" + reason);
+    return s;
+  }
+
+  std::vector<int32_t> task_path(const Json& v, const std::string& path) const {
+    array(v, path, "a task path: an array of child indices");
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < v.size(); ++i)
+      out.push_back(static_cast<int32_t>(integer(v[i], path + "/" + std::to_string(i), 0,
+                                                 std::numeric_limits<int32_t>::max(), "a child index (0 or more)")));
+    return out;
+  }
+
+  Task task(const Json& v, const std::string& path, const std::vector<std::shared_ptr<const Graph>>& prefixes) const {
+    expect_object(v, path, "expected a task: an object with \"path\" and \"prefix\"");
+    allow_keys(v, path, {"path", "prefix", "operands", "chunk", "finish_only"});
+    Task t;
+    t.path = task_path(field(v, path, "path"), path + "/path");
+    const int64_t index = integer(field(v, path, "prefix"), path + "/prefix", 0, std::numeric_limits<int64_t>::max(),
+                                  "a prefix index (0 or more)");
+    if (static_cast<uint64_t>(index) >= prefixes.size())
+      fail(path + "/prefix", "prefix " + std::to_string(index) + " does not exist; the checkpoint has " +
+                                 std::to_string(prefixes.size()));
+    t.prefix = prefixes[static_cast<size_t>(index)];
+    if (const Json* chunk = optional(v, "chunk")) {
+      // A block task: the operands of the custom kernel it builds, in its prefix.
+      t.chunk = static_cast<int32_t>(
+          integer(*chunk, path + "/chunk", 0, std::numeric_limits<int32_t>::max(), "a chunk index (0 or more)"));
+      t.finish_only = boolean(field(v, path, "finish_only"), path + "/finish_only");
+      const Json& ops = array(field(v, path, "operands"), path + "/operands", "an array of tensor ids");
+      const int64_t num_tensors = static_cast<int64_t>(t.prefix->tensors.size());
+      for (size_t i = 0; i < ops.size(); ++i)
+        t.operands.push_back(TensorId(static_cast<int32_t>(integer(ops[i], path + "/operands/" + std::to_string(i), 0,
+                                                                   num_tensors - 1, "a tensor of the task's prefix"))));
+    } else if (optional(v, "operands") || optional(v, "finish_only")) {
+      fail(path, "\"operands\" and \"finish_only\" belong to block tasks, which have a \"chunk\"");
+    }
+    return t;
+  }
+
+  FoundCandidate candidate(const Json& v, const std::string& path) const {
+    expect_object(v, path, "expected a candidate: an object with \"path\" and \"graph\"");
+    allow_keys(v, path, {"path", "found_seconds", "graph"});
+    FoundCandidate c;
+    c.path = task_path(field(v, path, "path"), path + "/path");
+    if (const Json* s = optional(v, "found_seconds")) c.found_seconds = seconds(*s, path + "/found_seconds");
+    c.graph = json_reading::ugraph_from_value(field(v, path, "graph"), path + "/graph", filename());
+    if (auto r = validate(c.graph, target_))
+      fail(path + "/graph", "not a valid μGraph for " + std::string(target_.name) + ": " + r->str());
+    c.metrics = candidate_metrics(c.graph, target_);
+    c.estimated_us = rank_estimate_us(c.graph, gpu_spec(target_.name));
+    return c;
+  }
+
+  const Target& target_;
+};
 
 }  // namespace
 
@@ -107,60 +218,13 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
   if (!f) throw UserError(path + ": cannot read the checkpoint");
   std::stringstream buf;
   buf << f.rdbuf();
-  CheckpointState st;
+  const Json doc = json_reading::parse_document(buf.str(), path, kMaxNesting);
   try {
-    Json j = Json::parse(buf.str());
-    if (j.at("format").get<std::string>() != kFormat || j.at("version").get<int>() != kVersion)
-      throw UserError(path + ": not a mugraph search checkpoint of version " + std::to_string(kVersion));
-    st.fingerprint = j.at("fingerprint").get<std::string>();
-    st.elapsed_seconds = j.at("elapsed_seconds").get<double>();
-    st.bytes_phase_seconds = j.value("bytes_phase_seconds", -1.0);
-    st.stats = stats_from(j.at("stats"));
-    std::vector<std::shared_ptr<const Graph>> prefixes;
-    // Graphs from the file are checked as graphs from any file are, so that an edited or damaged
-    // checkpoint is refused here rather than breaking the search that resumes from it.
-    for (const Json& pj : j.at("prefixes")) {
-      Graph g = from_json(pj.dump(), path);
-      if (auto r = validate_prefix(g, target))
-        throw std::runtime_error("prefix " + std::to_string(prefixes.size()) +
-                                 " is not a valid search state: " + r->str());
-      prefixes.push_back(std::make_shared<const Graph>(std::move(g)));
-    }
-    for (const Json& tj : j.at("pending")) {
-      Task t;
-      t.path = tj.at("path").get<std::vector<int32_t>>();
-      const size_t index = tj.at("prefix").get<size_t>();
-      if (index >= prefixes.size()) throw std::runtime_error("a task names a prefix the checkpoint does not have");
-      t.prefix = prefixes[index];
-      if (tj.contains("chunk")) {
-        t.chunk = tj.at("chunk").get<int32_t>();
-        t.finish_only = tj.at("finish_only").get<bool>();
-        for (int32_t o : tj.at("operands").get<std::vector<int32_t>>()) {
-          if (o < 0 || static_cast<size_t>(o) >= t.prefix->tensors.size() || t.chunk < 0)
-            throw std::runtime_error("a block task names a tensor its prefix does not have");
-          t.operands.push_back(TensorId(o));
-        }
-      }
-      st.pending.push_back(std::move(t));
-    }
-    for (const Json& cj : j.at("candidates")) {
-      FoundCandidate c;
-      c.path = cj.at("path").get<std::vector<int32_t>>();
-      c.found_seconds = cj.value("found_seconds", 0.0);
-      c.graph = from_json(cj.at("graph").dump(), path);
-      if (auto r = validate(c.graph, target))
-        throw std::runtime_error("candidate " + std::to_string(st.candidates.size()) + " is not a valid μGraph for " +
-                                 std::string(target.name) + ": " + r->str());
-      c.metrics = candidate_metrics(c.graph, target);
-      c.estimated_us = rank_estimate_us(c.graph, gpu_spec(target.name));
-      st.candidates.push_back(std::move(c));
-    }
-  } catch (const UserError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw UserError(path + ": malformed checkpoint: " + e.what());
+    return CheckpointReader(path, target).document(doc);
+  } catch (const Json::exception& e) {
+    // Every access is checked first; this is a safety net that keeps the promise of UserError.
+    throw UserError(std::string("malformed search checkpoint: ") + e.what(), SourceLoc{path});
   }
-  return st;
 }
 
 }  // namespace mugraph::search_detail

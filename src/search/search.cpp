@@ -86,6 +86,10 @@ class Driver {
         result.stop_detail += ctx_.model_bound() ? " in the model phase" : " in the bytes phase";
       if (!opt_.checkpoint_path.empty()) write_state();
       if (opt_.deterministic) cut_to_completed_prefix(result);
+    } else if (!opt_.checkpoint_path.empty()) {
+      // The final state replaces the last periodic one, which would send a resume back into a
+      // tree already searched: nothing is pending now, so a resume only verifies the candidates.
+      write_state();
     }
     result.stats = stats_;
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
+#include "../corpus_replay.h"
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
@@ -150,14 +151,18 @@ TEST(Checkpoint, OverwritesAnOlderCheckpoint) {
   EXPECT_DOUBLE_EQ(back.elapsed_seconds, 9);
 }
 
-/// read_checkpoint(path) throws a UserError whose message names the file.
-void expect_user_error_naming_file(const std::string& path) {
+/// read_checkpoint(path) throws a UserError whose message names the file and holds `detail` (a
+/// JSON path or a line and column: where the file is wrong).
+void expect_user_error_naming_file(const std::string& path, const std::string& detail = "") {
   try {
     read_checkpoint(path, default_target());
     FAIL() << "expected a UserError for " << path;
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find(std::filesystem::path(path).filename().string()), std::string::npos)
-        << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find(std::filesystem::path(path).filename().string()), std::string::npos) << what;
+    EXPECT_NE(what.find(detail), std::string::npos) << "expected \"" << detail << "\" in: " << what;
+    // The library's own wording ("[json.exception.type_error.302] ...") never reaches the user.
+    EXPECT_EQ(what.find("json.exception"), std::string::npos) << what;
   } catch (const std::exception& e) {
     FAIL() << "expected a UserError, got: " << e.what();
   }
@@ -165,56 +170,71 @@ void expect_user_error_naming_file(const std::string& path) {
 
 TEST(Checkpoint, MissingFileIsAUserError) {
   TempDir dir;
-  expect_user_error_naming_file(dir.file("nothing_here.json"));
+  expect_user_error_naming_file(dir.file("nothing_here.json"), "cannot read");
 }
 
-TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFile) {
+TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFileAndTheValue) {
   TempDir dir;
   write_checkpoint(dir.file("good.json"), sample_state());
   std::ifstream f(dir.file("good.json"));
   const nlohmann::json good = nlohmann::json::parse(f);
 
-  dir.write("not_json.json", "{ this is not json");
-  expect_user_error_naming_file(dir.file("not_json.json"));
+  dir.write("not_json.json", "{\n  this is not json");
+  expect_user_error_naming_file(dir.file("not_json.json"), "not_json.json:2:");
   dir.write("empty.json", "");
-  expect_user_error_naming_file(dir.file("empty.json"));
+  expect_user_error_naming_file(dir.file("empty.json"), "invalid JSON");
   dir.write("array.json", "[1, 2, 3]");
-  expect_user_error_naming_file(dir.file("array.json"));
+  expect_user_error_naming_file(dir.file("array.json"), "expected a search checkpoint");
+  dir.write("deep.json", std::string(100000, '[') + std::string(100000, ']'));
+  expect_user_error_naming_file(dir.file("deep.json"), "nested deeper");
   dir.write("ugraph.json", to_json(parse_program(kProgram)));  // a μGraph, not a checkpoint
-  expect_user_error_naming_file(dir.file("ugraph.json"));
+  expect_user_error_naming_file(dir.file("ugraph.json"), "/format: expected \"mugraph-search-checkpoint\"");
 
-  auto variant = [&](const std::string& name, auto&& edit) {
+  auto variant = [&](const std::string& name, const std::string& detail, auto&& edit) {
     nlohmann::json j = good;
     edit(j);
     dir.write(name, j.dump());
-    expect_user_error_naming_file(dir.file(name));
+    expect_user_error_naming_file(dir.file(name), detail);
   };
-  variant("wrong_format.json", [](nlohmann::json& j) { j["format"] = "something-else"; });
-  variant("wrong_version.json", [](nlohmann::json& j) { j["version"] = 99; });
-  variant("no_stats.json", [](nlohmann::json& j) { j.erase("stats"); });
-  variant("no_pending.json", [](nlohmann::json& j) { j.erase("pending"); });
-  variant("bad_elapsed.json", [](nlohmann::json& j) { j["elapsed_seconds"] = "soon"; });
-  variant("bad_prefix.json", [](nlohmann::json& j) { j["pending"][0]["prefix"] = {{"format", "nope"}}; });
-  variant("bad_path.json", [](nlohmann::json& j) { j["pending"][0]["path"] = "0/2"; });
-  variant("bad_operand.json", [](nlohmann::json& j) { j["pending"][1]["operands"] = {0, 57}; });
-  variant("negative_operand.json", [](nlohmann::json& j) { j["pending"][1]["operands"] = {-1}; });
-  variant("negative_chunk.json", [](nlohmann::json& j) { j["pending"][1]["chunk"] = -3; });
-  variant("bad_candidate.json", [](nlohmann::json& j) { j["candidates"][0]["graph"] = 5; });
+  variant("wrong_format.json", "/format: expected", [](nlohmann::json& j) { j["format"] = "something-else"; });
+  variant("wrong_version.json", "/version: expected 2", [](nlohmann::json& j) { j["version"] = 99; });
+  variant("unknown_field.json", "unknown field \"extra\"", [](nlohmann::json& j) { j["extra"] = 1; });
+  variant("no_stats.json", "missing field \"stats\"", [](nlohmann::json& j) { j.erase("stats"); });
+  variant("bad_stat.json", "/stats/states: expected a count", [](nlohmann::json& j) { j["stats"]["states"] = -4; });
+  variant("bad_pruned.json", "/stats/pruned/", [](nlohmann::json& j) { j["stats"]["pruned"]["why"] = "x"; });
+  variant("no_pending.json", "missing field \"pending\"", [](nlohmann::json& j) { j.erase("pending"); });
+  variant("bad_elapsed.json", "/elapsed_seconds: expected a number of seconds",
+          [](nlohmann::json& j) { j["elapsed_seconds"] = "soon"; });
+  variant("bad_prefix.json", "/pending/0/prefix: expected a prefix index", [](nlohmann::json& j) {
+    j["pending"][0]["prefix"] = {{"format", "nope"}};
+  });
+  variant("missing_prefix.json", "/pending/0/prefix: prefix 7 does not exist",
+          [](nlohmann::json& j) { j["pending"][0]["prefix"] = 7; });
+  variant("bad_path.json", "/pending/0/path: expected a task path",
+          [](nlohmann::json& j) { j["pending"][0]["path"] = "0/2"; });
+  variant("bad_operand.json", "/pending/1/operands/1: expected a tensor of the task's prefix", [](nlohmann::json& j) {
+    j["pending"][1]["operands"] = {0, 57};
+  });
+  variant("negative_operand.json", "/pending/1/operands/0",
+          [](nlohmann::json& j) { j["pending"][1]["operands"] = {-1}; });
+  variant("negative_chunk.json", "/pending/1/chunk: expected a chunk index",
+          [](nlohmann::json& j) { j["pending"][1]["chunk"] = -3; });
+  variant("bad_finish_only.json", "/pending/1/finish_only: expected true or false",
+          [](nlohmann::json& j) { j["pending"][1]["finish_only"] = 1; });
+  variant("bad_candidate.json", "/candidates/0/graph: expected an object",
+          [](nlohmann::json& j) { j["candidates"][0]["graph"] = 5; });
+  // A damaged graph inside: the path runs on into the μGraph.
+  variant("bad_candidate_op.json", "/candidates/0/graph/graph/ops/0/op: unknown op \"frobnicate\"",
+          [](nlohmann::json& j) { j["candidates"][0]["graph"]["graph"]["ops"][0]["op"] = "frobnicate"; });
+  variant("bad_prefix_graph.json", "/prefixes/0/graph/tensors: expected an array",
+          [](nlohmann::json& j) { j["prefixes"][0]["graph"]["tensors"] = 3; });
   // Well-formed JSON graphs that are not valid ones: a stored shape the shape rules contradict.
-  variant("invalid_candidate.json", [](nlohmann::json& j) {
+  variant("invalid_candidate.json", "/candidates/0/graph: not a valid μGraph for h100", [](nlohmann::json& j) {
     j["candidates"][0]["graph"]["graph"]["tensors"].back()["shape"] = {4, 32};
   });
-  variant("invalid_prefix.json", [](nlohmann::json& j) {
+  variant("invalid_prefix.json", "/prefixes/0: not a valid search state", [](nlohmann::json& j) {
     j["prefixes"][0]["graph"]["ops"][0]["shape"] = {4, 32};  // the input op's shape, against its tensor's
   });
-  for (const char* name : {"invalid_candidate.json", "invalid_prefix.json"}) {
-    try {
-      read_checkpoint(dir.file(name), default_target());
-      ADD_FAILURE() << name << " was read";
-    } catch (const UserError& e) {
-      EXPECT_NE(std::string(e.what()).find("is not a valid"), std::string::npos) << e.what();
-    }
-  }
 }
 
 TEST(Checkpoint, WritingToAMissingDirectoryIsAUserError) {
@@ -383,6 +403,35 @@ TEST(Checkpoint, ResumeAfterCostBoundBothEndedDoesNotRunItsModelPhaseAgain) {
   ASSERT_EQ(r.top.size(), 1u);
 }
 
+TEST(Checkpoint, AFinishedSearchLeavesItsFinalStateAndResumingItSearchesNothing) {
+  // Without the final write, the last periodic checkpoint (or, with CostBound::both, the one
+  // written as its model phase begins) stays behind, and a resume searches that tree again.
+  Graph program = parse_program(kProgram);
+  for (CostBound bound : {CostBound::bytes, CostBound::both}) {
+    TempDir dir;
+    SearchOptions o;
+    o.max_kernel_ops = 2;
+    o.max_block_ops = 4;
+    o.threads = 1;
+    o.cost_bound = bound;
+    o.checkpoint_path = dir.file("checkpoint.json");
+    SearchResult first = search(program, o);
+    ASSERT_EQ(first.stop_reason, StopReason::exhausted);
+    ASSERT_FALSE(first.top.empty());
+    CheckpointState st = read_checkpoint(o.checkpoint_path, o.target);
+    EXPECT_TRUE(st.pending.empty());
+    EXPECT_EQ(st.stats.tasks, first.stats.tasks);
+    EXPECT_EQ(st.bytes_phase_seconds >= 0, bound == CostBound::both);
+
+    o.resume = true;
+    SearchResult again = search(program, o);
+    EXPECT_EQ(again.stop_reason, StopReason::exhausted);
+    EXPECT_EQ(again.stats.tasks, first.stats.tasks) << "the resumed search ran tasks";
+    ASSERT_EQ(again.top.size(), first.top.size());
+    for (size_t i = 0; i < first.top.size(); ++i) EXPECT_EQ(again.top[i].graph, first.top[i].graph) << i;
+  }
+}
+
 TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
   // A checkpoint with nothing pending but one candidate: resuming verifies and reports it.
   Graph program = parse_program(kProgram);
@@ -395,6 +444,38 @@ TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
   ASSERT_EQ(r.top.size(), 1u);
   EXPECT_EQ(r.top[0].verification.verdict, Verdict::equivalent);
   EXPECT_EQ(r.top[0].metrics.kernels, 2);
+}
+
+// The seeds of fuzz/checkpoint_fuzzer (and what it found, once fixed), replayed as it runs them:
+// each is read or refused with a UserError, and a search resumes from each one read (or refuses
+// it with a UserError). The valid_* ones are checkpoints `mugraph search` wrote for the fuzzer's
+// program and options, finished or stopped: reading and resuming them succeeds.
+TEST(Checkpoint, FuzzCorpusReadsAndResumesOrThrowsUserError) {
+  const Graph program = parse_program("input X[4, 64]\ninput G[64]\nO = mul(exp(X), G)\noutput O\n");
+  TempDir dir;
+  const int resumed = test_support::replay_corpus("checkpoint", [&](const std::string& path) {
+    SearchOptions o;
+    o.max_kernel_ops = 2;
+    o.max_block_ops = 4;
+    o.threads = 1;
+    o.top_k = 1;
+    o.time_limit_seconds = 5;
+    // The search rewrites its checkpoint as it stops: resume from a copy, not the seed.
+    o.checkpoint_path = dir.file("checkpoint.json");
+    std::filesystem::copy_file(path, o.checkpoint_path, std::filesystem::copy_options::overwrite_existing);
+    const CheckpointState st = read_checkpoint(o.checkpoint_path, o.target);
+    // The seeds hold searches of each cost bound, which the fingerprint tells apart.
+    for (CostBound bound : {CostBound::bytes, CostBound::model, CostBound::both}) {
+      SearchOptions b = o;
+      b.cost_bound = bound;
+      if (search_fingerprint(program, b) == st.fingerprint) o.cost_bound = bound;
+    }
+    o.resume = true;
+    const SearchResult r = search(program, o);
+    EXPECT_EQ(r.stop_reason, StopReason::exhausted) << path;
+    EXPECT_EQ(r.top.size(), 1u) << path;
+  });
+  EXPECT_GE(resumed, 4);
 }
 
 }  // namespace
