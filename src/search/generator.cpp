@@ -942,20 +942,34 @@ class BlockSearch {
   /// consumes at most two open ends (two iterators, two concats, or one of each).
   /// Also, every sink becomes an output of the kernel, and outputs beyond what later kernels
   /// (or the program's outputs) can read would be dead: each op merges at most two open ends.
-  int ops_needed() const {
+  int ops_needed() const { return ops_needed_with(nullptr, {}); }
+
+  /// ops_needed() once an op of `kind` reading `operands` is appended (it reads them, and its
+  /// output is a sink): so that try_op refuses an op that leaves the graph unclosable before
+  /// append_checked's shape, label and oracle work, which most ops tried would otherwise pay for
+  /// (nTrans: half of the ops tried are refused this way).
+  int ops_needed_with(const OpKind* kind, std::span<const int32_t> operands) const {
     int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
-    for (const TensorState& s : state_) {
-      if (s.uses > 0) continue;
-      if (s.iterator)
+    auto count = [&](bool iterator, bool concat, Phase phase) {
+      if (iterator) {
         ++unused_iters;
-      else {
-        ++sinks;
-        if (s.concat)
-          ++concats;
-        else if (s.phase == kLoop && cfg_.forloop > 1)
-          ++loop_sinks;
+        return;
       }
+      ++sinks;
+      if (concat)
+        ++concats;
+      else if (phase == kLoop && cfg_.forloop > 1)
+        ++loop_sinks;
+    };
+    for (size_t i = 0; i < state_.size(); ++i) {
+      const TensorState& s = state_[i];
+      if (s.uses > 0 || std::find(operands.begin(), operands.end(), static_cast<int32_t>(i)) != operands.end())
+        continue;
+      count(s.iterator, s.concat, s.phase);
     }
+    if (kind)  // the new op's output, as append_checked pushes it
+      count(false, *kind == OpKind::concat,
+            *kind == OpKind::accum ? kPost : state_[static_cast<size_t>(operands.front())].phase);
     int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + concats + 1) / 2;
     return std::max(needed, sinks + unused_iters - max_sinks_);
   }
@@ -1031,14 +1045,16 @@ class BlockSearch {
     // A concat is only there to feed a matmul (the LoRA rewrite): nothing else may read one.
     for (int32_t i : operand_ids)
       if (state_[static_cast<size_t>(i)].concat && kind != OpKind::matmul) return;
-    if (!append_checked(kind, std::span<const int32_t>(operand_ids.begin(), operand_ids.size()), attrs,
-                        /*replayed=*/false))
-      return;
-    if (ops_needed() > ctx_.options().max_block_ops - steps()) {
+    const std::span<const int32_t> operands(operand_ids.begin(), operand_ids.size());
+    const int needed = ops_needed_with(&kind, operands);
+    if (needed > ctx_.options().max_block_ops - (steps() + 1)) {
       ++prunes_[kUnclosable];
-    } else {
-      dfs(rank);
+      return;
     }
+    if (!append_checked(kind, operands, attrs, /*replayed=*/false)) return;
+    MUGRAPH_CHECK(ops_needed() == needed) << "ops_needed_with predicted " << needed << " for a " << op_info(kind).name
+                                          << ", appending it gives " << ops_needed();
+    dfs(rank);
     pop_op();
   }
 
