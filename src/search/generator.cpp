@@ -974,6 +974,30 @@ class BlockSearch {
     return std::max(needed, sinks + unused_iters - max_sinks_);
   }
 
+  /// Whether every op that reads no open end (no tensor yet unused) leaves the graph unclosable
+  /// within `ops_left` ops after it. Such an op consumes nothing and adds a sink, so its
+  /// ops_needed_with is at least max(ops_needed's first term, sinks + 1 + unused iterators −
+  /// max_sinks_) (its output counted as the cheapest kind of sink: no concat, not in the loop).
+  /// Then dfs tries only ops that read an open end: the others would all be refused as
+  /// unclosable, one try_op each (nTrans's search refused about 4·10⁸ ops so in 120 s).
+  bool must_read_an_open_end(int ops_left) const {
+    int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
+    for (const TensorState& st : state_) {
+      if (st.uses > 0) continue;
+      if (st.iterator) {
+        ++unused_iters;
+        continue;
+      }
+      ++sinks;
+      if (st.concat)
+        ++concats;
+      else if (st.phase == kLoop && cfg_.forloop > 1)
+        ++loop_sinks;
+    }
+    const int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + concats + 1) / 2;
+    return std::max(needed, sinks + 1 + unused_iters - max_sinks_) > ops_left;
+  }
+
   void dfs(const OpRank& last) {
     if (stopped_) return;
     if ((++out_.stats.states & 1023) == 0 && stop_.load(std::memory_order_relaxed)) {
@@ -984,6 +1008,10 @@ class BlockSearch {
     if (steps() >= ctx_.options().max_block_ops) return;
     const int32_t n = static_cast<int32_t>(state_.size());
     const bool loop = cfg_.forloop > 1;
+    // When the budget is tight, an op must read an open end; `open(a) || open(b)` skips the
+    // others before try_op (which would refuse each as unclosable).
+    const bool tight = must_read_an_open_end(ctx_.options().max_block_ops - (steps() + 1));
+    auto open = [&](int32_t t) { return !tight || state_[static_cast<size_t>(t)].uses == 0; };
     for (OpKind kind : ctx_.kinds()) {
       const OpInfo& info = op_info(kind);
       if (!info.at(Level::block)) continue;
@@ -991,20 +1019,23 @@ class BlockSearch {
         if (stopped_) return;
         switch (info.category) {
           case OpCategory::unary:
-            try_op(last, kind, {a}, {});
+            if (open(a)) try_op(last, kind, {a}, {});
             break;
           case OpCategory::reduction:
+            if (!open(a)) break;
             for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d)
               if (bg_.tensors[a].type.shape[d] > 1) try_op(last, kind, {a}, attrs::sum(d));
             break;
           case OpCategory::binary:
             for (int32_t b = is_commutative(kind) ? a : 0; b < n; ++b)
-              if (b != a || ctx_.has_self_operand_op(kind)) try_op(last, kind, {a, b}, {});
+              if ((b != a || ctx_.has_self_operand_op(kind)) && (open(a) || open(b))) try_op(last, kind, {a, b}, {});
+            if (!open(a)) break;
             for (const SearchContext::Constant& c : ctx_.constants())
               if (c.kind == kind) try_op(last, kind, {a}, attrs::scalar(c.value, c.pos));
             break;
           case OpCategory::matmul:
-            for (int32_t b = 0; b < n; ++b) try_op(last, kind, {a, b}, {});
+            for (int32_t b = 0; b < n; ++b)
+              if (open(a) || open(b)) try_op(last, kind, {a, b}, {});
             break;
           default:
             break;
@@ -1012,14 +1043,14 @@ class BlockSearch {
       }
     }
     for (int32_t a = 0; a < n; ++a) {
-      if (loop && state_[a].phase == kLoop && !state_[a].iterator && !state_[a].concat) {
+      if (loop && state_[a].phase == kLoop && !state_[a].iterator && !state_[a].concat && open(a)) {
         try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
         for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d) try_op(last, OpKind::accum, {a}, attrs::accum(d));
       }
-      if (loop && state_[a].stack_loop) try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
+      if (loop && state_[a].stack_loop && open(a)) try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
       if (ctx_.uses_concat())
         for (int32_t b = 0; b < n; ++b) {
-          if (b == a) continue;
+          if (b == a || !(open(a) || open(b))) continue;
           int r = bg_.tensors[a].type.shape.rank();
           for (int d = std::max(0, r - 2); d < r; ++d) try_op(last, OpKind::concat, {a, b}, attrs::sum(d));
         }
