@@ -51,8 +51,9 @@ FAST = {
 # use the first whose uninterrupted run takes at least SLOW_SECONDS, so that it outlasts the first
 # periodic checkpoint (5 s) with seconds to spare whatever the build: in Release today the fourth
 # (about 90 s; the third took 15 s until the search learnt to skip unclosable ops early, and 6 to
-# 8 s since, too close to the checkpoint), under sanitizers an earlier one. Without abstract-expression pruning and grown op by op, the gated
-# MLP's one-kernel search grows steeply with the block-op limit and stays small in memory.
+# 8 s since, too close to the checkpoint), under sanitizers an earlier one. Without
+# abstract-expression pruning and grown op by op, the gated MLP's one-kernel search grows steeply
+# with the block-op limit and stays small in memory.
 NO_PRUNING = ONE_KERNEL + ["--no-abstract-pruning", "--no-program-tile-values"]
 SLOW_CANDIDATES = [
     (GATED_MLP, NO_PRUNING + ["--max-block-ops", "9"]),
