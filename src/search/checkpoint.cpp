@@ -22,8 +22,6 @@ constexpr int kVersion = 2;
 /// Deepest bracket nesting accepted: a μGraph needs about 15, and the checkpoint adds 3.
 constexpr int kMaxNesting = 80;
 
-Json graph_json(const Graph& g) { return json_reading::ugraph_value(g); }
-
 Json stats_json(const SearchStats& s) {
   Json j;
   j["states"] = s.states;
@@ -185,7 +183,7 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
     Json tj;
     tj["path"] = t.path;
     auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
-    if (fresh) prefixes.push_back(graph_json(*t.prefix));
+    if (fresh) prefixes.push_back(json_reading::ugraph_value(*t.prefix));
     tj["prefix"] = it->second;
     if (t.is_block()) {
       std::vector<int32_t> operands;
@@ -200,7 +198,8 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
   j["pending"] = std::move(pending);
   Json cands = Json::array();
   for (const FoundCandidate& c : st.candidates)
-    cands.push_back({{"path", c.path}, {"found_seconds", c.found_seconds}, {"graph", graph_json(c.graph)}});
+    cands.push_back(
+        {{"path", c.path}, {"found_seconds", c.found_seconds}, {"graph", json_reading::ugraph_value(c.graph)}});
   j["candidates"] = std::move(cands);
 
   const std::string tmp = path + ".tmp";

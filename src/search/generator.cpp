@@ -936,66 +936,69 @@ class BlockSearch {
     return kProgramTileValue;
   }
 
+  /// The open ends ops_needed counts.
+  struct OpenEnds {
+    int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
+  };
+
+  /// Counts a tensor that nothing reads yet.
+  void add_open_end(OpenEnds& e, bool iterator, bool concat, Phase phase) const {
+    if (iterator) {
+      ++e.unused_iters;
+      return;
+    }
+    ++e.sinks;
+    if (concat)
+      ++e.concats;
+    else if (phase == kLoop && cfg_.forloop > 1)
+      ++e.loop_sinks;
+  }
+
+  /// The open ends of the block graph, as if the tensors in `read` were read once more.
+  OpenEnds open_ends(std::span<const int32_t> read = {}) const {
+    OpenEnds e;
+    for (size_t i = 0; i < state_.size(); ++i) {
+      const TensorState& s = state_[i];
+      if (s.uses > 0 || std::find(read.begin(), read.end(), static_cast<int32_t>(i)) != read.end()) continue;
+      add_open_end(e, s.iterator, s.concat, s.phase);
+    }
+    return e;
+  }
+
   /// Ops still needed to close the graph: unused iterators and open concats must be consumed,
   /// and with a loop every loop-body sink must reach an accumulator. With a loop one op lowers
   /// these counts by at most one (what consumes two open ends makes a loop sink); without, it
   /// consumes at most two open ends (two iterators, two concats, or one of each).
   /// Also, every sink becomes an output of the kernel, and outputs beyond what later kernels
   /// (or the program's outputs) can read would be dead: each op merges at most two open ends.
-  int ops_needed() const { return ops_needed_with(nullptr, {}); }
+  int ops_needed(const OpenEnds& e) const {
+    int needed = cfg_.forloop > 1 ? e.unused_iters + e.loop_sinks + e.concats : (e.unused_iters + e.concats + 1) / 2;
+    return std::max(needed, e.sinks + e.unused_iters - max_sinks_);
+  }
+
+  int ops_needed() const { return ops_needed(open_ends()); }
 
   /// ops_needed() once an op of `kind` reading `operands` is appended (it reads them, and its
   /// output is a sink): so that try_op refuses an op that leaves the graph unclosable before
   /// append_checked's shape, label and oracle work, which most ops tried would otherwise pay for
   /// (nTrans: half of the ops tried are refused this way).
-  int ops_needed_with(const OpKind* kind, std::span<const int32_t> operands) const {
-    int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
-    auto count = [&](bool iterator, bool concat, Phase phase) {
-      if (iterator) {
-        ++unused_iters;
-        return;
-      }
-      ++sinks;
-      if (concat)
-        ++concats;
-      else if (phase == kLoop && cfg_.forloop > 1)
-        ++loop_sinks;
-    };
-    for (size_t i = 0; i < state_.size(); ++i) {
-      const TensorState& s = state_[i];
-      if (s.uses > 0 || std::find(operands.begin(), operands.end(), static_cast<int32_t>(i)) != operands.end())
-        continue;
-      count(s.iterator, s.concat, s.phase);
-    }
-    if (kind)  // the new op's output, as append_checked pushes it
-      count(false, *kind == OpKind::concat,
-            *kind == OpKind::accum ? kPost : state_[static_cast<size_t>(operands.front())].phase);
-    int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + concats + 1) / 2;
-    return std::max(needed, sinks + unused_iters - max_sinks_);
+  int ops_needed_with(OpKind kind, std::span<const int32_t> operands) const {
+    OpenEnds e = open_ends(operands);
+    // The new op's output, as append_checked pushes it.
+    add_open_end(e, false, kind == OpKind::concat,
+                 kind == OpKind::accum ? kPost : state_[static_cast<size_t>(operands.front())].phase);
+    return ops_needed(e);
   }
 
   /// Whether every op that reads no open end (no tensor yet unused) leaves the graph unclosable
-  /// within `ops_left` ops after it. Such an op consumes nothing and adds a sink, so its
-  /// ops_needed_with is at least max(ops_needed's first term, sinks + 1 + unused iterators −
-  /// max_sinks_) (its output counted as the cheapest kind of sink: no concat, not in the loop).
-  /// Then dfs tries only ops that read an open end: the others would all be refused as
-  /// unclosable, one try_op each (nTrans's search refused about 4·10⁸ ops so in 120 s).
+  /// within `ops_left` ops after it. Such an op consumes nothing and adds a sink, at best one that
+  /// is no concat and not in the loop, so its ops_needed_with is at least what this counts. Then
+  /// dfs tries only ops that read an open end: the others would all be refused as unclosable, one
+  /// try_op each (nTrans's search refused about 4·10⁸ ops so in 120 s).
   bool must_read_an_open_end(int ops_left) const {
-    int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
-    for (const TensorState& st : state_) {
-      if (st.uses > 0) continue;
-      if (st.iterator) {
-        ++unused_iters;
-        continue;
-      }
-      ++sinks;
-      if (st.concat)
-        ++concats;
-      else if (st.phase == kLoop && cfg_.forloop > 1)
-        ++loop_sinks;
-    }
-    const int needed = cfg_.forloop > 1 ? unused_iters + loop_sinks + concats : (unused_iters + concats + 1) / 2;
-    return std::max(needed, sinks + 1 + unused_iters - max_sinks_) > ops_left;
+    OpenEnds e = open_ends();
+    add_open_end(e, false, false, kPost);
+    return ops_needed(e) > ops_left;
   }
 
   void dfs(const OpRank& last) {
@@ -1077,7 +1080,7 @@ class BlockSearch {
     for (int32_t i : operand_ids)
       if (state_[static_cast<size_t>(i)].concat && kind != OpKind::matmul) return;
     const std::span<const int32_t> operands(operand_ids.begin(), operand_ids.size());
-    const int needed = ops_needed_with(&kind, operands);
+    const int needed = ops_needed_with(kind, operands);
     if (needed > ctx_.options().max_block_ops - (steps() + 1)) {
       ++prunes_[kUnclosable];
       return;

@@ -321,8 +321,8 @@ class Driver {
       if (!(stop && stop->load())) verdicts = verify_all(ctx_.program(), batch, opt_.verify, &runs, stop);
       if (verdicts.empty()) {
         // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
-        // checkpoint keeps the whole candidate pool, which a resume verifies again.
-        if (result.stop_reason == StopReason::exhausted && !opt_.checkpoint_path.empty()) write_state();
+        // checkpoint (written as the tree search ended) keeps the whole candidate pool, which a
+        // resume verifies again.
         result.stop_reason = StopReason::interrupted;
         result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("verification stopped after ") +
                               std::to_string(checked) + " of " + std::to_string(pool_.size()) + " candidates";
