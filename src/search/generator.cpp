@@ -941,27 +941,24 @@ class BlockSearch {
     int unused_iters = 0, loop_sinks = 0, concats = 0, sinks = 0;
   };
 
-  /// Counts a tensor that nothing reads yet.
-  void add_open_end(OpenEnds& e, bool iterator, bool concat, Phase phase) const {
+  /// Counts (`sign` 1) or uncounts (−1) a tensor that nothing reads yet.
+  void add_open_end(OpenEnds& e, bool iterator, bool concat, Phase phase, int sign = 1) const {
     if (iterator) {
-      ++e.unused_iters;
+      e.unused_iters += sign;
       return;
     }
-    ++e.sinks;
+    e.sinks += sign;
     if (concat)
-      ++e.concats;
+      e.concats += sign;
     else if (phase == kLoop && cfg_.forloop > 1)
-      ++e.loop_sinks;
+      e.loop_sinks += sign;
   }
 
-  /// The open ends of the block graph, as if the tensors in `read` were read once more.
-  OpenEnds open_ends(std::span<const int32_t> read = {}) const {
+  /// The open ends of the block graph.
+  OpenEnds open_ends() const {
     OpenEnds e;
-    for (size_t i = 0; i < state_.size(); ++i) {
-      const TensorState& s = state_[i];
-      if (s.uses > 0 || std::find(read.begin(), read.end(), static_cast<int32_t>(i)) != read.end()) continue;
-      add_open_end(e, s.iterator, s.concat, s.phase);
-    }
+    for (const TensorState& s : state_)
+      if (s.uses == 0) add_open_end(e, s.iterator, s.concat, s.phase);
     return e;
   }
 
@@ -978,25 +975,31 @@ class BlockSearch {
 
   int ops_needed() const { return ops_needed(open_ends()); }
 
-  /// ops_needed() once an op of `kind` reading `operands` is appended (it reads them, and its
-  /// output is a sink): so that try_op refuses an op that leaves the graph unclosable before
-  /// append_checked's shape, label and oracle work, which most ops tried would otherwise pay for
-  /// (nTrans: half of the ops tried are refused this way).
-  int ops_needed_with(OpKind kind, std::span<const int32_t> operands) const {
-    OpenEnds e = open_ends(operands);
+  /// ops_needed() once an op of `kind` reading `operands` is appended to the block graph whose
+  /// open ends are `ends` (it reads them, and its output is a sink): so that try_op refuses an
+  /// op that leaves the graph unclosable before append_checked's shape, label and oracle work,
+  /// which most ops tried would otherwise pay for (nTrans: half of the ops tried are refused
+  /// this way).
+  int ops_needed_with(OpenEnds e, OpKind kind, std::span<const int32_t> operands) const {
+    for (size_t k = 0; k < operands.size(); ++k) {
+      const TensorState& s = state_[static_cast<size_t>(operands[k])];
+      if (s.uses > 0 || std::find(operands.begin(), operands.begin() + k, operands[k]) != operands.begin() + k)
+        continue;
+      add_open_end(e, s.iterator, s.concat, s.phase, -1);
+    }
     // The new op's output, as append_checked pushes it.
     add_open_end(e, false, kind == OpKind::concat,
                  kind == OpKind::accum ? kPost : state_[static_cast<size_t>(operands.front())].phase);
     return ops_needed(e);
   }
 
-  /// Whether every op that reads no open end (no tensor yet unused) leaves the graph unclosable
-  /// within `ops_left` ops after it. Such an op consumes nothing and adds a sink, at best one that
-  /// is no concat and not in the loop, so its ops_needed_with is at least what this counts. Then
-  /// dfs tries only ops that read an open end: the others would all be refused as unclosable, one
-  /// try_op each (nTrans's search refused about 4·10⁸ ops so in 120 s).
-  bool must_read_an_open_end(int ops_left) const {
-    OpenEnds e = open_ends();
+  /// Whether every op that reads no open end (no tensor yet unused) leaves the graph, whose
+  /// open ends are `ends`, unclosable within `ops_left` ops after it. Such an op consumes
+  /// nothing and adds a sink, at best one that is no concat and not in the loop, so its
+  /// ops_needed_with is at least what this counts. Then dfs tries only ops that read an open
+  /// end: the others would all be refused as unclosable, one try_op each (nTrans's search
+  /// refused about 4·10⁸ ops so in 120 s).
+  bool must_read_an_open_end(OpenEnds e, int ops_left) const {
     add_open_end(e, false, false, kPost);
     return ops_needed(e) > ops_left;
   }
@@ -1011,10 +1014,15 @@ class BlockSearch {
     if (steps() >= ctx_.options().max_block_ops) return;
     const int32_t n = static_cast<int32_t>(state_.size());
     const bool loop = cfg_.forloop > 1;
+    const OpenEnds ends = open_ends();
     // When the budget is tight, an op must read an open end; `open(a) || open(b)` skips the
     // others before try_op (which would refuse each as unclosable).
-    const bool tight = must_read_an_open_end(ctx_.options().max_block_ops - (steps() + 1));
+    const bool tight = must_read_an_open_end(ends, ctx_.options().max_block_ops - (steps() + 1));
     auto open = [&](int32_t t) { return !tight || state_[static_cast<size_t>(t)].uses == 0; };
+    // The canonical order's rank begins with the largest operand id, which may not fall below
+    // the last op's: the loops below start where an operand set can still reach it (try_op
+    // would refuse the others first thing).
+    const int32_t m = std::max(last.max_input, 0);
     for (OpKind kind : ctx_.kinds()) {
       const OpInfo& info = op_info(kind);
       if (!info.at(Level::block)) continue;
@@ -1022,23 +1030,24 @@ class BlockSearch {
         if (stopped_) return;
         switch (info.category) {
           case OpCategory::unary:
-            if (open(a)) try_op(last, kind, {a}, {});
+            if (a >= m && open(a)) try_op(last, ends, kind, {a}, {});
             break;
           case OpCategory::reduction:
-            if (!open(a)) break;
+            if (a < m || !open(a)) break;
             for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d)
-              if (bg_.tensors[a].type.shape[d] > 1) try_op(last, kind, {a}, attrs::sum(d));
+              if (bg_.tensors[a].type.shape[d] > 1) try_op(last, ends, kind, {a}, attrs::sum(d));
             break;
           case OpCategory::binary:
-            for (int32_t b = is_commutative(kind) ? a : 0; b < n; ++b)
-              if ((b != a || ctx_.has_self_operand_op(kind)) && (open(a) || open(b))) try_op(last, kind, {a, b}, {});
-            if (!open(a)) break;
+            for (int32_t b = std::max(is_commutative(kind) ? a : 0, a < m ? m : 0); b < n; ++b)
+              if ((b != a || ctx_.has_self_operand_op(kind)) && (open(a) || open(b)))
+                try_op(last, ends, kind, {a, b}, {});
+            if (a < m || !open(a)) break;
             for (const SearchContext::Constant& c : ctx_.constants())
-              if (c.kind == kind) try_op(last, kind, {a}, attrs::scalar(c.value, c.pos));
+              if (c.kind == kind) try_op(last, ends, kind, {a}, attrs::scalar(c.value, c.pos));
             break;
           case OpCategory::matmul:
-            for (int32_t b = 0; b < n; ++b)
-              if (open(a) || open(b)) try_op(last, kind, {a, b}, {});
+            for (int32_t b = a < m ? m : 0; b < n; ++b)
+              if (open(a) || open(b)) try_op(last, ends, kind, {a, b}, {});
             break;
           default:
             break;
@@ -1046,21 +1055,25 @@ class BlockSearch {
       }
     }
     for (int32_t a = 0; a < n; ++a) {
-      if (loop && state_[a].phase == kLoop && !state_[a].iterator && !state_[a].concat && open(a)) {
-        try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
-        for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d) try_op(last, OpKind::accum, {a}, attrs::accum(d));
+      if (a >= m && loop && state_[a].phase == kLoop && !state_[a].iterator && !state_[a].concat && open(a)) {
+        try_op(last, ends, OpKind::accum, {a}, attrs::accum(kPhi));
+        for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d)
+          try_op(last, ends, OpKind::accum, {a}, attrs::accum(d));
       }
-      if (loop && state_[a].stack_loop && open(a)) try_op(last, OpKind::accum, {a}, attrs::accum(kPhi));
+      if (a >= m && loop && state_[a].stack_loop && open(a)) try_op(last, ends, OpKind::accum, {a}, attrs::accum(kPhi));
       if (ctx_.uses_concat())
-        for (int32_t b = 0; b < n; ++b) {
+        for (int32_t b = a < m ? m : 0; b < n; ++b) {
           if (b == a || !(open(a) || open(b))) continue;
           int r = bg_.tensors[a].type.shape.rank();
-          for (int d = std::max(0, r - 2); d < r; ++d) try_op(last, OpKind::concat, {a, b}, attrs::sum(d));
+          for (int d = std::max(0, r - 2); d < r; ++d) try_op(last, ends, OpKind::concat, {a, b}, attrs::sum(d));
         }
     }
   }
 
-  void try_op(const OpRank& last, OpKind kind, std::initializer_list<int32_t> operand_ids, const OpAttrs& attrs) {
+  /// `ends`: open_ends() of the block graph as it is (dfs counts them once for all the ops it
+  /// tries).
+  void try_op(const OpRank& last, const OpenEnds& ends, OpKind kind, std::initializer_list<int32_t> operand_ids,
+              const OpAttrs& attrs) {
     // Cheap part of the canonical order first: the rank starts with the largest operand id.
     int32_t max_input = -1;
     for (int32_t i : operand_ids) max_input = std::max(max_input, i);
@@ -1080,7 +1093,7 @@ class BlockSearch {
     for (int32_t i : operand_ids)
       if (state_[static_cast<size_t>(i)].concat && kind != OpKind::matmul) return;
     const std::span<const int32_t> operands(operand_ids.begin(), operand_ids.size());
-    const int needed = ops_needed_with(kind, operands);
+    const int needed = ops_needed_with(ends, kind, operands);
     if (needed > ctx_.options().max_block_ops - (steps() + 1)) {
       ++prunes_[kUnclosable];
       return;
