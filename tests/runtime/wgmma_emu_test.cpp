@@ -192,6 +192,23 @@ TEST(TileOps, WgmmaMatmulOfTransposedOperands) {
   check_wgmma_matmul<mgd::half, 80, 72, 40, false, true, true>(256);  // the result transposed
 }
 
+TEST(TileOps, WgmmaSwapsOperandsWhereTheTransposePadsLess) {
+  static_assert(mgd::wgmma_swaps(16, 32));   // 16 × 32 in one 64 × 32 block, transposed one 64 × 16
+  static_assert(mgd::wgmma_swaps(8, 128));   // GatedMLP's rows: 8192 computed elements, or 1024
+  static_assert(mgd::wgmma_swaps(2, 64));    // RMSNorm at batch size 1
+  static_assert(!mgd::wgmma_swaps(8, 8));    // equal padding: the plain order
+  static_assert(!mgd::wgmma_swaps(32, 8));   // N the smaller side already
+  static_assert(!mgd::wgmma_swaps(64, 8));   // whole instruction rows
+  static_assert(!mgd::wgmma_swaps(80, 72));  // M of 64 or more is never swapped
+  static_assert(mgd::wgmma_padded(16, 32) == 64 * 32 && mgd::wgmma_padded(32, 16) == 64 * 16);
+  // Swapped products, checked element by element like the plain ones above.
+  check_wgmma_matmul<mgd::half, 8, 128, 64>(128);                      // two jobs along N, one warpgroup
+  check_wgmma_matmul<mgd::half, 8, 200, 48>(256);                      // N padded to 256, uneven jobs
+  check_wgmma_matmul<mgd::half, 2, 64, 32>(128);                       // M below the instruction's 8
+  check_wgmma_matmul<mgd::bfloat16, 12, 96, 80, true, true>(128);      // both operands transposed
+  check_wgmma_matmul<mgd::half, 16, 72, 64, false, false, true>(128);  // the result transposed
+}
+
 TEST(TileOps, WgmmaMatmulNeedsWholeWarpgroups) {
   // The emitter only uses matmul_wgmma in blocks of whole warpgroups; anything else is a bug.
   EXPECT_DEATH((check_wgmma_matmul<mgd::half, 16, 32, 64>(96)), "partial warpgroups");

@@ -193,9 +193,12 @@ def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, n
         # ... pipelined: committed in groups, each iteration waiting only for its own
         assert "cp.async.commit_group" in ptx and "cp.async.wait_group 1" in ptx
     else:
-        # Both result tiles are 32 columns wide: m64n32k16, four k16 steps per staged chunk, the
-        # staged operands fenced to the async proxy, and no mma.sync left.
-        assert ptx.count("wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16") == 4 * (2 if "mlp" in name else 1)
+        # Both result tiles are 32 columns of few rows (16 and 8), computed as their transposes
+        # (mgd::wgmma_swaps): m64n16k16 and m64n8k16, four k16 steps per staged chunk, the staged
+        # operands fenced to the async proxy, and no mma.sync left.
+        shape = "m64n8k16" if "mlp" in name else "m64n16k16"
+        assert ptx.count(f"wgmma.mma_async.sync.aligned.{shape}.f32.f16.f16") == 4 * (2 if "mlp" in name else 1)
+        assert ptx.count("wgmma.mma_async") == ptx.count(f"wgmma.mma_async.sync.aligned.{shape}"), ptx
         assert "fence.proxy.async.shared::cta" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
         assert "mma.sync" not in ptx
         # Tensor copies counted against a barrier per stage, waited for by phase.
@@ -221,7 +224,11 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
     assert r.returncode == 0, r.stderr
     sass = r.stdout
     if target == "sm_90a":
-        assert sass.count("HGMMA.64x32x16.F32") == 4 * (2 if "mlp" in name else 1), sass
+        # Both compute 32-column tiles of few rows (Figure 3b 16, Figure 10b 8) as their
+        # transposes (mgd::wgmma_swaps): the 32 columns are the instruction's rows, the rows its N.
+        shape = "HGMMA.64x8x16.F32" if "mlp" in name else "HGMMA.64x16x16.F32"
+        assert sass.count(shape) == 4 * (2 if "mlp" in name else 1), sass
+        assert sass.count("HGMMA.") == sass.count(shape), sass
         assert "HMMA" not in sass
         assert "UTMALDG.2D" in sass and "LDGSTS" not in sass
     else:

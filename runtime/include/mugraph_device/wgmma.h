@@ -46,9 +46,24 @@ MGD_HOST_DEVICE constexpr int64_t wgmma_n(int64_t n) { return n >= 64 ? 64 : (n 
 
 /// Scratch shared memory matmul_wgmma needs for a result N wide on `warpgroups` warpgroups: per
 /// warpgroup a stage of A (64 rows) and of B (wgmma_n(N) rows) of 128 bytes each, and 1024
-/// bytes to align the stages to the swizzle pattern.
+/// bytes to align the stages to the swizzle pattern. Enough for a swapped matmul too
+/// (wgmma_swaps: its B stage has wgmma_n(M) ≤ wgmma_n(N) rows).
 MGD_HOST_DEVICE constexpr int64_t wgmma_scratch_bytes(int64_t n, int64_t warpgroups) {
   return 1024 + warpgroups * (kWgmmaM + wgmma_n(n)) * 128;
+}
+
+/// Result elements the wgmma jobs of an M × N result compute, padding included: blocks of 64
+/// rows by wgmma_n(N) columns.
+MGD_HOST_DEVICE constexpr int64_t wgmma_padded(int64_t m, int64_t n) {
+  return (m + kWgmmaM - 1) / kWgmmaM * kWgmmaM * ((n + wgmma_n(n) - 1) / wgmma_n(n) * wgmma_n(n));
+}
+
+/// Whether matmul_wgmma computes an M × N result as its transpose, Bᵀ·Aᵀ: when M is below the
+/// instruction's 64 rows and the transpose pads less. The small-batch products of the paper's
+/// benchmarks (Figure 3b's 16 × 32 tiles, GatedMLP's 8 rows) would otherwise leave most of every
+/// wgmma's rows zero; swapped, their M is the instruction's N, which comes in steps of 8.
+MGD_HOST_DEVICE constexpr bool wgmma_swaps(int64_t m, int64_t n) {
+  return m < kWgmmaM && wgmma_padded(n, m) < wgmma_padded(m, n);
 }
 
 /// Byte offset of 16-byte chunk `chunk` (k / 8) of row `row` in the K-major 128-byte-swizzled
@@ -250,8 +265,10 @@ MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t addr_a, uint32_t addr
 /// Block scope; T f16 or bf16). Warpgroup g takes the 64 × wgmma_n(N) result blocks g, g +
 /// warpgroups, ... of every batch; for each, 64 values of k at a time, it stages both operands
 /// into its part of `scratch` (Scratch bytes of shared memory, at least wgmma_scratch_bytes),
-/// then issues up to four wgmma ops and waits for them. Where wgmma is not available (compiled
-/// for another GPU) it is mma.sync (matmul_tc).
+/// then issues up to four wgmma ops and waits for them. When wgmma_swaps(M, N) it computes the
+/// transpose instead: B's columns are the instruction's 64 rows and A's rows its N, so the
+/// stages swap sources and each accumulator is stored at the transposed position. Where wgmma
+/// is not available (compiled for another GPU) it is mma.sync (matmul_tc).
 /// @pre block_threads() % 128 == 0 (whole warpgroups)
 template <typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
           typename TO, typename T>
@@ -263,9 +280,12 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
     matmul_tc<OutS, OutSt, ASt, AK, BSt, BK, K>(out, a, b);
   } else {
     constexpr int R = OutS::rank;
-    constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1), NT = wgmma_n(N);
+    constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
     constexpr int64_t AM = ASt::get(R - 2), BN = BSt::get(R - 1);
-    constexpr int64_t TM = (M + kWgmmaM - 1) / kWgmmaM, TN = (N + NT - 1) / NT, batches = OutS::numel / (M * N);
+    constexpr bool kSwap = wgmma_swaps(M, N);
+    // The instruction's rows and columns: the result's, or with kSwap its transpose's.
+    constexpr int64_t WM = kSwap ? N : M, WN = kSwap ? M : N, NT = wgmma_n(WN);
+    constexpr int64_t TM = (WM + kWgmmaM - 1) / kWgmmaM, TN = (WN + NT - 1) / NT, batches = OutS::numel / (M * N);
     constexpr bool kVectorA = AK == 1 && AM % 8 == 0 && batch_strides_aligned<ASt, R>();
     constexpr bool kVectorB = BK == 1 && BN % 8 == 0 && batch_strides_aligned<BSt, R>();
     // Whole chunks take four k16 steps; a last partial chunk the steps that cover it.
@@ -295,9 +315,15 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
       // One chunk of 64 values of k (Steps k16 steps; fewer in a last partial chunk).
       const auto chunk = [&](int64_t kc, auto steps) {
-        // A as rows m, B transposed (rows n): both K-major.
-        wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
-        wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
+        // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction
+        // each is on.
+        if constexpr (kSwap) {
+          wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
+          wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b, pa, n0, kc, t);
+        } else {
+          wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
+          wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
+        }
         fence_proxy_async();
         warpgroup_sync();
         fence_registers(acc);
@@ -317,7 +343,9 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       TO* po = out + offset<OutS, OutSt>(batch * M * N);
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) {
-        const int64_t m = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        // Row and column of the instruction's result fragment (PTX's layout of D).
+        const int64_t r = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2), c = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
         if (m < M && n < N) po[m * OutSt::get(R - 2) + n * OutSt::get(R - 1)] = from_float<TO>(acc[i]);
       }
     }
