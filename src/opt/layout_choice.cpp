@@ -24,6 +24,13 @@ int64_t wgmma_n(int64_t n) { return n >= 64 ? 64 : (n + 7) / 8 * 8; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// wgmma.h's wgmma_padded and wgmma_swaps: whether matmul_wgmma computes an M × N result as its
+// transpose (B's columns on the instruction's 64 rows, A's rows as its N).
+int64_t wgmma_padded(int64_t m, int64_t n) {
+  return ceil_div(m, kWgmmaM) * kWgmmaM * ceil_div(n, wgmma_n(n)) * wgmma_n(n);
+}
+bool wgmma_swaps(int64_t m, int64_t n) { return m < kWgmmaM && wgmma_padded(n, m) < wgmma_padded(m, n); }
+
 /// Offset of element e (row-major index over `shape`) through `strides`.
 int64_t offset_of(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t e) {
   int64_t off = 0;
@@ -116,7 +123,8 @@ int64_t tc_operand_wavefronts(const Shape& x, const std::vector<int64_t>& stride
   const std::vector<int64_t> ce = extents_of(c);
   const int64_t TM = ceil_div(M, 16), TN = ceil_div(N, 8), batches = c.numel() / (M * N);
   const int64_t row = op.st[static_cast<size_t>(is_a ? r - 2 : r - 1)];  // AM or BN
-  const bool ldsm = is_a ? op.k_stride == 1 && row % 8 == 0 && M % 16 == 0 && K % 16 == 0 && op.batch_aligned
+  // A: whole 16-row blocks through ldmatrix.x4, a last block of 8 rows through .x2.
+  const bool ldsm = is_a ? op.k_stride == 1 && row % 8 == 0 && M % 8 == 0 && K % 16 == 0 && op.batch_aligned
                          : row == 1 && op.k_stride % 8 == 0 && N % 8 == 0 && K % 16 == 0 && op.batch_aligned;
   WavefrontCount w;
   // The reads depend on a block's m0 (A) or n0 (B) only; the other index repeats them.
@@ -128,8 +136,11 @@ int64_t tc_operand_wavefronts(const Shape& x, const std::vector<int64_t>& stride
       for (int64_t k0 = 0; k0 < K; k0 += 16) {
         if (ldsm) {
           w.clear();
+          const bool half_block = is_a && blk * 16 + 16 > M;
           for (int l = 0; l < kWarp; ++l) {
-            if (is_a) {
+            if (is_a && half_block) {
+              if (l < 16) w.lanes[static_cast<size_t>(l)] = (base + (blk * 16 + l % 8) * row + k0 + l / 8 * 8) * esz;
+            } else if (is_a) {
               w.lanes[static_cast<size_t>(l)] =
                   (base + (blk * 16 + l % 8 + (l / 8) % 2 * 8) * row + k0 + l / 16 * 8) * esz;
             } else if (l < 16) {
@@ -171,15 +182,20 @@ int64_t tc_operand_wavefronts(const Shape& x, const std::vector<int64_t>& stride
 int64_t wgmma_operand_wavefronts(const Shape& x, const std::vector<int64_t>& strides, const Shape& c, int64_t k_extent,
                                  bool is_a, int esz) {
   const int r = c.rank();
-  const int64_t M = c[r - 2], N = c[r - 1], K = k_extent, NT = wgmma_n(N);
+  const int64_t M = c[r - 2], N = c[r - 1], K = k_extent;
+  // The instruction's rows and columns: the result's, or its transpose's (wgmma_swaps).
+  const bool swap = wgmma_swaps(M, N);
+  const int64_t WM = swap ? N : M, WN = swap ? M : N, NT = wgmma_n(WN);
   const MatmulOperand op = matmul_operand(x, strides, c, is_a);
   const std::vector<int64_t> ce = extents_of(c);
-  const int64_t TM = ceil_div(M, kWgmmaM), TN = ceil_div(N, NT), batches = c.numel() / (M * N);
+  const int64_t TM = ceil_div(WM, kWgmmaM), TN = ceil_div(WN, NT), batches = c.numel() / (M * N);
   const int64_t RS = op.st[static_cast<size_t>(is_a ? r - 2 : r - 1)], KS = op.k_stride;
-  const int64_t rows = is_a ? kWgmmaM : NT, ext = is_a ? M : N;
+  // The operand on the instruction's 64-row side: A, or B when swapped.
+  const bool row_side = is_a != swap;
+  const int64_t rows = row_side ? kWgmmaM : NT, ext = is_a ? M : N;
   const bool vector = KS == 1 && RS % 8 == 0 && op.batch_aligned;
   WavefrontCount w;
-  const int64_t blocks = is_a ? TM : TN, repeats = is_a ? TN : TM;
+  const int64_t blocks = row_side ? TM : TN, repeats = row_side ? TN : TM;
   for (int64_t b = 0; b < batches; ++b) {
     const int64_t base = offset_of(ce, op.st, b * M * N);
     for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -246,14 +262,16 @@ int64_t matmul_result_wavefronts(const Shape& c, const std::vector<int64_t>& str
           }
       continue;
     }
-    const int64_t NT = wgmma_n(N);
-    for (int64_t m0 = 0; m0 < M; m0 += kWgmmaM)
-      for (int64_t n0 = 0; n0 < N; n0 += NT)
+    const bool swap = wgmma_swaps(M, N);
+    const int64_t WM = swap ? N : M, WN = swap ? M : N, NT = wgmma_n(WN);
+    for (int64_t m0 = 0; m0 < WM; m0 += kWgmmaM)
+      for (int64_t n0 = 0; n0 < WN; n0 += NT)
         for (int64_t warp = 0; warp < 4; ++warp)
           for (int64_t i = 0; i < NT / 2; ++i) {
             w.clear();
             for (int l = 0; l < kWarp; ++l) {
-              const int64_t m = m0 + 16 * warp + l / 4 + 8 * (i / 2 % 2), n = n0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
+              const int64_t rw = m0 + 16 * warp + l / 4 + 8 * (i / 2 % 2), cl = n0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
+              const int64_t m = swap ? cl : rw, n = swap ? rw : cl;
               if (m < M && n < N) w.lanes[static_cast<size_t>(l)] = (base + m * OM + n * ON) * esz;
             }
             w.issue(esz);

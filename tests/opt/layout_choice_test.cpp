@@ -133,6 +133,23 @@ TEST(LayoutChoice, Figure3bPadsTheRowsItsSumWalksDown) {
   EXPECT_LE(none.wavefronts, none.row_major_wavefronts);
 }
 
+TEST(LayoutChoice, AnEightRowOperandIsReadThroughLdmatrixX2) {
+  // GatedMLP's X tile [8, 256] (f16, 512-byte rows) is A of both matmuls, read on sm_80 through
+  // ldmatrix.x2 (8 rows, half a 16-row block): per k16 step two phases of eight 16-byte rows.
+  // Row-major the eight rows share four banks (8 wavefronts a phase); padded by 16 bytes each
+  // row starts four banks on (1). Per block: 16 iterations × 2 matmuls × 4 result blocks along
+  // N (each warp reloads A) × 16 k16 steps × 2 phases, at 8 or 1 wavefronts; the cp.async
+  // writes (a warp's 32 vectors fill one row either way) are the same.
+  const Graph k = test::gated_mlp_fused(8, 4096, 4096, 128, 16, DType::f16);
+  const Graph& b = k.bodies[0];
+  const BlockSchedule s = schedule_block_ops(b);
+  const LayoutProblem p = problem_for(b, s, false, false, std::numeric_limits<int64_t>::max());
+  const TensorId x(0);
+  ASSERT_EQ(b.type(x).shape, (Shape{8, 256}));
+  EXPECT_EQ(tensor_wavefronts(p, x, {}) - tensor_wavefronts(p, x, {false, 8}), 16 * 2 * 4 * 16 * 2 * (8 - 1));
+  EXPECT_EQ(choose_layouts(p).layouts[x.index()], (TileLayout{false, 8}));
+}
+
 TEST(LayoutChoice, ChosenLayoutsSatisfyEveryConstraint) {
   int checked = 0;
   for (const auto& [name, b] : test::example_block_graphs()) {

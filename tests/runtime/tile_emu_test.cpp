@@ -132,6 +132,16 @@ TEST(TileOps, TensorCoreMatmulWithLdmatrix) {
   check_tensor_core_matmul<mgd::half, 16, 12, 16>(32);  // A through ldmatrix, B gathered
 }
 
+TEST(TileOps, TensorCoreMatmulWithLdmatrixOfEightRows) {
+  // An A of 8 rows (GatedMLP's tile) through ldmatrix.x2, rows 8 to 15 of the fragment zero;
+  // 24 and 40 rows: whole 16-row blocks through x4, the last 8 rows through x2, in one warp
+  // and spread over warps.
+  check_tensor_core_matmul<mgd::half, 8, 16, 32>(128);
+  check_tensor_core_matmul<mgd::bfloat16, 8, 24, 48>(32);
+  check_tensor_core_matmul<mgd::half, 24, 16, 32>(32);
+  check_tensor_core_matmul<mgd::half, 40, 24, 48>(96);
+}
+
 /// The tensor-core path with the layouts the layout pass chooses: A's rows padded by 8 elements
 /// (ldmatrix still applies: rows stay 16-byte aligned), B stored transposed (k innermost:
 /// gathered), the result written transposed (m innermost) and with padded rows.

@@ -186,9 +186,10 @@ def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, n
     if target == "sm_80":
         assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx and "wgmma" not in ptx
         # B tiles ([K, N] rows of 16 bytes) load through ldmatrix.trans; Figure 3b's A ([16, 256])
-        # through ldmatrix.x4; GatedMLP's A has 8 rows, not a whole 16-row block, and is gathered.
+        # through ldmatrix.x4; GatedMLP's A has 8 rows, half a 16-row block: ldmatrix.x2.
         assert "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16" in ptx
         assert ("ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx) == (name == "rmsnorm_fig3b")
+        assert ("ldmatrix.sync.aligned.m8n8.x2.shared.b16" in ptx) == (name == "gated_mlp_fig10b")
         assert "cp.async.cg.shared.global" in ptx  # the tile loads
         # ... pipelined: committed in groups, each iteration waiting only for its own
         assert "cp.async.commit_group" in ptx and "cp.async.wait_group 1" in ptx

@@ -172,9 +172,11 @@ MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T
   const int64_t g = lane / 4, t = lane % 4;
   const T zero = from_float<T>(0.0f);
   // Whole 16×16 A blocks with 16-byte rows along k go through ldmatrix (x4: the four 8×8
-  // quarters in fragment order); whole 16×8 B blocks with 16-byte rows along n through
-  // ldmatrix.trans (x2: the k halves). Other tiles are gathered element by element.
-  constexpr bool kLdsmA = AK == 1 && AM % 8 == 0 && M % 16 == 0 && K % 16 == 0 && batch_strides_aligned<ASt, R>();
+  // quarters in fragment order), and so does an A of 8 rows more than a multiple of 16 (the last
+  // block through x2: its upper quarters, the lower ones zero); whole 16×8 B blocks with 16-byte
+  // rows along n through ldmatrix.trans (x2: the k halves). Other tiles are gathered element by
+  // element.
+  constexpr bool kLdsmA = AK == 1 && AM % 8 == 0 && M % 8 == 0 && K % 16 == 0 && batch_strides_aligned<ASt, R>();
   constexpr bool kLdsmB = BN == 1 && BK % 8 == 0 && N % 8 == 0 && K % 16 == 0 && batch_strides_aligned<BSt, R>();
   for (int64_t blk = warp; blk < batches * TM * TN; blk += warps) {
     const int64_t batch = blk / (TM * TN), m0 = (blk / TN) % TM * 16, n0 = blk % TN * 8;
@@ -188,8 +190,19 @@ MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T
       const int64_t r0 = m0 + g, r1 = m0 + g + 8, k = k0 + 2 * t, n = n0 + g;
       uint32_t fa[4], fb[2];
       if constexpr (kLdsmA) {
-        // Lane l: row l % 8 of quarter l / 8 (quarters: rows +0/+8, then k +0/+8).
-        ldmatrix<4, false>(fa, pa + (m0 + lane % 8 + (lane / 8) % 2 * 8) * AM + k0 + lane / 16 * 8);
+        if (m0 + 16 <= M) {
+          // Lane l: row l % 8 of quarter l / 8 (quarters: rows +0/+8, then k +0/+8).
+          ldmatrix<4, false>(fa, pa + (m0 + lane % 8 + (lane / 8) % 2 * 8) * AM + k0 + lane / 16 * 8);
+        } else {
+          // 8 rows left (warp-uniform: the block is the warp's): lane l (mod 16) gives row l % 8
+          // of the k half l / 8; rows 8 to 15 are zero.
+          uint32_t half_rows[2];
+          ldmatrix<2, false>(half_rows, pa + (m0 + lane % 8) * AM + k0 + lane / 8 % 2 * 8);
+          fa[0] = half_rows[0];
+          fa[1] = 0;
+          fa[2] = half_rows[1];
+          fa[3] = 0;
+        }
       } else {
         fa[0] = pack2(A(r0, k), A(r0, k + 1));
         fa[1] = pack2(A(r1, k), A(r1, k + 1));
