@@ -18,6 +18,7 @@
 #include "mugraph/op_order.h"
 #include "mugraph/shared_memory_plan.h"
 #include "mugraph/validate.h"
+#include "mugraph_device/wgmma_rules.h"
 
 namespace mugraph {
 
@@ -45,11 +46,9 @@ std::string braced(const Shape& s) {
 }
 
 /// Scratch shared memory mgd::matmul_wgmma needs for a result of shape `result` on `warpgroups`
-/// warpgroups: mgd::wgmma_scratch_bytes (wgmma.h), which checks the figure it is given.
+/// warpgroups (the device library's own rule, which it checks against the figure it is given).
 int64_t wgmma_scratch_bytes(const Shape& result, int64_t warpgroups) {
-  const int64_t n = result[result.rank() - 1];
-  const int64_t wgmma_n = n >= 64 ? 64 : align_up(n, 8);
-  return 1024 + warpgroups * (64 + wgmma_n) * 128;
+  return mgd::wgmma_scratch_bytes(result[result.rank() - 1], warpgroups);
 }
 
 std::string ctype(DType t) {

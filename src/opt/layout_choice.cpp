@@ -11,6 +11,7 @@
 
 #include "mugraph/error.h"
 #include "mugraph/ops.h"
+#include "mugraph_device/wgmma_rules.h"
 
 namespace mugraph {
 
@@ -18,18 +19,13 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr int kBanks = 32;
-// The wgmma path's constants (runtime/include/mugraph_device/wgmma.h).
-constexpr int64_t kWgmmaM = 64, kWgmmaStageK = 64;
-int64_t wgmma_n(int64_t n) { return n >= 64 ? 64 : (n + 7) / 8 * 8; }
+// matmul_wgmma's shape rules, shared with the device library.
+using mgd::kWgmmaM;
+using mgd::kWgmmaStageK;
+using mgd::wgmma_n;
+using mgd::wgmma_swaps;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// wgmma.h's wgmma_padded and wgmma_swaps: whether matmul_wgmma computes an M × N result as its
-// transpose (B's columns on the instruction's 64 rows, A's rows as its N).
-int64_t wgmma_padded(int64_t m, int64_t n) {
-  return ceil_div(m, kWgmmaM) * kWgmmaM * ceil_div(n, wgmma_n(n)) * wgmma_n(n);
-}
-bool wgmma_swaps(int64_t m, int64_t n) { return m < kWgmmaM && wgmma_padded(n, m) < wgmma_padded(m, n); }
 
 /// Offset of element e (row-major index over `shape`) through `strides`.
 int64_t offset_of(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides, int64_t e) {

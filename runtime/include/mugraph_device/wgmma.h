@@ -23,6 +23,7 @@
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"
 #include "mugraph_device/mma.h"
+#include "mugraph_device/wgmma_rules.h"
 #include "mugraph_device/wgmma_shapes.h"
 
 namespace mgd {
@@ -35,36 +36,6 @@ inline constexpr bool kWgmmaAvailable =
 #else
     false;
 #endif
-
-/// Rows of A per wgmma (and per warpgroup job), and the k extent staged at once: one 128-byte
-/// swizzled row of 16-bit elements.
-inline constexpr int64_t kWgmmaM = 64;
-inline constexpr int64_t kWgmmaStageK = 64;
-
-/// The N of the wgmma instructions for a result N wide: a multiple of 8, at most 64.
-MGD_HOST_DEVICE constexpr int64_t wgmma_n(int64_t n) { return n >= 64 ? 64 : (n + 7) / 8 * 8; }
-
-/// Scratch shared memory matmul_wgmma needs for a result N wide on `warpgroups` warpgroups: per
-/// warpgroup a stage of A (64 rows) and of B (wgmma_n(N) rows) of 128 bytes each, and 1024
-/// bytes to align the stages to the swizzle pattern. Enough for a swapped matmul too
-/// (wgmma_swaps: its B stage has wgmma_n(M) ≤ wgmma_n(N) rows).
-MGD_HOST_DEVICE constexpr int64_t wgmma_scratch_bytes(int64_t n, int64_t warpgroups) {
-  return 1024 + warpgroups * (kWgmmaM + wgmma_n(n)) * 128;
-}
-
-/// Result elements the wgmma jobs of an M × N result compute, padding included: blocks of 64
-/// rows by wgmma_n(N) columns.
-MGD_HOST_DEVICE constexpr int64_t wgmma_padded(int64_t m, int64_t n) {
-  return (m + kWgmmaM - 1) / kWgmmaM * kWgmmaM * ((n + wgmma_n(n) - 1) / wgmma_n(n) * wgmma_n(n));
-}
-
-/// Whether matmul_wgmma computes an M × N result as its transpose, Bᵀ·Aᵀ: when M is below the
-/// instruction's 64 rows and the transpose pads less. The small-batch products of the paper's
-/// benchmarks (Figure 3b's 16 × 32 tiles, GatedMLP's 8 rows) would otherwise leave most of every
-/// wgmma's rows zero; swapped, their M is the instruction's N, which comes in steps of 8.
-MGD_HOST_DEVICE constexpr bool wgmma_swaps(int64_t m, int64_t n) {
-  return m < kWgmmaM && wgmma_padded(n, m) < wgmma_padded(m, n);
-}
 
 /// Byte offset of 16-byte chunk `chunk` (k / 8) of row `row` in the K-major 128-byte-swizzled
 /// layout, from a 1024-byte-aligned start.
