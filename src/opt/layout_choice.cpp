@@ -22,8 +22,6 @@ constexpr int kBanks = 32;
 // matmul_wgmma's shape rules, shared with the device library.
 using mgd::kWgmmaM;
 using mgd::kWgmmaStageK;
-using mgd::wgmma_n;
-using mgd::wgmma_swaps;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -179,15 +177,13 @@ int64_t wgmma_operand_wavefronts(const Shape& x, const std::vector<int64_t>& str
                                  bool is_a, int esz) {
   const int r = c.rank();
   const int64_t M = c[r - 2], N = c[r - 1], K = k_extent;
-  // The instruction's rows and columns: the result's, or its transpose's (wgmma_swaps).
-  const bool swap = wgmma_swaps(M, N);
-  const int64_t WM = swap ? N : M, WN = swap ? M : N, NT = wgmma_n(WN);
+  const mgd::WgmmaJobs jobs = mgd::wgmma_jobs(M, N);
+  const int64_t NT = jobs.n, TM = jobs.row_jobs, TN = jobs.col_jobs, batches = c.numel() / (M * N);
   const MatmulOperand op = matmul_operand(x, strides, c, is_a);
   const std::vector<int64_t> ce = extents_of(c);
-  const int64_t TM = ceil_div(WM, kWgmmaM), TN = ceil_div(WN, NT), batches = c.numel() / (M * N);
   const int64_t RS = op.st[static_cast<size_t>(is_a ? r - 2 : r - 1)], KS = op.k_stride;
   // The operand on the instruction's 64-row side: A, or B when swapped.
-  const bool row_side = is_a != swap;
+  const bool row_side = is_a != jobs.swap;
   const int64_t rows = row_side ? kWgmmaM : NT, ext = is_a ? M : N;
   const bool vector = KS == 1 && RS % 8 == 0 && op.batch_aligned;
   WavefrontCount w;
@@ -258,16 +254,16 @@ int64_t matmul_result_wavefronts(const Shape& c, const std::vector<int64_t>& str
           }
       continue;
     }
-    const bool swap = wgmma_swaps(M, N);
-    const int64_t WM = swap ? N : M, WN = swap ? M : N, NT = wgmma_n(WN);
-    for (int64_t m0 = 0; m0 < WM; m0 += kWgmmaM)
-      for (int64_t n0 = 0; n0 < WN; n0 += NT)
+    const mgd::WgmmaJobs jobs = mgd::wgmma_jobs(M, N);
+    const int64_t NT = jobs.n;
+    for (int64_t m0 = 0; m0 < jobs.rows; m0 += kWgmmaM)
+      for (int64_t n0 = 0; n0 < jobs.cols; n0 += NT)
         for (int64_t warp = 0; warp < 4; ++warp)
           for (int64_t i = 0; i < NT / 2; ++i) {
             w.clear();
             for (int l = 0; l < kWarp; ++l) {
               const int64_t rw = m0 + 16 * warp + l / 4 + 8 * (i / 2 % 2), cl = n0 + 8 * (i / 4) + 2 * (l % 4) + i % 2;
-              const int64_t m = swap ? cl : rw, n = swap ? rw : cl;
+              const int64_t m = jobs.swap ? cl : rw, n = jobs.swap ? rw : cl;
               if (m < M && n < N) w.lanes[static_cast<size_t>(l)] = (base + m * OM + n * ON) * esz;
             }
             w.issue(esz);

@@ -253,10 +253,9 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
     constexpr int R = OutS::rank;
     constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
     constexpr int64_t AM = ASt::get(R - 2), BN = BSt::get(R - 1);
-    constexpr bool kSwap = wgmma_swaps(M, N);
-    // The instruction's rows and columns: the result's, or with kSwap its transpose's.
-    constexpr int64_t WM = kSwap ? N : M, WN = kSwap ? M : N, NT = wgmma_n(WN);
-    constexpr int64_t TM = (WM + kWgmmaM - 1) / kWgmmaM, TN = (WN + NT - 1) / NT, batches = OutS::numel / (M * N);
+    constexpr WgmmaJobs kJobs = wgmma_jobs(M, N);
+    constexpr bool kSwap = kJobs.swap;
+    constexpr int64_t NT = kJobs.n, TM = kJobs.row_jobs, TN = kJobs.col_jobs, batches = OutS::numel / (M * N);
     constexpr bool kVectorA = AK == 1 && AM % 8 == 0 && batch_strides_aligned<ASt, R>();
     constexpr bool kVectorB = BK == 1 && BN % 8 == 0 && batch_strides_aligned<BSt, R>();
     // Whole chunks take four k16 steps; a last partial chunk the steps that cover it.

@@ -44,6 +44,21 @@ MGD_RULE int64_t wgmma_padded(int64_t m, int64_t n) {
 /// wgmma's rows zero; swapped, their M is the instruction's N, which comes in steps of 8.
 MGD_RULE bool wgmma_swaps(int64_t m, int64_t n) { return m < kWgmmaM && wgmma_padded(n, m) < wgmma_padded(m, n); }
 
+/// How matmul_wgmma divides an M × N result among wgmma jobs: the instruction's rows and columns
+/// are the result's, or with `swap` its transpose's; each job is 64 rows by `n` columns.
+struct WgmmaJobs {
+  bool swap;
+  int64_t rows, cols;  ///< extents along the instruction's M and N
+  int64_t n;           ///< the instructions' N: wgmma_n(cols)
+  int64_t row_jobs, col_jobs;
+};
+
+MGD_RULE WgmmaJobs wgmma_jobs(int64_t m, int64_t n) {
+  const bool swap = wgmma_swaps(m, n);
+  const int64_t rows = swap ? n : m, cols = swap ? m : n, nt = wgmma_n(cols);
+  return {swap, rows, cols, nt, (rows + kWgmmaM - 1) / kWgmmaM, (cols + nt - 1) / nt};
+}
+
 }  // namespace mgd
 
 #undef MGD_RULE
