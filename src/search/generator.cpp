@@ -9,6 +9,7 @@
 
 #include "mugraph/error.h"
 #include "mugraph/validate.h"
+#include "operand_rules.h"
 
 namespace mugraph::search_detail {
 
@@ -213,6 +214,10 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       }
       program_values_.push_back(std::move(v));
     }
+    program_consumers_.resize(n);
+    for (const Op& op : program_.ops)
+      for (TensorId in : op.inputs)
+        for (TensorId o : op.outputs) program_consumers_[in.index()].push_back(o.value);
   }
 }
 
@@ -546,6 +551,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
     };
     collect(collect, 0);
     std::stable_sort(subsets.begin(), subsets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs);
     for (const std::vector<TensorId>& subset : subsets) {
       OpRank head;
       head.kind = static_cast<int32_t>(OpKind::graph_kernel);
@@ -557,7 +563,11 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
       const bool finishes = can_finish(exprs, subset);
       if (last_op && !finishes) {
         ++out.stats.pruned["missing_inputs"];
-      } else if (!(head < last_head)) {
+      } else if (head < last_head) {
+        // Made in another order (canonical rank).
+      } else if (has_redundant_operand(ctx_, held, subset)) {
+        ++out.stats.pruned["redundant_operand"];
+      } else {
         auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes);
         if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
           ++out.stats.pruned["cost_bound"];
@@ -1391,6 +1401,10 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   const bool model_bound = ctx_.model_bound();
   const double rest_floor_us = model_bound ? model_rest_floor_us(prefix, finishes, floor_extra) : 0.0;
+  // The operand rules for a kernel that must finish the program (computed once it is known
+  // that one must).
+  std::optional<std::vector<uint64_t>> unsplittable;
+  std::optional<GraphLabels> labels;
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
     if (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us()) {
@@ -1403,6 +1417,17 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     const bool must_finish = task.finish_only || ctx_.beyond_bound(bytes, kernels + 1, floor_extra);
     // The first pass already grew this configuration with exactly these limits.
     if (must_finish && !task.finish_only && has_first_pass) continue;
+    if (must_finish) {
+      if (!unsplittable) {
+        unsplittable = unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs), task.operands);
+        labels = kernel_graph_labels(ctx_.indices(), prefix);
+        MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+      }
+      if (splits_unsplittable(configs[i], task.operands, *labels, *unsplittable)) {
+        ++out.stats.pruned["split_contraction"];
+        continue;
+      }
+    }
     BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish);
     if (!s.run()) return false;
   }

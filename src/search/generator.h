@@ -147,6 +147,14 @@ class SearchContext {
   /// The program's values by program tensor id (empty when program_tile_values is off).
   const std::vector<ProgramValue>& program_values() const { return program_values_; }
 
+  /// By program tensor, the program tensors its consumers make (empty when program_tile_values
+  /// is off).
+  const std::vector<std::vector<int32_t>>& program_consumers() const { return program_consumers_; }
+  /// Whether program tensor t is an output of the program.
+  bool is_program_output(int32_t t) const {
+    return std::find(program_.outputs.begin(), program_.outputs.end(), TensorId(t)) != program_.outputs.end();
+  }
+
   /// Op kinds the search may use at kernel and block level (derived from the program).
   const std::vector<OpKind>& kinds() const { return kinds_; }
   bool uses_concat() const { return concat_; }
@@ -222,6 +230,7 @@ class SearchContext {
   std::vector<ExprId> targets_;
   std::unique_ptr<ProgramIndices> indices_;
   std::vector<ProgramValue> program_values_;
+  std::vector<std::vector<int32_t>> program_consumers_;
   std::vector<OpKind> kinds_;
   std::vector<OpKind> self_operand_kinds_;
   bool concat_ = false;

@@ -1,0 +1,143 @@
+// Rules on a graph-defined kernel's operands (operand_rules.h).
+#include "operand_rules.h"
+
+namespace mugraph::search_detail {
+
+namespace {
+
+/// Whether some program output is reachable from program tensor `from` by a path of one op or
+/// more that enters no tensor of `blocked`.
+bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::vector<bool>& blocked) {
+  const auto& consumers = ctx.program_consumers();
+  std::vector<bool> seen(consumers.size(), false);
+  std::vector<int32_t> stack{from};
+  while (!stack.empty()) {
+    const int32_t t = stack.back();
+    stack.pop_back();
+    for (int32_t c : consumers[static_cast<size_t>(t)]) {
+      if (blocked[static_cast<size_t>(c)] || seen[static_cast<size_t>(c)]) continue;
+      if (ctx.is_program_output(c)) return true;
+      seen[static_cast<size_t>(c)] = true;
+      stack.push_back(c);
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
+                                                       const std::vector<ExprId>& exprs) {
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  std::vector<std::vector<int32_t>> held(prefix.tensors.size());
+  if (values.empty()) return held;
+  auto labels = kernel_graph_labels(ctx.indices(), prefix);
+  MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+  const Graph& program = ctx.program();
+  for (size_t t = 0; t < prefix.tensors.size(); ++t) {
+    NfResult nf = normal_form(exprs[t], ctx.exprs(), ctx.normal_forms());
+    if (nf.stop != NfStop::none) continue;
+    for (size_t p = 0; p < values.size(); ++p)
+      if (values[p].nf.valid() && values[p].nf == nf.id &&
+          program.tensors[p].type.shape == prefix.tensors[t].type.shape &&
+          values[p].labels.same_dims(labels->tensors[t]))
+        held[t].push_back(static_cast<int32_t>(p));
+  }
+  return held;
+}
+
+bool has_redundant_operand(const SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+                           const std::vector<TensorId>& operands) {
+  const size_t n = ctx.program_values().size();
+  if (n == 0) return false;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const std::vector<int32_t>& mine = held[operands[k].index()];
+    if (mine.empty()) continue;
+    std::vector<bool> blocked(n, false);
+    for (size_t v = 0; v < operands.size(); ++v)
+      if (v != k)
+        for (int32_t p : held[operands[v].index()]) blocked[static_cast<size_t>(p)] = true;
+    bool needed = false;
+    for (int32_t p : mine) needed |= reaches_output_avoiding(ctx, p, blocked);
+    if (!needed) return true;
+  }
+  return false;
+}
+
+std::vector<uint64_t> unsplittable_indices(const SearchContext& ctx, const Graph& prefix,
+                                           const std::vector<std::vector<int32_t>>& held,
+                                           const std::vector<TensorId>& operands) {
+  std::vector<uint64_t> out(operands.size(), 0);
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  const size_t n = values.size();
+  if (n == 0) return out;
+  // Which operand holds each program tensor.
+  std::vector<int> holder(n, -1);
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const std::vector<int32_t>& mine = held[operands[k].index()];
+    if (mine.empty()) return out;  // a partial result: what it still lacks is unknown here
+    for (int32_t p : mine) {
+      if (holder[static_cast<size_t>(p)] >= 0) return out;  // either could supply it
+      holder[static_cast<size_t>(p)] = static_cast<int>(k);
+    }
+  }
+  std::vector<bool> produced(n, false);
+  for (size_t t = 0; t < prefix.tensors.size(); ++t)
+    for (int32_t p : held[t]) produced[static_cast<size_t>(p)] = true;
+
+  // What the kernel must compute: the program tensors between the operands' values and the
+  // outputs not yet produced. Per such tensor, the operands it is computed from (bit k:
+  // operand k); each contraction among them marks its index unsplittable in those operands.
+  const Graph& program = ctx.program();
+  constexpr uint32_t kUnvisited = UINT32_MAX;
+  std::vector<uint32_t> from(n, kUnvisited);
+  bool closed = true;  // every path back from an output ends at an operand's value
+  auto mark = [&](uint32_t operand_bits, int16_t label) {
+    const int16_t index = index_of(label);
+    if (index < 0 || index >= 64) return;
+    for (size_t k = 0; k < operands.size(); ++k)
+      if ((operand_bits >> k) & 1u) out[k] |= uint64_t{1} << index;
+  };
+  auto visit = [&](auto&& self, int32_t p) -> uint32_t {
+    const size_t pi = static_cast<size_t>(p);
+    if (holder[pi] >= 0) return 1u << holder[pi];
+    if (from[pi] != kUnvisited) return from[pi];
+    const Op& op = program.op(program.tensors[pi].producer);
+    if (op.kind == OpKind::input) {
+      closed = false;  // an input this kernel does not read: it cannot finish anyway
+      return from[pi] = 0;
+    }
+    uint32_t bits = 0;
+    std::vector<uint32_t> in_bits;
+    for (TensorId in : op.inputs) {
+      in_bits.push_back(self(self, in.value));
+      bits |= in_bits.back();
+    }
+    const DimLabels& a = values[op.inputs[0].index()].labels;
+    if (op_info(op.kind).category == OpCategory::reduction)
+      mark(in_bits[0], a[op.attrs.dim < 0 ? op.attrs.dim + a.rank : op.attrs.dim]);
+    if (op.kind == OpKind::matmul) mark(bits, a[a.rank - 1]);
+    return from[pi] = bits;
+  };
+  for (TensorId o : program.outputs)
+    if (!produced[o.index()]) visit(visit, o.value);
+  if (!closed) std::fill(out.begin(), out.end(), 0);
+  return out;
+}
+
+bool splits_unsplittable(const KernelConfig& c, const std::vector<TensorId>& operands, const GraphLabels& labels,
+                         const std::vector<uint64_t>& unsplittable) {
+  for (size_t k = 0; k < operands.size(); ++k) {
+    if (unsplittable[k] == 0) continue;
+    const DimLabels& l = labels.tensors[operands[k].index()];
+    for (size_t axis = 0; axis < 2; ++axis) {
+      const int8_t d = c.imaps[k][axis];
+      if (d == kPhi) continue;
+      const int16_t index = index_of(l[d]);
+      if (index >= 0 && index < 64 && ((unsplittable[k] >> index) & 1u)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace mugraph::search_detail

@@ -1,0 +1,47 @@
+// Rules on the operands of a graph-defined kernel, checked before its block graph is grown.
+//
+// Both rest on the program-tile-values assumption (docs/search.md, "Program tile values"): a
+// kernel-graph tensor that holds a value of the program (same normal form, shape and indices)
+// is that value, and a μGraph computes what lies between such values the way the program does.
+// A block search of a kernel that cannot close explores its whole depth before it gives up (on
+// nTrans, hundreds of thousands of states per configuration); these rules refuse such kernels
+// before any block op is tried.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "generator.h"
+
+namespace mugraph::search_detail {
+
+/// By kernel-graph tensor of `prefix`, the program tensors it holds (ids, increasing; empty for
+/// a tensor that holds none, a partial result). `exprs` are the prefix's tensor expressions.
+/// Empty when the search runs without program tile values.
+std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
+                                                       const std::vector<ExprId>& exprs);
+
+/// Whether some operand of a kernel reading `operands` is redundant: it holds program values,
+/// and every path in the program from them to an output passes through a value another operand
+/// holds. Whatever the kernel would compute from it, the others already carry (nTrans: after a
+/// kernel computing α ⊙ norm(H − X), a kernel reading H, α and that value besides X).
+bool has_redundant_operand(const SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+                           const std::vector<TensorId>& operands);
+
+/// For a kernel that must finish the program (no kernel follows it) reading `operands`: per
+/// operand, the program indices (bit i: index i) that its tiles must not be split along by a
+/// grid axis. Blocks do not communicate, so a contraction over index i that this kernel must
+/// compute (it lies between the operands' values and an output no prefix tensor holds) needs
+/// every value of i of each operand its summand is computed from; a block holding a slice of
+/// i has a partial sum, which only a later kernel could complete. All zero (no rule) when an
+/// operand holds no program value or a program value is held by two operands.
+std::vector<uint64_t> unsplittable_indices(const SearchContext& ctx, const Graph& prefix,
+                                           const std::vector<std::vector<int32_t>>& held,
+                                           const std::vector<TensorId>& operands);
+
+/// Whether configuration `c` splits an operand along one of its unsplittable indices by a grid
+/// axis. `labels`: the prefix's kernel-graph labels.
+bool splits_unsplittable(const KernelConfig& c, const std::vector<TensorId>& operands, const GraphLabels& labels,
+                         const std::vector<uint64_t>& unsplittable);
+
+}  // namespace mugraph::search_detail

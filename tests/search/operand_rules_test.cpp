@@ -1,0 +1,140 @@
+// The rules on a graph-defined kernel's operands (src/search/operand_rules.h), on nTrans at a
+// small shape: O = norm(X + α ⊙ norm(H − X)), norm(v) = v / sqrt(sum(v², dim=1) / 64).
+#include "operand_rules.h"
+
+#include <gtest/gtest.h>
+
+#include "mugraph/frontend.h"
+
+namespace mugraph::search_detail {
+namespace {
+
+constexpr const char* kNTrans = R"(
+input H[4, 64]
+input X[4, 64]
+input Alpha[4, 64]
+D = sub(H, X)
+N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
+Y = add(X, mul(Alpha, N))
+O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
+output O
+)";
+
+/// The program's inputs as a kernel-graph prefix, then pre-defined kernels that compute the
+/// program's own values: the tensors a search's earlier kernels may have made.
+struct Prefix {
+  Graph g;
+  TensorId h, x, alpha, d, n, t, y, rms_y, sqr_h;
+  explicit Prefix(const Graph& program) {
+    g.level = Level::kernel;
+    h = g.add_input("H", {4, 64}, DType::f16);
+    x = g.add_input("X", {4, 64}, DType::f16);
+    alpha = g.add_input("Alpha", {4, 64}, DType::f16);
+    (void)program;
+    d = op(OpKind::sub, {h, x});
+    n = op(OpKind::div, {d, norm_of(d)});
+    t = op(OpKind::mul, {alpha, n});
+    y = op(OpKind::add, {x, t});
+    rms_y = norm_of(y);
+    // H²: no value of the program.
+    sqr_h = op(OpKind::sqr, {h});
+  }
+  TensorId op(OpKind kind, std::vector<TensorId> inputs, const OpAttrs& attrs = {}) {
+    auto r = g.append(kind, std::move(inputs), attrs);
+    EXPECT_TRUE(r.ok()) << r.rejection().str();
+    return g.ops[r->index()].outputs[0];
+  }
+  /// sqrt(sum(v², dim=1) / 64)
+  TensorId norm_of(TensorId v) {
+    TensorId s = op(OpKind::sum, {op(OpKind::sqr, {v})}, attrs::sum(1));
+    return op(OpKind::sqrt, {op(OpKind::div, {s}, attrs::scalar(Scalar{64, 0}, 1))});
+  }
+};
+
+class OperandRules : public ::testing::Test {
+ protected:
+  Graph program = parse_program(kNTrans);
+  SearchContext ctx{program, SearchOptions{}};
+  Prefix p{program};
+  std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
+  std::vector<std::vector<int32_t>> held = held_program_tensors(ctx, p.g, exprs);
+};
+
+TEST_F(OperandRules, TensorsHoldTheProgramValuesTheyCompute) {
+  // Inputs hold themselves; D, N, α ⊙ N and Y are program tensors; H² is none.
+  for (TensorId t : {p.h, p.x, p.alpha, p.d, p.n, p.t, p.y, p.rms_y}) EXPECT_EQ(held[t.index()].size(), 1u) << t.value;
+  EXPECT_TRUE(held[p.sqr_h.index()].empty());
+  EXPECT_EQ(program.tensors[static_cast<size_t>(held[p.h.index()][0])].name, "H");
+  EXPECT_EQ(program.tensors[static_cast<size_t>(held[p.y.index()][0])].name, "Y");
+}
+
+TEST_F(OperandRules, AnOperandWhosePathsToTheOutputsPassThroughAnotherIsRedundant) {
+  // After α ⊙ N, H and α reach O only through it; X also reaches it directly (Y = X + α ⊙ N).
+  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.t}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.x, p.alpha, p.t}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.h, p.x, p.t}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.x, p.t}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha}));
+  // N reaches O only through α ⊙ N, which α and N together make: neither is redundant.
+  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.x, p.alpha, p.n}));
+  // D's paths all pass through N (N = D / norm(D)).
+  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.d, p.n, p.x, p.alpha}));
+  // A partial result is never judged (H² holds no program value), nor judges others.
+  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.sqr_h}));
+}
+
+TEST_F(OperandRules, ALastKernelMustNotSplitAnIndexItStillContracts) {
+  auto labels = kernel_graph_labels(ctx.indices(), p.g);
+  ASSERT_TRUE(labels.has_value());
+  const int16_t i = index_of(labels->tensors[p.x.index()][0]), j = index_of(labels->tensors[p.x.index()][1]);
+  ASSERT_NE(i, j);
+  const uint64_t only_j = uint64_t{1} << j;
+
+  // From the inputs both norms are still to compute: every input feeds a sum over j.
+  std::vector<TensorId> inputs{p.h, p.x, p.alpha};
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, inputs), (std::vector<uint64_t>{only_j, only_j, only_j}));
+  // Every configuration whose grid splits dim 1 (j) of an input is refused, and only those.
+  int refused = 0, kept = 0;
+  for (const KernelConfig& c : kernel_configs(p.g, inputs)) {
+    bool splits_j = false;
+    for (size_t k = 0; k < inputs.size(); ++k) splits_j |= c.imaps[k][0] == 1 || c.imaps[k][1] == 1;
+    EXPECT_EQ(splits_unsplittable(c, inputs, *labels, unsplittable_indices(ctx, p.g, held, inputs)), splits_j);
+    (splits_j ? refused : kept) += 1;
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(kept, 0);
+
+  // From X and α ⊙ N only the second norm is left: both feed it.
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.x, p.t}), (std::vector<uint64_t>{only_j, only_j}));
+  // From Y and its norm nothing is contracted any more: blocks may split j.
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.y, p.rms_y}), (std::vector<uint64_t>{0, 0}));
+  // Silent when an operand holds no program value (a partial result: what it still lacks is not
+  // known here).
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.h, p.x, p.alpha, p.sqr_h}), (std::vector<uint64_t>{0, 0, 0, 0}));
+}
+
+TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
+  // With O made, a last kernel has nothing to contract: no index is unsplittable.
+  Prefix done(program);
+  TensorId o = done.op(OpKind::div, {done.y, done.rms_y});
+  std::vector<ExprId> e = expressions(done.g, ctx.exprs()).tensors;
+  auto h = held_program_tensors(ctx, done.g, e);
+  ASSERT_EQ(h[o.index()].size(), 1u);
+  EXPECT_EQ(unsplittable_indices(ctx, done.g, h, {done.h, done.x, done.alpha}), (std::vector<uint64_t>{0, 0, 0}));
+}
+
+TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
+  Graph program = parse_program(kNTrans);
+  SearchOptions o;
+  o.program_tile_values = false;
+  SearchContext ctx(program, o);
+  Prefix p(program);
+  std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
+  auto held = held_program_tensors(ctx, p.g, exprs);
+  for (const auto& h : held) EXPECT_TRUE(h.empty());
+  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.t}));
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.h, p.x, p.alpha}), (std::vector<uint64_t>{0, 0, 0}));
+}
+
+}  // namespace
+}  // namespace mugraph::search_detail
