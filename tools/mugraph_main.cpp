@@ -381,6 +381,9 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   std::cout << "search " << path << ": " << stop_reason_name(r.stop_reason)
             << (r.stop_detail.empty() ? "" : " (" + r.stop_detail + ")") << " after " << sci(r.search_seconds)
             << " s; verification " << sci(r.verify_seconds) << " s\n";
+  if (r.background_verified > 0)
+    std::cout << "  verified in the background during the search: " << r.background_verified << " candidates in "
+              << sci(r.background_verify_seconds) << " s\n";
   if (options.cost_bound == CostBound::both && r.bytes_phase_seconds >= 0)
     std::cout << "  cost bound both: the bytes phase ended at " << sci(r.bytes_phase_seconds)
               << " s, the model phase ran after it\n";

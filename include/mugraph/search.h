@@ -88,9 +88,10 @@ struct SearchOptions {
   /// more than one op is computed by replaying the program's own ops on the tiles, as one step of
   /// the block-op budget. Off: block graphs are grown op by op only (ablation).
   bool program_tile_values = true;
-  /// What cuts a prefix once top_k + 4 candidates are known (docs/search.md, "The cost bound").
-  /// bytes: its lower bound on (device bytes, kernels) is lexicographically worse than that
-  /// candidate's; a heuristic for the model's rank (a μGraph moving more bytes may be estimated
+  /// What cuts a prefix once top_k + 4 candidates not known to be wrong, or top_k verified ones
+  /// (a background verifier checks the best while the search runs), are known (docs/search.md,
+  /// "The cost bound"). bytes: its lower bound on (device bytes, kernels) is lexicographically
+  /// worse than the last of them; a heuristic for the model's rank (a μGraph moving more bytes may be estimated
   /// faster), which keeps searches to seconds. model: its lower bound on the estimate
   /// (cost_lower_bound_us) exceeds that candidate's estimate; never cuts a prefix whose
   /// completions could rank ahead, but prunes far less. both: the bytes search to its end, then
@@ -103,6 +104,10 @@ struct SearchOptions {
   int top_k = 8;
   /// How many complete candidates (by rank) to keep for verification.
   int candidate_pool = 512;
+  /// The background verifier (docs/search.md, "The cost bound") starts after this much search
+  /// time, and then spends at most a quarter of the time searched; negative: never (the bound
+  /// then rests on the top_k + 4 margin alone).
+  double background_verify_after_seconds = 1.0;
   /// Target whose shared-memory limit block graphs must fit.
   Target target = default_target();
   /// Verification of candidates (delta, seed, float filter).
@@ -211,6 +216,11 @@ struct SearchResult {
   /// CostBound::both: search time when the bytes search ended and the model search began;
   /// negative if it did not end.
   double bytes_phase_seconds = -1;
+  /// Candidates the background verifier checked while the search ran (docs/search.md, "The
+  /// cost bound"; verify_seconds reuses their verdicts), and the time it spent on them
+  /// (included in search_seconds, beside the workers).
+  int background_verified = 0;
+  double background_verify_seconds = 0;
 };
 
 /// External control of a running search (signal handlers set `stop`).

@@ -2,6 +2,7 @@
 #include "generator.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <span>
 #include <string>
@@ -697,8 +698,11 @@ enum Phase : uint8_t { kLoop = 0, kPost = 1 };
 /// Depth-first growth of one block graph.
 class BlockSearch {
  public:
+  /// `beyond_bound`: whether the cost bound, which other tasks keep tightening, now cuts the
+  /// kernel being grown; asked every 1024 states.
   BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const KernelConfig& cfg, int32_t& child_index,
-              TaskOutput& out, const std::atomic<bool>& stop, bool must_finish)
+              TaskOutput& out, const std::atomic<bool>& stop, bool must_finish,
+              const std::function<bool()>& beyond_bound)
       : gen_(gen),
         ctx_(ctx),
         task_(task),
@@ -706,6 +710,7 @@ class BlockSearch {
         operands_(task.operands),
         out_(out),
         stop_(stop),
+        beyond_bound_(beyond_bound),
         must_finish_(must_finish),
         child_index_(child_index) {}
 
@@ -714,6 +719,7 @@ class BlockSearch {
     // The hot rules count their prunings in an array; the stats map takes them once.
     for (size_t r = 0; r < kPruneCount; ++r)
       if (prunes_[r] != 0) out_.stats.pruned[kPruneNames[r]] += prunes_[r];
+    if (cut_) ++out_.stats.pruned["cost_bound"];
     return !stopped_;
   }
 
@@ -899,7 +905,7 @@ class BlockSearch {
   void grow_with_program_tiles(size_t from) {
     dfs(OpRank{});
     const auto& values = ctx_.program_values();
-    for (size_t k = from; k < replay_roots_.size() && !stopped_; ++k) {
+    for (size_t k = from; k < replay_roots_.size() && !stopped_ && !cut_; ++k) {
       const int t = replay_roots_[k];
       bool overlaps = false;
       for (int c : chosen_roots_)
@@ -1015,10 +1021,14 @@ class BlockSearch {
   }
 
   void dfs(const OpRank& last) {
-    if (stopped_) return;
-    if ((++out_.stats.states & 1023) == 0 && stop_.load(std::memory_order_relaxed)) {
-      stopped_ = true;
-      return;
+    if (stopped_ || cut_) return;
+    if ((++out_.stats.states & 1023) == 0) {
+      // A stop leaves the task to run again; a bound that now cuts the kernel ends its growth
+      // (every completion would be cut), keeping the candidates found so far. A configuration
+      // can take millions of states, and the bound may have been loose when it began.
+      stopped_ = stop_.load(std::memory_order_relaxed);
+      cut_ = !stopped_ && beyond_bound_();
+      if (stopped_ || cut_) return;
     }
     try_close();
     if (steps() >= ctx_.options().max_block_ops) return;
@@ -1037,7 +1047,7 @@ class BlockSearch {
       const OpInfo& info = op_info(kind);
       if (!info.at(Level::block)) continue;
       for (int32_t a = 0; a < n; ++a) {
-        if (stopped_) return;
+        if (stopped_ || cut_) return;
         switch (info.category) {
           case OpCategory::unary:
             if (a >= m && open(a)) try_op(last, ends, kind, {a}, {});
@@ -1287,6 +1297,7 @@ class BlockSearch {
   const std::vector<TensorId>& operands_;  ///< the kernel's inputs, which cfg_ maps
   TaskOutput& out_;
   const std::atomic<bool>& stop_;
+  const std::function<bool()>& beyond_bound_;
   const bool must_finish_;
   std::vector<ExprId> kernel_exprs_, param_exprs_;
   OpRank last_kernel_rank_;
@@ -1306,7 +1317,8 @@ class BlockSearch {
   /// Iterators (bit sets) that grid axis x, grid axis y and the for-loop split.
   std::array<uint64_t, 3> split_iterators_{};
   int32_t& child_index_;
-  bool stopped_ = false;
+  bool stopped_ = false;  ///< by stop_: the task runs again
+  bool cut_ = false;      ///< by the cost bound: the task is done
   std::array<int64_t, kPruneCount> prunes_{};
   Op probe_;  ///< try_op's op, for its rank
   struct Scratch {
@@ -1428,7 +1440,11 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
         continue;
       }
     }
-    BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish);
+    const std::function<bool()> beyond = [&] {
+      return ctx_.beyond_bound(bytes, kernels, floor_extra) ||
+             (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
+    };
+    BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish, beyond);
     if (!s.run()) return false;
   }
   return true;

@@ -53,6 +53,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["version"] = 1;
   j["search_seconds"] = r.search_seconds;
   j["verify_seconds"] = r.verify_seconds;
+  j["background_verification"] = {{"candidates", r.background_verified}, {"seconds", r.background_verify_seconds}};
   j["stop_reason"] = stop_reason_name(r.stop_reason);
   j["stop_detail"] = r.stop_detail;
   j["resumed"] = r.resumed;

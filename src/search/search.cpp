@@ -6,8 +6,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -28,7 +30,17 @@ using Clock = std::chrono::steady_clock;
 struct RankedCandidate {
   FoundCandidate found;
   std::string json;
+  /// Set once verified, during the search (in the background) or after it.
+  std::optional<VerifyResult> verdict;
+  bool rejected() const { return verdict && verdict->verdict != Verdict::equivalent; }
+  bool equivalent() const { return verdict && verdict->verdict == Verdict::equivalent; }
 };
+
+/// The background verifier's share of the search's time: it starts a candidate only while
+/// what it spent so far is at most this fraction of the time searched (and only after
+/// SearchOptions::background_verify_after_seconds: a shorter search needs no tighter bound, and
+/// would end waiting for a test the verifier is running, since it stops between tests).
+constexpr double kBackgroundVerifyShare = 0.25;
 
 bool rank_less(const RankedCandidate& a, const RankedCandidate& b) {
   auto key = [](const FoundCandidate& c) {
@@ -92,6 +104,8 @@ class Driver {
       write_state();
     }
     result.stats = stats_;
+    result.background_verified = background_verified_;
+    result.background_verify_seconds = background_seconds_;
 
     auto verify_start = Clock::now();
     verify_and_rank(result);
@@ -108,9 +122,84 @@ class Driver {
     int threads = opt_.threads > 0 ? opt_.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
     std::vector<std::thread> workers;
     for (int i = 0; i < threads; ++i) workers.emplace_back([this] { work(); });
+    verifier_stop_.store(false);
+    std::thread verifier([this] { verify_in_background(); });
     monitor();
     for (std::thread& w : workers) w.join();
+    {
+      std::lock_guard lock(mu_);
+      verifier_stop_.store(true);
+    }
+    verifier_cv_.notify_all();
+    verifier.join();
     if (error_) std::rethrow_exception(error_);
+  }
+
+  /// The background verifier: while the search runs, it verifies the best candidates (those the
+  /// cost bound rests on, next_to_verify_locked) one at a time, within kBackgroundVerifyShare of
+  /// the time, so that the bound can rest on verified candidates (update_bound_locked). Its
+  /// verdicts are the ones verify_and_rank would reach (same options, seeds and reference runs),
+  /// and it reuses them; a candidate cut short by the end of the search is verified again there.
+  void verify_in_background() {
+    std::unique_lock lock(mu_);
+    while (!verifier_stop_.load()) {
+      const double searched = elapsed();
+      const double after = opt_.background_verify_after_seconds;
+      const RankedCandidate* next =
+          after >= 0 && searched >= after && background_seconds_ <= kBackgroundVerifyShare * searched
+              ? next_to_verify_locked()
+              : nullptr;
+      if (next == nullptr) {
+        // Woken by a new candidate; the time share frees up with the time.
+        verifier_cv_.wait_for(lock, std::chrono::milliseconds(50));
+        continue;
+      }
+      const Graph graph = next->found.graph;
+      const std::string json = next->json;
+      lock.unlock();
+      const auto start = Clock::now();
+      std::vector<VerifyResult> verdicts;
+      try {
+        verdicts = verify_all(ctx_.program(), {&graph}, opt_.verify, &runs_, &verifier_stop_);
+      } catch (...) {
+        lock.lock();
+        if (!error_) error_ = std::current_exception();
+        stop_.store(true);
+        cv_.notify_all();
+        monitor_cv_.notify_one();
+        return;
+      }
+      lock.lock();
+      background_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+      if (verdicts.empty()) return;  // stopped: the search is over
+      ++background_verified_;
+      auto it = std::find_if(pool_.begin(), pool_.end(), [&](const RankedCandidate& c) { return c.json == json; });
+      if (it == pool_.end()) continue;  // dropped from the pool meanwhile
+      it->verdict = std::move(verdicts[0]);
+      const std::pair<int64_t, int> key{it->found.metrics.device_bytes, it->found.metrics.kernels};
+      background_rejected_ += !it->equivalent();
+      if (it->equivalent())
+        verified_keys_.insert(key);
+      else if (auto k = keys_.find(key); k != keys_.end())
+        keys_.erase(k);
+      update_bound_locked();
+    }
+  }
+
+  /// The best candidate not yet verified among the bound_margin() best not known to be wrong,
+  /// or null: those are what the cost bound rests on. Only while the margin is in doubt: fewer
+  /// candidates than it are known (there is no bound yet), or a verdict already rejected one
+  /// (it may rest on more). Otherwise verifying now would only do, less efficiently (alone and
+  /// beside the workers), what verify_and_rank does after the search.
+  const RankedCandidate* next_to_verify_locked() const {
+    size_t counted = 0;
+    const RankedCandidate* next = nullptr;
+    for (const RankedCandidate& c : pool_) {
+      if (c.rejected()) continue;
+      if (!c.verdict && next == nullptr) next = &c;
+      if (++counted == bound_margin()) break;
+    }
+    return counted < bound_margin() || background_rejected_ > 0 ? next : nullptr;
   }
 
   /// CostBound::both, after the bytes phase ran to its end: the search starts again from the
@@ -120,7 +209,7 @@ class Driver {
     std::lock_guard lock(mu_);
     bytes_phase_seconds_ = elapsed();
     ctx_.use_model_bound();
-    set_model_bound_locked();
+    update_bound_locked();
     Task root = ctx_.root();
     root.path = {kModelPhasePath};
     pending_.emplace(root.path, std::move(root));
@@ -128,10 +217,31 @@ class Driver {
     if (!opt_.checkpoint_path.empty()) write_state_locked();
   }
 
-  /// The (top_k + 4)-th candidate's estimate: see add_candidate.
+  /// How many candidates not known to be wrong the cost bound waits for: see update_bound_locked.
   size_t bound_margin() const { return static_cast<size_t>(std::max(1, opt_.top_k) + 4); }
-  void set_model_bound_locked() {
-    if (pool_.size() >= bound_margin()) ctx_.set_bound_us(pool_[bound_margin() - 1].found.estimated_us);
+  size_t wanted() const { return static_cast<size_t>(std::max(1, opt_.top_k)); }
+
+  /// The cost bound: a prefix that cannot beat the bound_margin()-th best candidate not known to
+  /// be wrong cannot reach the top_k, given that at most 4 of those fail verification (the
+  /// margin); nor can one that cannot beat the top_k-th verified candidate, without that
+  /// proviso. The bound is the tighter of the two. By the model, "best" is the rank (the
+  /// pool's order); by bytes, the smallest (bytes, kernels) keys. A rejection can loosen it.
+  void update_bound_locked() {
+    if (ctx_.model_bound()) {
+      double bound = std::numeric_limits<double>::infinity();
+      size_t usable = 0, verified = 0;
+      for (const RankedCandidate& c : pool_) {
+        if (c.rejected()) continue;
+        if (++usable == bound_margin()) bound = std::min(bound, c.found.estimated_us);
+        if (c.equivalent() && ++verified == wanted()) bound = std::min(bound, c.found.estimated_us);
+      }
+      ctx_.set_bound_us(bound);
+      return;
+    }
+    std::pair<int64_t, int> bound{INT64_MAX, INT32_MAX};
+    if (keys_.size() >= bound_margin()) bound = std::min(bound, *std::next(keys_.begin(), bound_margin() - 1));
+    if (verified_keys_.size() >= wanted()) bound = std::min(bound, *std::next(verified_keys_.begin(), wanted() - 1));
+    ctx_.set_bound(bound.first, bound.second);
   }
 
   void work() {
@@ -264,16 +374,9 @@ class Driver {
     pool_.insert(it, std::move(r));
     // The deterministic mode may drop candidates later (cut_to_completed_prefix), so it keeps all.
     if (!opt_.deterministic && static_cast<int>(pool_.size()) > opt_.candidate_pool) pool_.pop_back();
-    // The cost bound: once top_k + 4 candidates are known, a prefix that cannot beat the last of
-    // them cannot reach the top_k (the margin absorbs candidates verification rejects). By the
-    // model, the last is the pool's; by bytes, the last of the smallest (bytes, kernels) keys.
-    if (ctx_.model_bound()) {
-      set_model_bound_locked();
-      return;
-    }
-    least_keys_.insert(key);
-    if (least_keys_.size() > bound_margin()) least_keys_.erase(std::prev(least_keys_.end()));
-    if (least_keys_.size() == bound_margin()) ctx_.set_bound(least_keys_.rbegin()->first, least_keys_.rbegin()->second);
+    keys_.insert(key);
+    update_bound_locked();
+    verifier_cv_.notify_one();
   }
 
   CheckpointState state_locked() const {
@@ -309,17 +412,24 @@ class Driver {
   /// still wanted, each batch test by test (verify_all: one draw of inputs per test for the
   /// batch, shared kernels computed once), so the result is what verifying one by one gives.
   void verify_and_rank(SearchResult& result) {
-    ReferenceRuns runs;  // the program runs once per test, not once per candidate
     size_t checked = 0;
     const std::atomic<bool>* stop = control_ ? &control_->stop : nullptr;
     while (static_cast<int>(result.top.size()) < opt_.top_k && checked < pool_.size()) {
-      const size_t wanted = static_cast<size_t>(opt_.top_k) - result.top.size();
-      const size_t end = std::min(pool_.size(), checked + wanted);
+      // The next candidates until as many as are still wanted could pass, counting those not yet
+      // verified as passing; these are verified together (the background verifier's verdicts
+      // are reused).
+      size_t end = checked;
       std::vector<const Graph*> batch;
-      for (size_t i = checked; i < end; ++i) batch.push_back(&pool_[i].found.graph);
+      for (size_t wanted = static_cast<size_t>(opt_.top_k) - result.top.size(); end < pool_.size() && wanted > 0;
+           ++end) {
+        if (pool_[end].rejected()) continue;
+        --wanted;
+        if (!pool_[end].verdict) batch.push_back(&pool_[end].found.graph);
+      }
       std::vector<VerifyResult> verdicts;
-      if (!(stop && stop->load())) verdicts = verify_all(ctx_.program(), batch, opt_.verify, &runs, stop);
-      if (verdicts.empty()) {
+      if (!batch.empty() && !(stop && stop->load()))
+        verdicts = verify_all(ctx_.program(), batch, opt_.verify, &runs_, stop);
+      if (!batch.empty() && verdicts.empty()) {
         // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
         // checkpoint (written as the tree search ended) keeps the whole candidate pool, which a
         // resume verifies again.
@@ -328,8 +438,9 @@ class Driver {
                               std::to_string(checked) + " of " + std::to_string(pool_.size()) + " candidates";
         return;
       }
-      for (size_t i = checked; i < end; ++i) {
-        VerifyResult& v = verdicts[i - checked];
+      for (size_t i = checked, next = 0; i < end; ++i) {
+        if (!pool_[i].verdict) pool_[i].verdict = std::move(verdicts[next++]);
+        VerifyResult& v = *pool_[i].verdict;
         if (v.verdict != Verdict::equivalent) {
           ++result.stats.rejected;
           continue;
@@ -339,7 +450,7 @@ class Driver {
         sc.graph = fuse_thread_graphs(pool_[i].found.graph);
         sc.metrics = candidate_metrics(sc.graph, opt_.target);
         sc.cost = estimate_cost(sc.graph, ctx_.gpu());
-        sc.verification = std::move(v);
+        sc.verification = v;
         sc.found_seconds = pool_[i].found.found_seconds;
         result.top.push_back(std::move(sc));
       }
@@ -359,8 +470,17 @@ class Driver {
   std::map<std::vector<int32_t>, Task> pending_;
   std::map<std::vector<int32_t>, const Task*> in_flight_;
   std::vector<RankedCandidate> pool_;
-  std::multiset<std::pair<int64_t, int>> least_keys_;  // bytes bound: the smallest (bytes, kernels)
-  double bytes_phase_seconds_ = -1;                    // CostBound::both: when the model phase began
+  // Bytes bound: the (bytes, kernels) keys of every candidate found not known to be wrong, and
+  // of the verified ones.
+  std::multiset<std::pair<int64_t, int>> keys_, verified_keys_;
+  // The background verifier (verify_in_background); runs_ is shared with verify_and_rank,
+  // which runs after the verifier has stopped.
+  ReferenceRuns runs_;
+  std::condition_variable verifier_cv_;
+  std::atomic<bool> verifier_stop_{false};
+  double background_seconds_ = 0;
+  int background_verified_ = 0, background_rejected_ = 0;
+  double bytes_phase_seconds_ = -1;  // CostBound::both: when the model phase began
   SearchStats stats_;
   Clock::time_point start_;
   double offset_ = 0;

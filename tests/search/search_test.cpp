@@ -236,6 +236,41 @@ output O
   EXPECT_TRUE(search(program, op_by_op).top.empty());
 }
 
+TEST(Search, VerifiedCandidatesBoundASearchWithFewCandidates) {
+  // nTrans has a handful of one-kernel candidates, and its other candidates are mostly wrong by
+  // a constant factor (A_eq cannot tell); with top_k = 1 the margin rule waits for 5 candidates.
+  // The background verifier's verdicts bound the search from the first verified candidate on,
+  // and the block searches already running stop once it cuts them: the search ends.
+  Graph program = parse_program(R"(
+input H[4, 64]
+input X[4, 64]
+input Alpha[4, 64]
+D = sub(H, X)
+N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
+Y = add(X, mul(Alpha, N))
+O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
+output O
+)");
+  SearchOptions o;
+  o.top_k = 1;
+  o.threads = 2;
+  o.time_limit_seconds = 300;  // a bound far above what it takes (2 s in Release)
+  o.background_verify_after_seconds = 0;
+  SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted) << r.stop_detail;
+  EXPECT_GE(r.background_verified, 1);
+  EXPECT_GT(r.background_verify_seconds, 0);
+  ASSERT_EQ(r.top.size(), 1u);
+  EXPECT_EQ(r.top.front().metrics.kernels, 1);
+  expect_sound_top(program, r);
+  // Without it the margin is reached late, and the search runs to its limit.
+  o.background_verify_after_seconds = -1;
+  o.time_limit_seconds = 2;
+  SearchResult without = search(program, o);
+  EXPECT_EQ(without.stop_reason, StopReason::time_limit);
+  EXPECT_EQ(without.background_verified, 0);
+}
+
 TEST(Search, QkNormFusesBothNormsIntoTheAttentionKernel) {
   Graph program = parse_program(R"(
 input Q[2, 16, 8]
@@ -753,6 +788,8 @@ TEST(Search, ReportHasTheDocumentedFields) {
   for (const auto& [reason, n] : j.at("pruned").items()) total += n.get<int64_t>();
   EXPECT_EQ(j.at("pruned_total").get<int64_t>(), total);
   EXPECT_GE(j.at("search_seconds").get<double>(), 0);
+  EXPECT_EQ(j.at("background_verification").at("candidates").get<int>(), r.background_verified);
+  EXPECT_GE(j.at("background_verification").at("seconds").get<double>(), 0);
   EXPECT_EQ(j.at("options").at("max_block_ops"), 4);
   EXPECT_EQ(j.at("options").at("max_kernel_ops"), 1);
   EXPECT_EQ(j.at("options").at("threads"), 2);
