@@ -1,36 +1,27 @@
 // The rules on a graph-defined kernel's operands (src/search/operand_rules.h), on nTrans at a
-// small shape: O = norm(X + α ⊙ norm(H − X)), norm(v) = v / sqrt(sum(v², dim=1) / 64).
+// small shape (search_fixtures.h).
 #include "operand_rules.h"
 
 #include <gtest/gtest.h>
 
 #include "mugraph/frontend.h"
+#include "search_fixtures.h"
 
 namespace mugraph::search_detail {
 namespace {
 
-constexpr const char* kNTrans = R"(
-input H[4, 64]
-input X[4, 64]
-input Alpha[4, 64]
-D = sub(H, X)
-N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
-Y = add(X, mul(Alpha, N))
-O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
-output O
-)";
+using search_testing::kNTransSmall;
 
 /// The program's inputs as a kernel-graph prefix, then pre-defined kernels that compute the
 /// program's own values: the tensors a search's earlier kernels may have made.
 struct Prefix {
   Graph g;
   TensorId h, x, alpha, d, n, t, y, rms_y, sqr_h;
-  explicit Prefix(const Graph& program) {
+  Prefix() {
     g.level = Level::kernel;
     h = g.add_input("H", {4, 64}, DType::f16);
     x = g.add_input("X", {4, 64}, DType::f16);
     alpha = g.add_input("Alpha", {4, 64}, DType::f16);
-    (void)program;
     d = op(OpKind::sub, {h, x});
     n = op(OpKind::div, {d, norm_of(d)});
     t = op(OpKind::mul, {alpha, n});
@@ -53,9 +44,9 @@ struct Prefix {
 
 class OperandRules : public ::testing::Test {
  protected:
-  Graph program = parse_program(kNTrans);
+  Graph program = parse_program(kNTransSmall);
   SearchContext ctx{program, SearchOptions{}};
-  Prefix p{program};
+  Prefix p;
   std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
   std::vector<std::vector<int32_t>> held = held_program_tensors(ctx, p.g, exprs);
 };
@@ -115,7 +106,7 @@ TEST_F(OperandRules, ALastKernelMustNotSplitAnIndexItStillContracts) {
 
 TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
   // With O made, a last kernel has nothing to contract: no index is unsplittable.
-  Prefix done(program);
+  Prefix done;
   TensorId o = done.op(OpKind::div, {done.y, done.rms_y});
   std::vector<ExprId> e = expressions(done.g, ctx.exprs()).tensors;
   auto h = held_program_tensors(ctx, done.g, e);
@@ -124,11 +115,11 @@ TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
 }
 
 TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
-  Graph program = parse_program(kNTrans);
+  Graph program = parse_program(kNTransSmall);
   SearchOptions o;
   o.program_tile_values = false;
   SearchContext ctx(program, o);
-  Prefix p(program);
+  Prefix p;
   std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
   auto held = held_program_tensors(ctx, p.g, exprs);
   for (const auto& h : held) EXPECT_TRUE(h.empty());

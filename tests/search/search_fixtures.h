@@ -21,6 +21,19 @@ O = matmul(Y, W)
 output O
 )";
 
+/// The paper's nTrans at a small shape: norm(X + α ⊙ norm(H − X)), norm(v) = v / sqrt(sum(v²,
+/// dim=1) / 64).
+inline constexpr const char* kNTransSmall = R"(
+input H[4, 64]
+input X[4, 64]
+input Alpha[4, 64]
+D = sub(H, X)
+N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
+Y = add(X, mul(Alpha, N))
+O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
+output O
+)";
+
 /// A fresh directory under the temp dir named after the running test, removed at its end.
 class TempDir {
  public:

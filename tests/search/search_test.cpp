@@ -208,16 +208,7 @@ TEST(Search, ReplayedProgramCountsAsOneBlockStep) {
 TEST(Search, NTransBecomesOneKernelWithOneRowPerBlock) {
   // norm(X + α·norm(H − X)): every value is row-local, so a block per row computes it all in
   // shared memory (the paper's nTrans result); the replay of the program counts as one step.
-  Graph program = parse_program(R"(
-input H[4, 64]
-input X[4, 64]
-input Alpha[4, 64]
-D = sub(H, X)
-N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
-Y = add(X, mul(Alpha, N))
-O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
-output O
-)");
+  Graph program = parse_program(search_testing::kNTransSmall);
   SearchResult r = search(program, limits(1, 1, 5));
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   ASSERT_FALSE(r.top.empty());
@@ -241,16 +232,7 @@ TEST(Search, VerifiedCandidatesBoundASearchWithFewCandidates) {
   // a constant factor (A_eq cannot tell); with top_k = 1 the margin rule waits for 5 candidates.
   // The background verifier's verdicts bound the search from the first verified candidate on,
   // and the block searches already running stop once it cuts them: the search ends.
-  Graph program = parse_program(R"(
-input H[4, 64]
-input X[4, 64]
-input Alpha[4, 64]
-D = sub(H, X)
-N = div(D, sqrt(div(sum(sqr(D), dim=1), 64)))
-Y = add(X, mul(Alpha, N))
-O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
-output O
-)");
+  Graph program = parse_program(search_testing::kNTransSmall);
   SearchOptions o;
   o.top_k = 1;
   o.threads = 2;
