@@ -1399,7 +1399,11 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const Graph& prefix = *task.prefix;
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
   const bool finishes = can_finish(exprs, task.operands);
-  auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, task.operands, !finishes);
+  // Plain variables, not a structured binding: the bound check below captures them in a
+  // lambda (which C++17 compilers, the fuzzers' clang among them, refuse for bindings).
+  const std::pair<int64_t, int> lower = ctx_.lower_bound(prefix, exprs, task.operands, !finishes);
+  const int64_t bytes = lower.first;
+  const int kernels = lower.second;
   const double floor_extra = ctx_.floor_extra_us(prefix);
   if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
     ++out.stats.pruned["cost_bound"];
