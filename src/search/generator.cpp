@@ -552,7 +552,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
     };
     collect(collect, 0);
     std::stable_sort(subsets.begin(), subsets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
-    const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs);
+    const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
     for (const std::vector<TensorId>& subset : subsets) {
       OpRank head;
       head.kind = static_cast<int32_t>(OpKind::graph_kernel);
@@ -1435,9 +1435,10 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     if (must_finish && !task.finish_only && has_first_pass) continue;
     if (must_finish) {
       if (!unsplittable) {
-        unsplittable = unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs), task.operands);
         labels = kernel_graph_labels(ctx_.indices(), prefix);
         MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+        unsplittable =
+            unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs, *labels), task.operands);
       }
       if (splits_unsplittable(configs[i], task.operands, *labels, *unsplittable)) {
         ++out.stats.pruned["split_contraction"];

@@ -27,12 +27,10 @@ bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::
 }  // namespace
 
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
-                                                       const std::vector<ExprId>& exprs) {
+                                                       const std::vector<ExprId>& exprs, const GraphLabels& labels) {
   const std::vector<ProgramValue>& values = ctx.program_values();
   std::vector<std::vector<int32_t>> held(prefix.tensors.size());
   if (values.empty()) return held;
-  auto labels = kernel_graph_labels(ctx.indices(), prefix);
-  MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
   const Graph& program = ctx.program();
   for (size_t t = 0; t < prefix.tensors.size(); ++t) {
     NfResult nf = normal_form(exprs[t], ctx.exprs(), ctx.normal_forms());
@@ -40,7 +38,7 @@ std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const
     for (size_t p = 0; p < values.size(); ++p)
       if (values[p].nf.valid() && values[p].nf == nf.id &&
           program.tensors[p].type.shape == prefix.tensors[t].type.shape &&
-          values[p].labels.same_dims(labels->tensors[t]))
+          values[p].labels.same_dims(labels.tensors[t]))
         held[t].push_back(static_cast<int32_t>(p));
   }
   return held;

@@ -16,10 +16,10 @@
 namespace mugraph::search_detail {
 
 /// By kernel-graph tensor of `prefix`, the program tensors it holds (ids, increasing; empty for
-/// a tensor that holds none, a partial result). `exprs` are the prefix's tensor expressions.
-/// Empty when the search runs without program tile values.
+/// a tensor that holds none, a partial result). `exprs` and `labels` are the prefix's tensor
+/// expressions and kernel-graph labels. Empty when the search runs without program tile values.
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
-                                                       const std::vector<ExprId>& exprs);
+                                                       const std::vector<ExprId>& exprs, const GraphLabels& labels);
 
 /// Whether some operand of a kernel reading `operands` is redundant: it holds program values,
 /// and every path in the program from them to an output passes through a value another operand

@@ -42,13 +42,19 @@ struct Prefix {
   }
 };
 
+/// held_program_tensors of a prefix.
+std::vector<std::vector<int32_t>> held_by(SearchContext& ctx, const Graph& prefix) {
+  auto labels = kernel_graph_labels(ctx.indices(), prefix);
+  EXPECT_TRUE(labels.has_value());
+  return held_program_tensors(ctx, prefix, expressions(prefix, ctx.exprs()).tensors, *labels);
+}
+
 class OperandRules : public ::testing::Test {
  protected:
   Graph program = parse_program(kNTransSmall);
   SearchContext ctx{program, SearchOptions{}};
   Prefix p;
-  std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
-  std::vector<std::vector<int32_t>> held = held_program_tensors(ctx, p.g, exprs);
+  std::vector<std::vector<int32_t>> held = held_by(ctx, p.g);
 };
 
 TEST_F(OperandRules, TensorsHoldTheProgramValuesTheyCompute) {
@@ -108,8 +114,7 @@ TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
   // With O made, a last kernel has nothing to contract: no index is unsplittable.
   Prefix done;
   TensorId o = done.op(OpKind::div, {done.y, done.rms_y});
-  std::vector<ExprId> e = expressions(done.g, ctx.exprs()).tensors;
-  auto h = held_program_tensors(ctx, done.g, e);
+  auto h = held_by(ctx, done.g);
   ASSERT_EQ(h[o.index()].size(), 1u);
   EXPECT_EQ(unsplittable_indices(ctx, done.g, h, {done.h, done.x, done.alpha}), (std::vector<uint64_t>{0, 0, 0}));
 }
@@ -120,8 +125,7 @@ TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
   o.program_tile_values = false;
   SearchContext ctx(program, o);
   Prefix p;
-  std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
-  auto held = held_program_tensors(ctx, p.g, exprs);
+  auto held = held_by(ctx, p.g);
   for (const auto& h : held) EXPECT_TRUE(h.empty());
   EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.t}));
   EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.h, p.x, p.alpha}), (std::vector<uint64_t>{0, 0, 0}));
