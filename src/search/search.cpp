@@ -163,10 +163,7 @@ class Driver {
         verdicts = verify_all(ctx_.program(), {&graph}, opt_.verify, &runs_, &verifier_stop_);
       } catch (...) {
         lock.lock();
-        if (!error_) error_ = std::current_exception();
-        stop_.store(true);
-        cv_.notify_all();
-        monitor_cv_.notify_one();
+        fail_locked(std::current_exception());
         return;
       }
       lock.lock();
@@ -184,6 +181,15 @@ class Driver {
         keys_.erase(k);
       update_bound_locked();
     }
+  }
+
+  /// A worker or the background verifier failed: the first error is rethrown by run_tasks, and
+  /// everything stops.
+  void fail_locked(std::exception_ptr error) {
+    if (!error_) error_ = std::move(error);
+    stop_.store(true);
+    cv_.notify_all();
+    monitor_cv_.notify_one();
   }
 
   /// The best candidate not yet verified among the bound_margin() best not known to be wrong,
@@ -273,11 +279,8 @@ class Driver {
         done = gen.run(task, out, stop_);
       } catch (...) {
         std::lock_guard lock(mu_);
-        if (!error_) error_ = std::current_exception();
-        stop_.store(true);
         in_flight_.erase(task.path);
-        cv_.notify_all();
-        monitor_cv_.notify_one();
+        fail_locked(std::current_exception());
         return;
       }
       std::lock_guard lock(mu_);
