@@ -13,8 +13,13 @@
 /// factor is the reciprocal 1/D that div multiplies by, and it never survives that product.
 ///
 /// Limits. Expansion can grow exponentially; an NF with more than max_monomials monomials, or a
-/// coefficient beyond 64 bits, stops the computation with a reason instead of an answer (a caller
-/// such as the pruning oracle then keeps the prefix). Never silently wrong.
+/// coefficient beyond 64 bits, stops the computation with a reason instead of an answer. Never
+/// silently wrong. Limits are monotone: every operation builds its result's NF around its
+/// operands' (sizes add or multiply, coefficients multiply, inner forms are kept or multiplied;
+/// the axioms cancel nothing), so no NF inside or on the way to a term's NF is larger than the
+/// largest inside the term's own, and whether a term hits a limit depends on its NF alone. Hence a
+/// term past a limit is A_eq-equal to no term within the limits, and is no subexpression of one
+/// (docs/absexpr.md, "Limits").
 ///
 /// Pools. A NormalFormPool serves one ExprPool (it caches ExprId → NF; using it with a second
 /// ExprPool is an internal error). Atoms name their leaves by text (var name, constant value), so
@@ -147,7 +152,8 @@ class NormalFormPool {
 /// and cached per ExprId. @pre e is a term of `exprs`; `pool` is only ever used with `exprs`
 NfResult normal_form(ExprId e, const ExprPool& exprs, NormalFormPool& pool);
 
-/// Whether a and b are equal under A_eq: true or false, or nullopt when a normal form hit a limit.
+/// Whether a and b are equal under A_eq: true or false (also when exactly one normal form hit a
+/// limit: the two forms differ), or nullopt when both did.
 std::optional<bool> aeq_equal(ExprId a, ExprId b, const ExprPool& exprs, NormalFormPool& pool);
 
 }  // namespace mugraph

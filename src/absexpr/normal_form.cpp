@@ -388,8 +388,11 @@ NfResult normal_form(ExprId e, const ExprPool& exprs, NormalFormPool& pool) {
 std::optional<bool> aeq_equal(ExprId a, ExprId b, const ExprPool& exprs, NormalFormPool& pool) {
   NfResult x = normal_form(a, exprs, pool);
   NfResult y = normal_form(b, exprs, pool);
-  if (!x.ok() || !y.ok()) return std::nullopt;
-  return x.id == y.id;
+  if (x.ok() && y.ok()) return x.id == y.id;
+  // Whether a term hits a limit depends on its normal form alone (limits are monotone, see
+  // normal_form.h), so a term past a limit and one within the limits have different forms.
+  if (x.ok() != y.ok()) return false;
+  return std::nullopt;
 }
 
 }  // namespace mugraph

@@ -23,7 +23,9 @@
 // The one place that is not decided exactly is the quotient of two normal forms with several
 // monomials each where the quotient would have several monomials too (P = F·Q inside a sqrt
 // argument or a denominator): that needs multivariate factorisation, and the answer is
-// `undecided` (kept by the search). Limits of the normal-form pool also give `undecided`.
+// `undecided` (kept by the search). When T's normal form is within the pool's limits and E's is
+// not, the answer is `no`: limits are monotone (normal_form.h), so every subterm of every term
+// A_eq-equal to T is within them. When T's is past them, the answer is `undecided`.
 #include "mugraph/subexpr.h"
 
 #include <algorithm>
@@ -259,7 +261,9 @@ SubexprAnswer SubexprOracle::decide(ExprId e, ExprId target) {
   ++stats_.queries;
   SubexprAnswer answer = SubexprAnswer::undecided;
   NfResult ne = normal_form(e, exprs_, nfs_), nt = normal_form(target, exprs_, nfs_);
-  if (ne.ok() && nt.ok()) {
+  if (!ne.ok() && nt.ok()) {
+    answer = SubexprAnswer::no;  // E is too large to lie inside T (the file comment)
+  } else if (ne.ok() && nt.ok()) {
     uint64_t key = pair_key(ne.id, nt.id);
     if (auto it = cache_.find(key); it != cache_.end()) {
       ++stats_.cache_hits;

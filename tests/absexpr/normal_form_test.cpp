@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "axiom_rewrites.h"
 #include "mugraph/absexpr.h"
 #include "mugraph/frontend.h"
 #include "mugraph/loader.h"
-#include "axiom_rewrites.h"
 #include "test_graphs.h"
 
 namespace mugraph {
@@ -251,7 +251,10 @@ TEST(NormalForm, TooManyMonomialsStopsWithAReason) {
   NfResult r = normal_form(e, f.p, f.nf);
   EXPECT_FALSE(r.ok());
   EXPECT_EQ(r.stop, NfStop::too_many_monomials);
-  EXPECT_FALSE(aeq_equal(e, e, f.p, f.nf).has_value());
+  EXPECT_FALSE(aeq_equal(e, e, f.p, f.nf).has_value());  // both past the limit: no answer
+  // One past the limit and one within it differ (limits are monotone): a definite false.
+  EXPECT_EQ(aeq_equal(e, f.v("A0"), f.p, f.nf), std::optional<bool>(false));
+  EXPECT_EQ(aeq_equal(f.v("A0"), e, f.p, f.nf), std::optional<bool>(false));
   // The stop is cached and propagates to every term above.
   EXPECT_EQ(normal_form(f.p.exp(e), f.p, f.nf).stop, NfStop::too_many_monomials);
 
@@ -335,7 +338,6 @@ void occurrences(const ExprPool& p, ExprId t, bool numerator, std::vector<std::p
   if (expr_arity(n.kind) == 2) occurrences(p, n.b, numerator && through, out);
 }
 
-
 TEST(NormalFormProperty, RandomAxiomApplicationsKeepTheNormalForm) {
   ExprPool p;
   NormalFormPool nf;
@@ -377,6 +379,46 @@ TEST(NormalFormProperty, RandomAxiomApplicationsKeepTheNormalForm) {
   EXPECT_GE(total, 2000);
   EXPECT_LT(skipped, 100);
   for (int k = 0; k < kAxioms; ++k) EXPECT_GE(applied[static_cast<size_t>(k)], 10) << kAxiomNames[k];
+}
+
+// Whether a term passes a limit depends on its normal form alone (normal_form.h, "Limits are
+// monotone"): the search's oracle answers `no` for a term past a limit on that ground. Terms
+// rewritten by the axioms have the same normal form but other subterms and intermediate products,
+// so a small pool must stop on both or on neither.
+TEST(NormalFormProperty, PassingALimitDependsOnTheNormalFormAlone) {
+  ExprPool p;
+  NormalFormPool roomy;
+  NormalFormPool small(NormalFormLimits{3});
+  RandomTerms r(p, 20261123);
+  int pairs = 0, both_stopped = 0, neither_stopped = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    ExprId t = r.term(5);
+    NfResult want = normal_form(t, p, roomy);
+    if (!want.ok()) continue;
+    const bool stops = !normal_form(t, p, small).ok();
+    for (int step = 0; step < 8; ++step) {
+      std::vector<std::pair<ExprId, bool>> occ;
+      occurrences(p, t, true, occ);
+      int64_t pos = r.pick(static_cast<int>(occ.size()));
+      std::optional<ExprId> rewritten;
+      for (int tries = 0; tries < 4 * kAxioms && !rewritten; ++tries)
+        rewritten = apply_axiom(p, occ[static_cast<size_t>(pos)].first, r.pick(kAxioms), r);
+      if (!rewritten) continue;
+      int64_t counter = 0;
+      ExprId next = replace_at(p, t, pos, counter, [&](ExprId) { return *rewritten; });
+      ASSERT_EQ(normal_form(next, p, roomy).id, want.id);
+      ASSERT_EQ(!normal_form(next, p, small).ok(), stops) << p.str(t) << "\n -> " << p.str(next);
+      // And so the answer of aeq_equal is never "unknown" for one past the limit and one within.
+      ExprId within = p.var("X");
+      ASSERT_EQ(aeq_equal(next, within, p, small).has_value(), true);
+      ++pairs;
+      (stops ? both_stopped : neither_stopped) += 1;
+      t = next;
+    }
+  }
+  EXPECT_GE(pairs, 2000);
+  EXPECT_GE(both_stopped, 200);  // the limit is small enough to matter
+  EXPECT_GE(neither_stopped, 200);
 }
 
 TEST(NormalFormProperty, CertainChangesChangeTheNormalForm) {

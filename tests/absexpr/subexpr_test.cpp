@@ -21,12 +21,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "axiom_rewrites.h"
 #include "example_graphs.h"
 #include "mugraph/absexpr.h"
 #include "mugraph/frontend.h"
 #include "mugraph/loader.h"
 #include "mugraph/normal_form.h"
-#include "axiom_rewrites.h"
 #include "test_graphs.h"
 
 namespace mugraph {
@@ -432,7 +432,7 @@ TEST_F(Subexpr, RepeatedMonomialsAndSeparateDenominators) {
   EXPECT_TRUE(no(p.div(v("X"), v("Y")), t4));
 }
 
-TEST(SubexprLimits, NormalFormLimitGivesUndecidedNeverNo) {
+TEST(SubexprLimits, TargetPastTheLimitGivesUndecidedNeverNo) {
   ExprPool p;
   NormalFormPool nfs(NormalFormLimits{8});
   SubexprOracle oracle(p, nfs);
@@ -444,6 +444,28 @@ TEST(SubexprLimits, NormalFormLimitGivesUndecidedNeverNo) {
   EXPECT_TRUE(oracle.is_subexpression(p.mul(p.var("A"), p.var("B")), t));
   EXPECT_EQ(oracle.decide(p.var("A"), s("A", "B")), SubexprAnswer::yes);  // small queries still work
   EXPECT_EQ(oracle.stats().undecided, 3);
+}
+
+TEST(SubexprLimits, TermPastTheLimitIsNoSubexpressionOfATargetWithinIt) {
+  ExprPool p;
+  NormalFormPool nfs(NormalFormLimits{8});
+  SubexprOracle oracle(p, nfs);
+  auto s = [&](const char* x, const char* y) { return p.add(p.var(x), p.var(y)); };
+  // 4 monomials, within the limit; the target of the queries below.
+  ExprId t = p.div(p.mul(s("A", "B"), s("C", "D")), p.sqrt(p.var("E")));
+  // 16 monomials: past it, so no term equal to t has it inside (limits are monotone).
+  ExprId big = p.mul(p.mul(s("A", "B"), s("C", "D")), p.mul(s("A", "B"), s("C", "D")));
+  EXPECT_EQ(oracle.decide(big, t), SubexprAnswer::no);
+  EXPECT_EQ(oracle.decide(p.div(p.var("A"), big), t), SubexprAnswer::no);  // past it inside a denominator
+  EXPECT_EQ(oracle.decide(p.exp(big), t), SubexprAnswer::no);              // and inside an atom
+  // The pieces within the limit are still found.
+  EXPECT_EQ(oracle.decide(p.mul(s("A", "B"), s("C", "D")), t), SubexprAnswer::yes);
+  EXPECT_EQ(oracle.stats().no, 3);
+  // With a larger limit, big is a term like any other: still no subexpression of t, by the search.
+  NormalFormPool roomy;
+  SubexprOracle wide(p, roomy);
+  EXPECT_EQ(wide.decide(big, t), SubexprAnswer::no);
+  EXPECT_EQ(wide.decide(p.mul(s("A", "B"), s("C", "D")), t), SubexprAnswer::yes);
 }
 
 TEST(SubexprThreads, ConcurrentQueriesAgree) {
@@ -655,7 +677,6 @@ TEST(Theorem1, UGraphsAtOtherGridsAndLoops) {
               static_cast<long long>(th.undecided));
 }
 
-
 TEST(Theorem1, ProgramRewritesAgainstTheOriginalProgram) {
   Theorem1Check th;
   struct Variant {
@@ -795,8 +816,9 @@ TEST(Theorem1, MutatedUGraphsAreRejected) {
        }},
   };
   // The mutated op's own output is among the rejected tensors.
-  const char* first_wrong[] = {"add(X, G)", "exp(div(sum(16, sum(256, mul(X, X))), c4096))", "exp(X)",
-                               "div(sqrt(div(sum(16, sum(256, mul(X, X))), c4096)), sum(16, sum(256, mul(W, mul(X, G)))))"};
+  const char* first_wrong[] = {
+      "add(X, G)", "exp(div(sum(16, sum(256, mul(X, X))), c4096))", "exp(X)",
+      "div(sqrt(div(sum(16, sum(256, mul(X, X))), c4096)), sum(16, sum(256, mul(W, mul(X, G)))))"};
   for (size_t k = 0; k < std::size(rms_mutations); ++k) {
     const Mutation& m = rms_mutations[k];
     Graph g = examples::rmsnorm_fig3b();
@@ -858,12 +880,14 @@ ExprId replace(ExprPool& p, ExprId t, ExprId at, ExprId by) {
   if (t == at) return by;
   const ExprNode n = p.node(t);
   switch (expr_arity(n.kind)) {
-    case 0: return t;
+    case 0:
+      return t;
     case 1: {
       ExprId a = replace(p, n.a, at, by);
       return n.kind == ExprKind::sum ? p.sum(n.value, a) : p.unary(n.kind, a);
     }
-    default: return p.binary(n.kind, replace(p, n.a, at, by), replace(p, n.b, at, by));
+    default:
+      return p.binary(n.kind, replace(p, n.a, at, by), replace(p, n.b, at, by));
   }
 }
 
@@ -912,10 +936,11 @@ TEST(Theorem1Property, EverySubtermOfEveryRewriteIsKept) {
     }
   }
   SubexprStats st = oracle.stats();
-  std::printf("[ property ] %lld subterm queries over %lld rewrites, %lld undecided; %lld stranger queries; "
-              "%lld cache hits; %.1f ms in decide\n",
-              static_cast<long long>(checked), static_cast<long long>(rewrites), static_cast<long long>(undecided),
-              static_cast<long long>(strangers), static_cast<long long>(st.cache_hits), st.nanoseconds / 1e6);
+  std::printf(
+      "[ property ] %lld subterm queries over %lld rewrites, %lld undecided; %lld stranger queries; "
+      "%lld cache hits; %.1f ms in decide\n",
+      static_cast<long long>(checked), static_cast<long long>(rewrites), static_cast<long long>(undecided),
+      static_cast<long long>(strangers), static_cast<long long>(st.cache_hits), st.nanoseconds / 1e6);
   EXPECT_GE(rewrites, 3000);
   EXPECT_LE(undecided * 50, checked);  // at most 2 %
 }
