@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
-#include <map>
 #include <memory>
 #include <sstream>
+#include <unordered_map>
 
 #include "json_reader.h"
 #include "mugraph/validate.h"
@@ -167,23 +167,38 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   return s.str();
 }
 
-void write_checkpoint(const std::string& path, const CheckpointState& st) {
-  Json j;
-  j["format"] = kFormat;
-  j["version"] = kVersion;
-  j["fingerprint"] = st.fingerprint;
-  j["elapsed_seconds"] = st.elapsed_seconds;
-  if (st.bytes_phase_seconds >= 0) j["bytes_phase_seconds"] = st.bytes_phase_seconds;
-  j["stats"] = stats_json(st.stats);
+void CheckpointWriter::write(const std::string& path, const CheckpointState& st) {
+  ++writes_;
+  // The document is assembled as text around the kept graph texts; the reader sees the same
+  // JSON as one Json object's dump would give (keys in another order).
+  auto text_of = [&](auto& kept, const auto& key, const Graph& graph) -> const std::string& {
+    auto [it, fresh] = kept.try_emplace(key);
+    if (fresh) it->second.json = json_reading::ugraph_value(graph).dump();
+    it->second.write = writes_;
+    return it->second.json;
+  };
+  Json head;
+  head["format"] = kFormat;
+  head["version"] = kVersion;
+  head["fingerprint"] = st.fingerprint;
+  head["elapsed_seconds"] = st.elapsed_seconds;
+  if (st.bytes_phase_seconds >= 0) head["bytes_phase_seconds"] = st.bytes_phase_seconds;
+  head["stats"] = stats_json(st.stats);
+  std::string out = head.dump();
+  out.pop_back();  // the closing brace: the arrays follow
+
   // Sibling tasks share their prefix: each distinct prefix is written once.
-  Json prefixes = Json::array();
-  std::map<const Graph*, size_t> prefix_index;
-  Json pending = Json::array();
+  out += ",\"prefixes\":[";
+  std::unordered_map<const Graph*, size_t> prefix_index;
+  std::string pending;
   for (const Task& t : st.pending) {
+    auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
+    if (fresh) {
+      if (it->second > 0) out += ',';
+      out += text_of(prefixes_, t.prefix, *t.prefix);
+    }
     Json tj;
     tj["path"] = t.path;
-    auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
-    if (fresh) prefixes.push_back(json_reading::ugraph_value(*t.prefix));
     tj["prefix"] = it->second;
     if (t.is_block()) {
       std::vector<int32_t> operands;
@@ -192,25 +207,31 @@ void write_checkpoint(const std::string& path, const CheckpointState& st) {
       tj["chunk"] = t.chunk;
       tj["finish_only"] = t.finish_only;
     }
-    pending.push_back(std::move(tj));
+    pending += pending.empty() ? "" : ",";
+    pending += tj.dump();
   }
-  j["prefixes"] = std::move(prefixes);
-  j["pending"] = std::move(pending);
-  Json cands = Json::array();
-  for (const FoundCandidate& c : st.candidates)
-    cands.push_back(
-        {{"path", c.path}, {"found_seconds", c.found_seconds}, {"graph", json_reading::ugraph_value(c.graph)}});
-  j["candidates"] = std::move(cands);
+  out += "],\"pending\":[" + pending + "],\"candidates\":[";
+  for (size_t i = 0; i < st.candidates.size(); ++i) {
+    const FoundCandidate& c = st.candidates[i];
+    if (i > 0) out += ',';
+    out += "{\"path\":" + Json(c.path).dump() + ",\"found_seconds\":" + Json(c.found_seconds).dump() +
+           ",\"graph\":" + text_of(candidates_, c.graph, c.graph) + "}";
+  }
+  out += "]}\n";
+  std::erase_if(prefixes_, [&](const auto& e) { return e.second.write != writes_; });
+  std::erase_if(candidates_, [&](const auto& e) { return e.second.write != writes_; });
 
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) throw UserError(tmp + ": cannot write the checkpoint");
-    f << j.dump() << '\n';
+    f << out;
     if (!f.flush()) throw UserError(tmp + ": cannot write the checkpoint");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError(path + ": cannot replace the checkpoint");
 }
+
+void write_checkpoint(const std::string& path, const CheckpointState& st) { CheckpointWriter().write(path, st); }
 
 CheckpointState read_checkpoint(const std::string& path, const Target& target) {
   std::ifstream f(path, std::ios::binary);

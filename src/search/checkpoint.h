@@ -2,7 +2,10 @@
 // ("format": "mugraph-search-checkpoint"). Written atomically (temporary file, then rename).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "generator.h"
@@ -25,7 +28,29 @@ struct CheckpointState {
 /// The fingerprint of a program and the search options that shape the tree.
 std::string search_fingerprint(const Graph& program, const SearchOptions& options);
 
-/// Writes the state to `path` atomically. Throws UserError if the file cannot be written.
+/// Writes the checkpoints of one search. Consecutive checkpoints share most of their graphs (the
+/// pending tasks' prefixes and the candidates), and serialising graphs is most of a write, so
+/// the writer keeps the JSON text of every graph of its last write and serialises only the new
+/// ones (docs/benchmarks.md, "Checkpoints beside the search"). One thread at a time.
+class CheckpointWriter {
+ public:
+  /// Writes the state to `path` atomically. Throws UserError if the file cannot be written.
+  void write(const std::string& path, const CheckpointState& state);
+
+ private:
+  struct Text {
+    std::string json;
+    uint64_t write = 0;  ///< the last write that used it; older ones are dropped after a write
+  };
+  /// By the shared pointer itself: holding it keeps the prefix alive, so a key never comes to
+  /// name another graph at the same address.
+  std::unordered_map<std::shared_ptr<const Graph>, Text> prefixes_;
+  std::unordered_map<Graph, Text> candidates_;
+  uint64_t writes_ = 0;
+};
+
+/// Writes the state to `path` atomically (a CheckpointWriter with nothing kept). Throws
+/// UserError if the file cannot be written.
 void write_checkpoint(const std::string& path, const CheckpointState& state);
 
 /// Reads a checkpoint. Throws UserError (with the file name) if it is missing or malformed.

@@ -347,7 +347,21 @@ class Driver {
       if (!opt_.checkpoint_path.empty() &&
           std::chrono::duration<double>(now - last_checkpoint).count() >= opt_.checkpoint_seconds) {
         last_checkpoint = now;
-        write_state_locked();
+        // A copy of the state under the lock (milliseconds: tasks share their prefixes), the
+        // file written without it, so that the workers need not wait for the disk.
+        CheckpointState state = state_locked();
+        lock.unlock();
+        std::exception_ptr failed;
+        try {
+          checkpoint_writer_.write(opt_.checkpoint_path, state);
+        } catch (...) {
+          failed = std::current_exception();
+        }
+        lock.lock();
+        if (failed) {
+          fail_locked(std::move(failed));  // run_tasks joins the threads, then rethrows it
+          return;
+        }
       }
     }
   }
@@ -394,7 +408,7 @@ class Driver {
     return st;
   }
 
-  void write_state_locked() { write_checkpoint(opt_.checkpoint_path, state_locked()); }
+  void write_state_locked() { checkpoint_writer_.write(opt_.checkpoint_path, state_locked()); }
   void write_state() {
     std::lock_guard lock(mu_);
     write_state_locked();
@@ -471,6 +485,8 @@ class Driver {
   StopReason stop_reason_ = StopReason::exhausted;
   std::exception_ptr error_;
   std::map<std::vector<int32_t>, Task> pending_;
+  /// Used by the driver thread only (monitor() and the writes between phases).
+  CheckpointWriter checkpoint_writer_;
   std::map<std::vector<int32_t>, const Task*> in_flight_;
   std::vector<RankedCandidate> pool_;
   // Bytes bound: the (bytes, kernels) keys of every candidate found not known to be wrong, and

@@ -126,6 +126,45 @@ TEST(Checkpoint, RoundTripIsExact) {
   EXPECT_EQ(t1, t2);
 }
 
+std::string file_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+TEST(Checkpoint, AWriterThatKeepsGraphTextsWritesWhatAFreshOneWrites) {
+  // The search's writer keeps the text of the graphs of its last write; a later state drops some
+  // prefixes and candidates, adds others, and shares the rest.
+  TempDir dir;
+  CheckpointState a = sample_state();
+  CheckpointState b = a;
+  b.pending.erase(b.pending.begin());
+  Graph grown = prefix_of(a.pending[0]);
+  grown.add_input("Y", Shape{4, 64}, DType::f16);
+  Task t;
+  t.path = {0, 5};
+  set_prefix(t, grown);
+  b.pending.push_back(t);
+  b.pending.push_back(a.pending[1]);  // a second task on a prefix already written
+  FoundCandidate c = a.candidates[0];
+  c.graph.add_input("Y", Shape{4, 64}, DType::f16);  // another complete graph
+  c.path = {0, 4};
+  c.found_seconds = 0.75;
+  b.candidates.insert(b.candidates.begin(), c);
+  b.elapsed_seconds = 2.5;
+
+  CheckpointWriter kept;
+  for (const CheckpointState* st : {&a, &b, &a, &b, &b}) {
+    kept.write(dir.file("kept.json"), *st);
+    write_checkpoint(dir.file("fresh.json"), *st);
+    ASSERT_EQ(file_text(dir.file("kept.json")), file_text(dir.file("fresh.json")));
+    CheckpointState back = read_checkpoint(dir.file("kept.json"), default_target());
+    ASSERT_EQ(back.pending.size(), st->pending.size());
+    for (size_t i = 0; i < st->pending.size(); ++i) EXPECT_EQ(prefix_of(back.pending[i]), prefix_of(st->pending[i]));
+    ASSERT_EQ(back.candidates.size(), st->candidates.size());
+    for (size_t i = 0; i < st->candidates.size(); ++i) EXPECT_EQ(back.candidates[i].graph, st->candidates[i].graph);
+  }
+}
+
 TEST(Checkpoint, EmptyStateRoundTrips) {
   TempDir dir;
   CheckpointState st;
@@ -240,6 +279,23 @@ TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFileAndTheValue) {
 TEST(Checkpoint, WritingToAMissingDirectoryIsAUserError) {
   TempDir dir;
   EXPECT_THROW(write_checkpoint(dir.file("no/such/dir/checkpoint.json"), sample_state()), UserError);
+}
+
+TEST(Checkpoint, ASearchThatCannotWriteItsCheckpointStopsWithAUserError) {
+  // The periodic write runs beside the workers; its failure must stop them and reach the caller
+  // as the UserError naming the file (it once escaped the driver thread: std::terminate).
+  TempDir dir;
+  SearchOptions o;
+  o.threads = 2;
+  o.time_limit_seconds = 20;
+  o.checkpoint_path = dir.file("no/such/dir/checkpoint.json");
+  o.checkpoint_seconds = 0.05;
+  try {
+    search(parse_program(search_testing::kNTransSmall), o);
+    FAIL() << "the search wrote a checkpoint into a missing directory";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot write the checkpoint"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoint, FingerprintSeparatesProgramsAndTreeShapingOptions) {
