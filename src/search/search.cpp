@@ -42,6 +42,11 @@ struct RankedCandidate {
 /// would end waiting for a test the verifier is running, since it stops between tests).
 constexpr double kBackgroundVerifyShare = 0.25;
 
+/// A candidate's key for the bytes bound: (device bytes, kernels), smaller first.
+std::pair<int64_t, int> bytes_key(const RankedCandidate& c) {
+  return {c.found.metrics.device_bytes, c.found.metrics.kernels};
+}
+
 bool rank_less(const RankedCandidate& a, const RankedCandidate& b) {
   auto key = [](const FoundCandidate& c) {
     const CandidateMetrics& m = c.metrics;
@@ -173,7 +178,7 @@ class Driver {
       auto it = std::find_if(pool_.begin(), pool_.end(), [&](const RankedCandidate& c) { return c.json == json; });
       if (it == pool_.end()) continue;  // dropped from the pool meanwhile
       it->verdict = std::move(verdicts[0]);
-      const std::pair<int64_t, int> key{it->found.metrics.device_bytes, it->found.metrics.kernels};
+      const std::pair<int64_t, int> key = bytes_key(*it);
       background_rejected_ += !it->equivalent();
       if (it->equivalent())
         verified_keys_.insert(key);
@@ -385,7 +390,7 @@ class Driver {
   void add_candidate(FoundCandidate c) {
     RankedCandidate r{std::move(c), {}};
     r.json = to_json(r.found.graph);
-    const std::pair<int64_t, int> key{r.found.metrics.device_bytes, r.found.metrics.kernels};
+    const std::pair<int64_t, int> key = bytes_key(r);
     auto it = std::lower_bound(pool_.begin(), pool_.end(), r, rank_less);
     if (it != pool_.end() && it->json == r.json) return;  // found twice (a resumed task)
     pool_.insert(it, std::move(r));

@@ -16,6 +16,7 @@
 #include "mugraph/error.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
+#include "mugraph/loader.h"
 #include "search_fixtures.h"
 
 namespace mugraph::search_detail {
@@ -121,14 +122,7 @@ TEST(Checkpoint, RoundTripIsExact) {
   // Writing what was read gives the same file.
   const std::string again = dir.file("again.json");
   write_checkpoint(again, back);
-  std::ifstream f1(path), f2(again);
-  std::string t1((std::istreambuf_iterator<char>(f1)), {}), t2((std::istreambuf_iterator<char>(f2)), {});
-  EXPECT_EQ(t1, t2);
-}
-
-std::string file_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(read_text_file(path, kMaxGraphFileBytes), read_text_file(again, kMaxGraphFileBytes));
 }
 
 TEST(Checkpoint, AWriterThatKeepsGraphTextsWritesWhatAFreshOneWrites) {
@@ -156,7 +150,8 @@ TEST(Checkpoint, AWriterThatKeepsGraphTextsWritesWhatAFreshOneWrites) {
   for (const CheckpointState* st : {&a, &b, &a, &b, &b}) {
     kept.write(dir.file("kept.json"), *st);
     write_checkpoint(dir.file("fresh.json"), *st);
-    ASSERT_EQ(file_text(dir.file("kept.json")), file_text(dir.file("fresh.json")));
+    ASSERT_EQ(read_text_file(dir.file("kept.json"), kMaxGraphFileBytes),
+              read_text_file(dir.file("fresh.json"), kMaxGraphFileBytes));
     CheckpointState back = read_checkpoint(dir.file("kept.json"), default_target());
     ASSERT_EQ(back.pending.size(), st->pending.size());
     for (size_t i = 0; i < st->pending.size(); ++i) EXPECT_EQ(prefix_of(back.pending[i]), prefix_of(st->pending[i]));
