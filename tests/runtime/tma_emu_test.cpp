@@ -3,6 +3,7 @@
 // phases, and the errors the driver or the hardware would give.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -123,3 +124,96 @@ TEST(Tma, MisusesAreBugs) {
 }
 
 }  // namespace
+
+namespace {
+
+/// Where a swizzled box [rows, width] of 16-bit elements (span: the box row's bytes, 32, 64 or
+/// 128) puts element (r, c), written out from the CUDA programming guide's TMA swizzle patterns:
+/// rows `span` bytes apart; the 16-byte chunk c / 8 of a row moves to chunk (c / 8) XOR the
+/// row's index within its 128-byte line group (bits 7.. of the address: r·span / 128), taken
+/// modulo span / 16.
+size_t swizzled_offset(int r, int c, int span) {
+  const int line_row = r * span / 128 % (span / 16);
+  return static_cast<size_t>(r * span + ((c / 8) ^ line_row) * 16 + c % 8 * 2);
+}
+
+}  // namespace
+
+TEST(Tma, SwizzledBoxesPermuteTheChunksOfEachRow) {
+  for (const int span : {32, 64, 128}) {
+    const int width = span / 2, rows = 16;
+    std::vector<mgd::half> t(static_cast<size_t>(rows * width));
+    for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e));
+    mgd::TensorMap map;
+    ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {rows, width}, {rows, width}, span), 0);
+    std::vector<unsigned char> landed(static_cast<size_t>(rows * span));
+    run_block(32, 4096 + 64, [&] {
+      MGD_DYNAMIC_SHARED(smem);
+      auto* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+      if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
+      mgd::mbarrier_init_fence();
+      mgd::sync_block();
+      if (mgd::thread_rank() == 0) {
+        mgd::mbarrier_arrive_expect_tx(bar, static_cast<unsigned>(rows * span));
+        mgd::tma_load<2>(smem + 1024, &map, {0, 0}, bar);
+      }
+      mgd::mbarrier_wait(bar, 0);
+      if (mgd::thread_rank() == 0) std::memcpy(landed.data(), smem + 1024, landed.size());
+    });
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < width; ++c) {
+        mgd::half v;
+        std::memcpy(&v, landed.data() + swizzled_offset(r, c, span), 2);
+        ASSERT_EQ(mgd::to_float(v), static_cast<float>(r * width + c)) << "span " << span << ": " << r << ", " << c;
+      }
+  }
+  // 128 bytes: row 1's chunk 0 is its second chunk, as in the guide's 128B pattern.
+  EXPECT_EQ(swizzled_offset(1, 0, 128), 128u + 16u);
+  EXPECT_EQ(swizzled_offset(3, 2 * 8, 64), 3u * 64 + ((2 ^ 1) * 16));
+}
+
+TEST(Tma, SwizzledPanelsOfAWideTile) {
+  // A [8, 256] tile in four 128-byte-swizzled panels of 64 columns, 1024 bytes apart.
+  std::vector<mgd::half> t(8 * 512);
+  for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
+  mgd::TensorMap map;
+  ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {8, 512}, {8, 64}, 128), 0);
+  std::vector<unsigned char> landed(4096);
+  run_block(32, 4096 + 64, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+    if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
+    mgd::mbarrier_init_fence();
+    mgd::sync_block();
+    if (mgd::thread_rank() == 0) {
+      mgd::mbarrier_arrive_expect_tx(bar, 4096);
+      mgd::tma_load_panels<2, 4, 64, 1024>(smem, &map, {0, 256}, bar);  // columns 256-511
+    }
+    mgd::mbarrier_wait(bar, 0);
+    if (mgd::thread_rank() == 0) std::memcpy(landed.data(), smem, landed.size());
+  });
+  for (int r = 0; r < 8; ++r)
+    for (int c = 0; c < 256; ++c) {
+      mgd::half v;
+      std::memcpy(&v, landed.data() + c / 64 * 1024 + swizzled_offset(r, c % 64, 128), 2);
+      ASSERT_EQ(mgd::to_float(v), static_cast<float>((r * 512 + 256 + c) % 2000)) << r << ", " << c;
+    }
+}
+
+TEST(Tma, SwizzledMapsCheckTheirBoxAndTheirDestination) {
+  std::vector<mgd::half> t(64 * 64);
+  mgd::TensorMap map;
+  EXPECT_NE(mgd::make_tensor_map(&map, t.data(), {64, 64}, {8, 64}, 64), 0);   // box rows of 128 bytes, span 64
+  EXPECT_NE(mgd::make_tensor_map(&map, t.data(), {64, 64}, {8, 64}, 96), 0);   // no such span
+  EXPECT_EQ(mgd::make_tensor_map(&map, t.data(), {64, 64}, {8, 16}, 128), 0);  // rows shorter than the span
+  ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {64, 64}, {8, 64}, 128), 0);
+  EXPECT_DEATH(run_block(1, 4096,
+                         [&] {
+                           MGD_DYNAMIC_SHARED(smem);
+                           auto* bar = reinterpret_cast<uint64_t*>(smem + 3072);
+                           mgd::mbarrier_init(bar, 1);
+                           mgd::mbarrier_arrive_expect_tx(bar, 1024);
+                           mgd::tma_load<2>(smem + 512, &map, {0, 0}, bar);  // 128-byte aligned, not 1024
+                         }),
+               "does not start where its pattern does");
+}

@@ -215,3 +215,140 @@ TEST(TileOps, WgmmaMatmulNeedsWholeWarpgroups) {
 }
 
 }  // namespace
+
+namespace {
+
+using mgd::Dims;
+
+TEST(Wgmma, SwizzledDescriptorsDecodeThePtxCanonicalLayouts) {
+  run_block(1, 16384, [&] {
+    // The PTX ISA's example "MN-major, 64B swizzling, bf16": Swizzle<2,4,3> o ((8,4,2),(8,2)) :
+    // ((1,8,256),(32,512)) elements, LBO 256 elements (512 bytes), SBO 512 (1024 bytes).
+    const uint64_t mn64 = mgd::wgmma_descriptor(2048, 64, 512, 1024);
+    EXPECT_EQ(mn64 >> 62, 2u);
+    EXPECT_EQ((mn64 >> 16) & 0x3FFF, 32u);
+    EXPECT_EQ((mn64 >> 32) & 0x3FFF, 64u);
+    for (unsigned mn = 0; mn < 64; ++mn)
+      for (unsigned k = 0; k < 16; ++k) {
+        const unsigned e = mn % 8 + mn / 8 % 4 * 8 + mn / 32 * 256 + k % 8 * 32 + k / 8 * 512;
+        unsigned a = 2048 + 2 * e;
+        a ^= ((a >> 7) & 3) << 4;
+        ASSERT_EQ(mgd::emu::wgmma_element_address(mn64, mn, k, true), a) << mn << " " << k;
+      }
+    // MN-major, 128B: ((8,8,m),(8,k)) : ((1,8,LBO),(64,SBO)); here one panel, k groups 1024 bytes apart.
+    const uint64_t mn128 = mgd::wgmma_descriptor(4096, 128, 8192, 1024);
+    for (unsigned mn = 0; mn < 64; ++mn)
+      for (unsigned k = 0; k < 16; ++k) {
+        unsigned a = 4096 + 2 * (mn + k % 8 * 64) + k / 8 * 1024;
+        a ^= ((a >> 7) & 7) << 4;
+        ASSERT_EQ(mgd::emu::wgmma_element_address(mn128, mn, k, true), a) << mn << " " << k;
+      }
+    // K-major, 32B: ((8,m),(8,2k)) : ((16,SBO),(1,8)) elements, rows 32 bytes apart, bit 4 XOR bit 7.
+    const uint64_t k32 = mgd::wgmma_descriptor(1024, 32, 16, 256);
+    EXPECT_EQ(k32 >> 62, 3u);
+    for (unsigned r = 0; r < 16; ++r)
+      for (unsigned k = 0; k < 16; ++k) {
+        unsigned a = 1024 + r / 8 * 256 + 2 * (r % 8 * 16 + k);
+        a ^= ((a >> 7) & 1) << 4;
+        ASSERT_EQ(mgd::emu::wgmma_element_address(k32, r, k), a) << r << " " << k;
+      }
+    // The 128-byte K-major form agrees with the staging layout's descriptor.
+    for (unsigned r = 0; r < 16; ++r)
+      for (unsigned k = 0; k < 16; ++k)
+        ASSERT_EQ(mgd::emu::wgmma_element_address(mgd::wgmma_descriptor(1024 + 32, 128, 16, 1024), r, k),
+                  mgd::emu::wgmma_element_address(mgd::wgmma_descriptor(1024 + 32), r, k));
+  });
+}
+
+TEST(Wgmma, OperandsReadInPlaceWhereEveryJobReadsWholeRowsOfTheTile) {
+  // Figure 3b and 10b: the weight tile [256, 32] (n innermost: MN-major, 64-byte rows) is read in
+  // place as the instruction's B; as its A (swapped) it would need 64 rows.
+  static_assert(mgd::wgmma_in_place_b(16, 32, 256, false) == 64 && mgd::wgmma_in_place_b(16, 32, 256, true) == 0);
+  static_assert(mgd::wgmma_in_place_b(8, 32, 256, false) == 64);
+  static_assert(!mgd::wgmma_orientation_swaps(16, 32, 256, false, true));  // in place beats less padding
+  static_assert(mgd::wgmma_orientation_swaps(16, 32, 256, false, false));  // nothing in place: wgmma_swaps
+  // X [8, 256] (k innermost, 128-byte panels) fits the instruction's B (8 rows), not its A.
+  static_assert(mgd::wgmma_in_place_a(8, 32, 256, true) == 128 && mgd::wgmma_in_place_a(8, 32, 256, false) == 0);
+  // Both weight and X: the weights are more elements.
+  static_assert(!mgd::wgmma_orientation_swaps(8, 32, 256, true, true));
+  static_assert(mgd::wgmma_tile_swizzle(16) == 32 && mgd::wgmma_tile_swizzle(32) == 64 &&
+                mgd::wgmma_tile_swizzle(192) == 128 && mgd::wgmma_tile_swizzle(24) == 0 && mgd::wgmma_tile_swizzle(8) == 0);
+  static_assert(mgd::wgmma_in_place_b(64, 48, 64, false) == 0);  // rows of 96 bytes
+  static_assert(mgd::wgmma_in_place_a(64, 64, 40, false) == 0);  // k not whole k16 steps
+  static_assert(mgd::wgmma_in_place_a(100, 64, 64, false) == 0); // a job would read rows 100-127
+}
+
+/// matmul_wgmma on out[M, N] = a[M, K] · b[K, N] with the operands marked SwA / SwB loaded by
+/// the copy engine in swizzled panels and read in place, the others loaded densely and staged,
+/// against f32 arithmetic. The operand tiles are cut from larger tensors (a at row 8 and column
+/// 64 of a [M + 8, K + 64] tensor), so the tensor maps' coordinates are exercised too.
+template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB>
+void check_in_place(unsigned threads) {
+  static_assert(SwA == 0 || SwA == mgd::wgmma_tile_swizzle(K));
+  static_assert(SwB == 0 || SwB == mgd::wgmma_tile_swizzle(N));
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(N, 2);
+  constexpr int AR = M + 8, AC = K + 64, BR = K + 64, BC = N + 64;
+  std::vector<float> fa = randoms(size_t{AR} * AC, 5), fb = randoms(size_t{BR} * BC, 6);
+  std::vector<T> a(fa.size()), b(fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  constexpr int64_t WA = SwA ? SwA / 2 : K, WB = SwB ? SwB / 2 : N;  // box widths
+  mgd::TensorMap map_a, map_b;
+  ASSERT_EQ(mgd::make_tensor_map(&map_a, a.data(), {AR, AC}, {M, WA}, SwA), 0);
+  ASSERT_EQ(mgd::make_tensor_map(&map_b, b.data(), {BR, BC}, {K, WB}, SwB), 0);
+  constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
+  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + 1023) / 1024 * 1024;
+  constexpr size_t bar_at = b_at + b_bytes, scratch_at = bar_at + 64;
+  std::vector<float> out(size_t{M} * N, NAN);
+  run_block(threads, scratch_at + kScratch, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    T* sa = reinterpret_cast<T*>(smem + a_at);
+    T* sb = reinterpret_cast<T*>(smem + b_at);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + bar_at);
+    if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
+    mgd::mbarrier_init_fence();
+    mgd::sync_block();
+    if (mgd::thread_rank() == 0) {
+      mgd::mbarrier_arrive_expect_tx(bar, static_cast<unsigned>(a_bytes + b_bytes));
+      mgd::tma_load_panels<2, K / WA, WA, M * WA * sizeof(T)>(sa, &map_a, {8, 64}, bar);
+      mgd::tma_load_panels<2, N / WB, WB, K * WB * sizeof(T)>(sb, &map_b, {64, 64}, bar);
+    }
+    mgd::mbarrier_wait(bar, 0);
+    mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB>(out.data(), sa, sb,
+                                                                                                 smem + scratch_at);
+  });
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float want = 0;
+      for (int k = 0; k < K; ++k)
+        want += mgd::to_float(a[static_cast<size_t>((8 + m) * AC + 64 + k)]) *
+                mgd::to_float(b[static_cast<size_t>((64 + k) * BC + 64 + n)]);
+      ASSERT_NEAR(out[static_cast<size_t>(m * N + n)], want, 1e-3f) << m << "," << n << " with " << threads << " threads";
+    }
+}
+
+TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
+  check_in_place<mgd::half, 16, 32, 256, 0, 64>(128);        // Figure 3b: W [256, 32] in place, unswapped
+  check_in_place<mgd::half, 8, 32, 256, 0, 64>(128);         // Figure 10b's W1 and W2
+  check_in_place<mgd::bfloat16, 8, 24, 128, 128, 0>(128);    // X [8, 128] in place as the swapped B
+  check_in_place<mgd::half, 64, 128, 128, 128, 128>(256);    // both in place, two panels each, two warpgroups
+  check_in_place<mgd::half, 128, 16, 32, 64, 32>(128);       // 64- and 32-byte spans, two row jobs
+  check_in_place<mgd::bfloat16, 64, 64, 80, 0, 128>(128);    // a partial chunk of k (64 + 16)
+}
+
+TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {
+  // An operand read in place must start where its swizzle pattern does.
+  EXPECT_DEATH(
+      run_block(128, 8192 + mgd::wgmma_scratch_bytes(32, 1),
+                [] {
+                  MGD_DYNAMIC_SHARED(smem);
+                  auto* a = reinterpret_cast<mgd::half*>(smem + 1024);
+                  auto* b = reinterpret_cast<mgd::half*>(smem + 4096 + 128);  // 128 past a pattern
+                  float out[16 * 32];
+                  mgd::matmul_wgmma<Dims<16, 32>, Dims<32, 1>, Dims<64, 0>, 1, Dims<0, 32>, 32, 64,
+                                    mgd::wgmma_scratch_bytes(32, 1), 0, 64>(out, a, b, smem + 8192);
+                }),
+      "does not start where its swizzle pattern does");
+}
+
+}  // namespace

@@ -154,6 +154,7 @@ struct TensorMap {
   const void* base = nullptr;
   int rank = 0;
   int element_bytes = 0;
+  int swizzle = 0;  // span in bytes (32, 64, 128), or 0
   int64_t dims[5] = {}, strides[5] = {}, box[5] = {};
 };
 
@@ -245,11 +246,20 @@ inline int64_t box_elements(const TensorMap& m) {
   return count;
 }
 
-/// Performs a tensor copy: the box, innermost dim fastest, zeros outside the tensor.
+/// The shared address where a swizzled tensor copy writes what lands densely at `at`: the
+/// 16-byte chunk bits (4..) XOR the row bits (7..), log2(span / 16) bits of each (the CUDA
+/// programming guide's TMA swizzle patterns; PTX's Swizzle<log2(span / 16), 4, 3>).
+inline uint32_t tma_swizzled(uint32_t at, int span) {
+  return span == 0 ? at : at ^ ((at >> 7) & static_cast<uint32_t>(span / 16 - 1)) << 4;
+}
+
+/// Performs a tensor copy: the box, innermost dim fastest, zeros outside the tensor; densely,
+/// or permuted by the map's swizzle.
 inline void land_tensor_copy(const Mbarrier::Copy& c) {
   const TensorMap& m = c.map;
   const int64_t count = box_elements(m);
-  auto* dst = static_cast<unsigned char*>(c.dst);
+  unsigned char* const window = state()->shared.data();
+  const uint32_t start = shared_address(c.dst);
   for (int64_t e = 0; e < count; ++e) {
     int64_t rest = e, off = 0;
     bool inside = true;
@@ -259,7 +269,7 @@ inline void land_tensor_copy(const Mbarrier::Copy& c) {
       inside = inside && coord >= 0 && coord < m.dims[i];
       off += coord * m.strides[i];
     }
-    unsigned char* to = dst + e * m.element_bytes;
+    unsigned char* to = window + tma_swizzled(start + static_cast<uint32_t>(e * m.element_bytes), m.swizzle);
     if (inside)
       std::memcpy(to, static_cast<const unsigned char*>(m.base) + off, static_cast<size_t>(m.element_bytes));
     else
@@ -269,6 +279,8 @@ inline void land_tensor_copy(const Mbarrier::Copy& c) {
 
 inline void tma_load(void* dst, const TensorMap& map, const int64_t (&at)[5], uint32_t bar) {
   if (shared_address(dst) % 128 != 0) fail("a tensor copy to shared memory not 128-byte aligned");
+  if (map.swizzle != 0 && shared_address(dst) % (8 * static_cast<uint32_t>(map.swizzle)) != 0)
+    fail("a swizzled tensor copy to shared memory that does not start where its pattern does");
   Mbarrier& b = mbarrier_at(bar);
   Mbarrier::Copy c{dst, map, {}};
   for (int i = 0; i < 5; ++i) c.at[i] = at[i];

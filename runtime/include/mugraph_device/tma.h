@@ -10,6 +10,11 @@
 /// refills a stage every S iterations waits, in iteration it, for phase it / S of the stage's
 /// barrier: parity (it / S) % 2.
 ///
+/// A tensor map may swizzle what it writes (span 32, 64 or 128 bytes): the 16-byte chunks of each
+/// row are permuted by address, chunk bits 4.. XOR row bits 7.. of the shared address, which is
+/// the layout the warpgroup tensor cores read in place (wgmma_rules.h). Its rows (the box's inner
+/// extent) are at most the span, and the box starts where a pattern does (8 · span bytes).
+///
 /// Tensor maps are built on the host (make_tensor_map, through the driver's
 /// cuTensorMapEncodeTiled, found via the runtime so nothing links libcuda) and passed to the
 /// kernel as __grid_constant__ parameters. Under the host emulation a tensor map is a plain
@@ -40,15 +45,19 @@ using TensorMap = CUtensorMap;
 using TensorMap = emu::TensorMap;
 #endif
 
-/// Describes the row-major tensor at base (dims, outermost first) in boxes of extents `box`:
-/// cudaSuccess, or kTmaErrorBase + the driver's error. @pre base 16-byte aligned, every row
-/// (dims[rank-1] · sizeof(T)) and every box row (box[rank-1] · sizeof(T)) a multiple of 16
-/// bytes, box extents at most 256, rank at most 5.
+/// Describes the row-major tensor at base (dims, outermost first) in boxes of extents `box`,
+/// written to shared memory swizzled with span `swizzle` (0: dense): cudaSuccess, or
+/// kTmaErrorBase + the driver's error. @pre base 16-byte aligned, every row (dims[rank-1] ·
+/// sizeof(T)) and every box row (box[rank-1] · sizeof(T)) a multiple of 16 bytes, box extents at
+/// most 256, rank at most 5; a box row at most `swizzle` bytes.
 template <typename T>
 inline int make_tensor_map(TensorMap* map, const T* base, std::initializer_list<int64_t> dims,
-                           std::initializer_list<int64_t> box) {
+                           std::initializer_list<int64_t> box, int64_t swizzle = 0) {
   const int rank = static_cast<int>(dims.size());
   if (rank < 1 || rank > kTmaMaxRank || box.size() != dims.size()) return kTmaErrorBase + 1;
+  if ((swizzle != 0 && swizzle != 32 && swizzle != 64 && swizzle != 128) ||
+      (swizzle != 0 && box.begin()[rank - 1] * static_cast<int64_t>(sizeof(T)) > swizzle))
+    return kTmaErrorBase + 1;
   // The driver lists dims innermost first; strides in bytes, for dims 1 and up.
   uint64_t global_dim[kTmaMaxRank], global_stride[kTmaMaxRank];
   uint32_t box_dim[kTmaMaxRank];
@@ -74,8 +83,12 @@ inline int make_tensor_map(TensorMap* map, const T* base, std::initializer_list<
   const CUtensorMapDataType type = sizeof(T) == 4                ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : std::is_same_v<T, bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapSwizzle swizzle_mode = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                           : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                           : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                           : CU_TENSOR_MAP_SWIZZLE_NONE;
   const CUresult r = encode(map, type, static_cast<cuuint32_t>(rank), const_cast<T*>(base), global_dim, global_stride,
-                            box_dim, element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            box_dim, element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_mode,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? 0 : kTmaErrorBase + static_cast<int>(r);
 #else
@@ -88,6 +101,7 @@ inline int make_tensor_map(TensorMap* map, const T* base, std::initializer_list<
   map->base = base;
   map->rank = rank;
   map->element_bytes = static_cast<int>(sizeof(T));
+  map->swizzle = static_cast<int>(swizzle);
   for (int i = 0; i < rank; ++i) {
     map->dims[i] = static_cast<int64_t>(global_dim[i]);
     map->box[i] = box_dim[i];
@@ -216,6 +230,20 @@ MGD_DEVICE void tma_load(void* dst, const TensorMap* map, const int32_t (&at)[Ra
   for (int i = 0; i < Rank; ++i) c[i] = at[Rank - 1 - i];
   emu::tma_load(dst, *map, c, emu::shared_address(bar));
 #endif
+}
+
+/// Asks for a tile as Panels boxes of `map` side by side along the innermost dim, each
+/// PanelWidth elements wide, written one after another from dst, PanelBytes apart: a swizzled
+/// tile whose rows are longer than the swizzle span (wgmma_rules.h). One thread issues it.
+template <int Rank, int Panels, int64_t PanelWidth, int64_t PanelBytes>
+MGD_DEVICE void tma_load_panels(void* dst, const TensorMap* map, const int32_t (&at)[Rank], uint64_t* bar) {
+  MGD_UNROLL
+  for (int p = 0; p < Panels; ++p) {
+    int32_t c[Rank];
+    for (int d = 0; d < Rank; ++d) c[d] = at[d];
+    c[Rank - 1] += static_cast<int32_t>(p * PanelWidth);
+    tma_load<Rank>(static_cast<unsigned char*>(dst) + p * PanelBytes, map, c, bar);
+  }
 }
 
 }  // namespace mgd

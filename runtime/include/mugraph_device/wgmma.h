@@ -9,8 +9,9 @@
 /// k (128 bytes), eight rows to a 1024-byte group, groups one after another; within a group the
 /// 16-byte chunk c of row r is stored at chunk position c ^ r, so that the eight rows of a
 /// column of chunks fall in different banks. matmul_wgmma stages its operands into that layout
-/// from tiles of any strides (the copy is the price of taking any tile; a layout pass that writes
-/// producers' results in it directly would save it), 64 values of k at a time, per warpgroup.
+/// from tiles of any strides (the copy is the price of taking any tile), 64 values of k at a time,
+/// per warpgroup; an operand the copy engine wrote swizzled (wgmma_rules.h, "Operands read in
+/// place") it reads where it is, K-major or, with the instruction's transpose flag, MN-major.
 ///
 /// Under the host emulation each thread's share of a wgmma is computed when the thread waits for
 /// it, from shared memory decoded through the descriptors by the PTX definition, so CI checks the
@@ -52,6 +53,35 @@ MGD_HOST_DEVICE constexpr uint64_t wgmma_descriptor(uint32_t address) {
   return uint64_t{(address & 0x3FFFFu) >> 4} | uint64_t{1} << 16 | uint64_t{1024 >> 4} << 32 | uint64_t{1} << 62;
 }
 
+/// The descriptor of an operand in the canonical layout of swizzle span `span` (32, 64 or 128
+/// bytes; mode 3, 2 or 1): leading byte offset `lbo` (MN-major: from one panel of span / 2
+/// elements along m or n to the next; unused by K-major layouts, 1 by convention), stride byte
+/// offset `sbo` (from one group of 8 rows, or of 8 values of k for MN-major, to the next).
+MGD_HOST_DEVICE constexpr uint64_t wgmma_descriptor(uint32_t address, int64_t span, uint32_t lbo, uint32_t sbo) {
+  const uint64_t mode = span == 128 ? 1 : span == 64 ? 2 : 3;
+  return uint64_t{(address & 0x3FFFFu) >> 4} | uint64_t{(lbo & 0x3FFFFu) >> 4} << 16 |
+         uint64_t{(sbo & 0x3FFFFu) >> 4} << 32 | mode << 62;
+}
+
+/// Shared address of the k16 step starting at k (a multiple of 16) of the rows from r0 on (a
+/// multiple of 8, and of a panel's width for MN-major tiles) of an operand tile the copy engine
+/// wrote swizzled with span Span: K-major tiles [Rows, K] as panels [K / W][Rows][W], MN-major
+/// tiles [K, Rows] as panels [Rows / W][K][W], W = Span / 2 elements (wgmma_rules.h).
+template <bool KMajor, int64_t Span, int64_t Rows, int64_t K>
+MGD_HOST_DEVICE constexpr uint32_t in_place_address(uint32_t base, int64_t r0, int64_t k) {
+  constexpr int64_t W = Span / 2;
+  if constexpr (KMajor) return static_cast<uint32_t>(base + k / W * (Rows * Span) + r0 * Span + k % W * 2);
+  else return static_cast<uint32_t>(base + r0 / W * (K * Span) + k * Span);
+}
+
+/// The descriptor of that step: K-major, 8-row groups 8 · Span apart; MN-major, groups of 8
+/// values of k 8 · Span apart and panels K · Span apart.
+template <bool KMajor, int64_t Span, int64_t K>
+MGD_HOST_DEVICE constexpr uint64_t in_place_descriptor(uint32_t address) {
+  return wgmma_descriptor(address, Span, KMajor ? 16u : static_cast<uint32_t>(K * Span),
+                          static_cast<uint32_t>(8 * Span));
+}
+
 /// The address of p in the block's shared window.
 MGD_DEVICE uint32_t shared_address(const void* p) {
 #if defined(__CUDACC__)
@@ -64,34 +94,41 @@ MGD_DEVICE uint32_t shared_address(const void* p) {
 #if !defined(__CUDACC__)
 namespace emu {
 
-/// Shared address of element (row, k), k < 16, of the K-major operand `desc` describes: the
-/// canonical layouts of the PTX ISA. Swizzle mode 0: 8×16-byte core matrices, rows 16 bytes
-/// apart, the two k halves LBO apart, 8-row groups SBO apart. Mode 1 (128-byte swizzle): rows
-/// 128 bytes apart, k halves 16 bytes apart, groups SBO apart, then address bits 4-6 (the
-/// chunk) XOR bits 7-9 (the row within its 1024-byte pattern).
-inline uint32_t wgmma_element_address(uint64_t desc, unsigned row, unsigned k) {
+/// Shared address of element (row, k), k < 16, of the operand `desc` describes, K-major or
+/// (mn_major, the instruction's transpose flag) MN-major, row being its m or n: the canonical
+/// layouts of the PTX ISA ("Shared Memory Matrix Layout"; T = 8 16-bit elements = 16 bytes).
+/// K-major, no swizzle: ((8, m), (T, 2k)) : ((1T, SBO), (1, LBO)), 8×16-byte core matrices.
+/// K-major, swizzle span S (mode 1, 2, 3: 128, 64, 32 bytes): ((8, m), (T, 2k)) : ((S/16·T,
+/// SBO), (1, T)), rows S bytes apart. MN-major, span S: ((T, S/16, m), (8, k)) : ((1, T, LBO),
+/// (S/16·T, SBO)), rows of S bytes along m or n, one per value of k. Swizzled layouts then XOR
+/// address bits 4.. (the 16-byte chunk) with bits 7.. (the row within the pattern), log2(S/16)
+/// bits of each: CuTe's Swizzle<log2(S/16), 4, 3>.
+inline uint32_t wgmma_element_address(uint64_t desc, unsigned row, unsigned k, bool mn_major = false) {
   const uint32_t start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
   const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4;
   const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
   const unsigned mode = static_cast<unsigned>(desc >> 62);
   if ((desc >> 49) & 7) fail("wgmma: a non-zero matrix base offset is not emulated");
-  if (mode == 0) return start + row / 8 * sbo + row % 8 * 16 + k / 8 * lbo + k % 8 * 2;
-  if (mode != 1) fail("wgmma: only no swizzle and 128-byte swizzle are emulated");
-  uint32_t a = start + row / 8 * sbo + row % 8 * 128 + k / 8 * 16;
-  a ^= ((a >> 7) & 7) << 4;
-  return a + k % 8 * 2;
+  if (mode == 0) {
+    if (mn_major) fail("wgmma: MN-major operands without a swizzle are not emulated");
+    return start + row / 8 * sbo + row % 8 * 16 + k / 8 * lbo + k % 8 * 2;
+  }
+  const uint32_t span = 256u >> mode, chunks = span / 16;  // mode 1: 128 bytes, 8 chunks
+  uint32_t a = mn_major ? start + row / (span / 2) * lbo + row % (span / 2) * 2 + k / 8 * sbo + k % 8 * span
+                        : start + row / 8 * sbo + row % 8 * span + k * 2;
+  return a ^ ((a >> 7) & (chunks - 1)) << 4;
 }
 
 /// The calling thread's share of one m64nNk16 wgmma: accumulator register i holds row
 /// 16·warp + lane / 4 + 8·(i / 2 % 2) and column 8·(i / 4) + 2·(lane % 4) + i % 2 (PTX ISA,
 /// "Register Fragments and Shared Memory Matrix Layouts", matrix D), warp and lane within the
 /// warpgroup.
-template <typename T, int N>
+template <typename T, int N, bool TransA, bool TransB>
 void wgmma_thread_share(const WgmmaOp& op) {
   BlockState* s = state();
   const unsigned t = s->current % 128, warp = t / 32, lane = t % 32;
-  auto element = [&](uint64_t desc, unsigned row, unsigned k) {
-    const uint32_t at = wgmma_element_address(desc, row, k);
+  auto element = [&](uint64_t desc, unsigned row, unsigned k, bool mn_major) {
+    const uint32_t at = wgmma_element_address(desc, row, k, mn_major);
     if (at + 2 > s->shared.size()) fail("wgmma: an operand beyond the block's shared memory");
     uint16_t bits;
     std::memcpy(&bits, s->shared.data() + at, 2);
@@ -100,7 +137,7 @@ void wgmma_thread_share(const WgmmaOp& op) {
   for (unsigned i = 0; i < N / 2; ++i) {
     const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
     float acc = 0.0f;
-    for (unsigned k = 0; k < 16; ++k) acc += element(op.desc_a, m, k) * element(op.desc_b, n, k);
+    for (unsigned k = 0; k < 16; ++k) acc += element(op.desc_a, m, k, TransA) * element(op.desc_b, n, k, TransB);
     op.d[i] += acc;
   }
 }
@@ -148,18 +185,19 @@ MGD_DEVICE void fence_registers(float (&d)[R]) {
 
 /// d += A·B for a 64×16 A and 16×N B in shared memory (descriptors desc_a, desc_b), issued
 /// asynchronously by the whole warpgroup; d is this thread's fragment of the 64×N result.
-template <typename T, int N>
+/// TransA / TransB: that operand is MN-major (the instruction's transpose flag), else K-major.
+template <typename T, int N, bool TransA = false, bool TransB = false>
 MGD_DEVICE void wgmma_async(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b) {
   static_assert(N % 8 == 0 && N >= 8 && N <= 64, "wgmma_shapes.h has N = 8, 16, ..., 64");
 #if defined(__CUDACC__)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  detail::WgmmaAsync<N, std::is_same_v<T, bfloat16>>::run(d, desc_a, desc_b);
+  detail::WgmmaAsync<N, std::is_same_v<T, bfloat16>>::template run<TransA ? 1 : 0, TransB ? 1 : 0>(d, desc_a, desc_b);
 #else
   (void)d, (void)desc_a, (void)desc_b;
   __trap();  // matmul_wgmma only issues wgmma where kWgmmaAvailable
 #endif
 #else
-  emu::state()->wgmma[thread_rank()].open.push_back({&emu::wgmma_thread_share<T, N>, desc_a, desc_b, d});
+  emu::state()->wgmma[thread_rank()].open.push_back({&emu::wgmma_thread_share<T, N, TransA, TransB>, desc_a, desc_b, d});
 #endif
 }
 
@@ -223,13 +261,32 @@ MGD_DEVICE void wgmma_stage(unsigned char* MGD_RESTRICT dst, const T* MGD_RESTRI
   }
 }
 
-/// Issues the Steps k16 wgmma ops of one staged chunk: step s starts 32 bytes further along the
-/// swizzled rows of both stages.
-template <typename T, int NT, int Steps>
-MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t addr_a, uint32_t addr_b) {
+/// Where one side of the instruction reads its operand: its stage (Span 0), or in place, the
+/// operand tile the copy engine wrote swizzled with span Span, K-major [Rows, K] or MN-major
+/// [K, Rows] (read with the instruction's transpose flag).
+template <int64_t Span, bool KMajor, int64_t Rows, int64_t K>
+struct WgmmaSource {
+  static constexpr bool kInPlace = Span != 0;
+  static constexpr bool kTranspose = kInPlace && !KMajor;
+  /// The descriptor of k16 step s of the chunk at kc, for rows from r0: in the stage, 32 bytes
+  /// further along its swizzled rows per step; in place, by the tile's panels.
+  MGD_DEVICE static uint64_t descriptor(uint32_t stage, uint32_t tile, int64_t r0, int64_t kc, int s) {
+    if constexpr (kInPlace)
+      return in_place_descriptor<KMajor, Span, K>(in_place_address<KMajor, Span, Rows, K>(tile, r0, kc + 16 * s));
+    else
+      return wgmma_descriptor(stage + 32 * static_cast<uint32_t>(s));
+  }
+};
+
+/// Issues the Steps k16 wgmma ops of the chunk at kc, the instruction's A read as SrcA says
+/// (its stage at stage_a, or the tile at tile_a from row r0a) and B as SrcB says.
+template <typename T, int NT, int Steps, typename SrcA, typename SrcB>
+MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t stage_a, uint32_t tile_a, int64_t r0a, uint32_t stage_b,
+                            uint32_t tile_b, int64_t r0b, int64_t kc) {
   MGD_UNROLL
   for (int s = 0; s < Steps; ++s)
-    wgmma_async<T, NT>(acc, wgmma_descriptor(addr_a + 32 * s), wgmma_descriptor(addr_b + 32 * s));
+    wgmma_async<T, NT, SrcA::kTranspose, SrcB::kTranspose>(acc, SrcA::descriptor(stage_a, tile_a, r0a, kc, s),
+                                                           SrcB::descriptor(stage_b, tile_b, r0b, kc, s));
 }
 
 /// Batched matmul of tiles on Hopper's warpgroup tensor cores (the arguments of mgd::matmul,
@@ -238,23 +295,37 @@ MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t addr_a, uint32_t addr
 /// into its part of `scratch` (Scratch bytes of shared memory, at least wgmma_scratch_bytes),
 /// then issues up to four wgmma ops and waits for them. When wgmma_swaps(M, N) it computes the
 /// transpose instead: B's columns are the instruction's 64 rows and A's rows its N, so the
-/// stages swap sources and each accumulator is stored at the transposed position. Where wgmma
-/// is not available (compiled for another GPU) it is mma.sync (matmul_tc).
-/// @pre block_threads() % 128 == 0 (whole warpgroups)
+/// stages swap sources and each accumulator is stored at the transposed position.
+/// SwizzleA (SwizzleB): 0, or the swizzle span with which the copy engine wrote operand A (B),
+/// a [M, K] ([K, N]) tile without batches, in panels (wgmma_rules.h); it is read in place, not
+/// staged, and the orientation is wgmma_orientation_swaps'. Where wgmma is not available
+/// (compiled for another GPU) it is mma.sync (matmul_tc), which takes no swizzled operands.
+/// @pre block_threads() % 128 == 0 (whole warpgroups); operands read in place start at a
+/// multiple of 8 · their span in the shared window (where their swizzle pattern starts)
 template <typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
-          typename TO, typename T>
+          int64_t SwizzleA = 0, int64_t SwizzleB = 0, typename TO, typename T>
 MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T* MGD_RESTRICT b,
                              unsigned char* scratch) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
   if constexpr (!kWgmmaAvailable) {
+    static_assert(SwizzleA == 0 && SwizzleB == 0, "only wgmma reads swizzled operand tiles");
     (void)scratch;
     matmul_tc<OutS, OutSt, ASt, AK, BSt, BK, K>(out, a, b);
   } else {
     constexpr int R = OutS::rank;
     constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
     constexpr int64_t AM = ASt::get(R - 2), BN = BSt::get(R - 1);
-    constexpr WgmmaJobs kJobs = wgmma_jobs(M, N);
-    constexpr bool kSwap = kJobs.swap;
+    constexpr bool kSwap = wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0);
+    static_assert(SwizzleA == 0 || wgmma_in_place_a(M, N, K, kSwap) == SwizzleA, "A cannot be read in place");
+    static_assert(SwizzleB == 0 || wgmma_in_place_b(M, N, K, kSwap) == SwizzleB, "B cannot be read in place");
+    constexpr WgmmaJobs kJobs = wgmma_jobs(M, N, kSwap);
+    // The instruction's A and B: the matrices A ([M, K], K-major) and B ([K, N], MN-major in
+    // place), or with kSwap B and A.
+    using MatrixA = WgmmaSource<SwizzleA, true, M, K>;
+    using MatrixB = WgmmaSource<SwizzleB, false, N, K>;
+    using InstrA = std::conditional_t<kSwap, MatrixB, MatrixA>;
+    using InstrB = std::conditional_t<kSwap, MatrixA, MatrixB>;
+    constexpr bool kStages = !InstrA::kInPlace || !InstrB::kInPlace;
     constexpr int64_t NT = kJobs.n, TM = kJobs.row_jobs, TN = kJobs.col_jobs, batches = OutS::numel / (M * N);
     constexpr bool kVectorA = AK == 1 && AM % 8 == 0 && batch_strides_aligned<ASt, R>();
     constexpr bool kVectorB = BK == 1 && BN % 8 == 0 && batch_strides_aligned<BSt, R>();
@@ -280,6 +351,13 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       // Element (batch, 0, 0) of the result locates the batch in each operand.
       const T* pa = a + offset<OutS, ASt>(batch * M * N);
       const T* pb = b + offset<OutS, BSt>(batch * M * N);
+      const uint32_t tile_a = shared_address(kSwap ? static_cast<const void*>(pb) : pa);
+      const uint32_t tile_b = shared_address(kSwap ? static_cast<const void*>(pa) : pb);
+#if !defined(__CUDACC__)
+      if ((InstrA::kInPlace && tile_a % (8 * (kSwap ? SwizzleB : SwizzleA)) != 0) ||
+          (InstrB::kInPlace && tile_b % (8 * (kSwap ? SwizzleA : SwizzleB)) != 0))
+        emu::fail("matmul_wgmma: an operand read in place does not start where its swizzle pattern does");
+#endif
       float acc[NT / 2];
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
@@ -287,22 +365,27 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       const auto chunk = [&](int64_t kc, auto steps) {
         // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction
         // each is on.
-        if constexpr (kSwap) {
-          wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
-          wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b, pa, n0, kc, t);
-        } else {
-          wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
-          wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
+        // (Operands read in place were written by the copy engine, through the async proxy
+        // the tensor cores read by, and waited for: they need no fence.)
+        if constexpr (!InstrA::kInPlace) {
+          if constexpr (kSwap) wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
+          else wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
         }
-        fence_proxy_async();
-        warpgroup_sync();
+        if constexpr (!InstrB::kInPlace) {
+          if constexpr (kSwap) wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b, pa, n0, kc, t);
+          else wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
+        }
+        if constexpr (kStages) {
+          fence_proxy_async();
+          warpgroup_sync();
+        }
         fence_registers(acc);
         wgmma_fence();
-        wgmma_chunk<T, NT, decltype(steps)::value>(acc, addr_a, addr_b);
+        wgmma_chunk<T, NT, decltype(steps)::value, InstrA, InstrB>(acc, addr_a, tile_a, m0, addr_b, tile_b, n0, kc);
         wgmma_commit();
         wgmma_wait<0>();
         fence_registers(acc);
-        warpgroup_sync();  // every warp is done with the stages before they are refilled
+        if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before they are refilled
       };
       // The partial chunk is peeled off at compile time: a wgmma under a run-time branch is one
       // ptxas cannot prove warpgroup-uniform, and it serializes every wgmma of the kernel

@@ -53,10 +53,65 @@ struct WgmmaJobs {
   int64_t row_jobs, col_jobs;
 };
 
-MGD_RULE WgmmaJobs wgmma_jobs(int64_t m, int64_t n) {
-  const bool swap = wgmma_swaps(m, n);
+MGD_RULE WgmmaJobs wgmma_jobs(int64_t m, int64_t n, bool swap) {
   const int64_t rows = swap ? n : m, cols = swap ? m : n, nt = wgmma_n(cols);
   return {swap, rows, cols, nt, (rows + kWgmmaM - 1) / kWgmmaM, (cols + nt - 1) / nt};
+}
+
+MGD_RULE WgmmaJobs wgmma_jobs(int64_t m, int64_t n) { return wgmma_jobs(m, n, wgmma_swaps(m, n)); }
+
+// Operands read in place. A tile the copy engine (TMA) writes for matmuls alone can be written
+// in a swizzled layout the tensor cores read directly, so matmul_wgmma need not stage it. The
+// copy engine swizzles rows of at most the swizzle span (32, 64 or 128 bytes), so a tile whose
+// rows are longer is written as panels: boxes of the tile cut along its inner dim into 64-element
+// columns, one after another. Within a panel, row r of W = span / 2 elements sits at r · span,
+// and the 16-byte chunk c of it at c XOR (r mod span / 16) (PTX's Swizzle<log2(span / 16), 4, 3>
+// on the shared address: bits 4.. XOR bits 7..). These are the PTX ISA's canonical layouts:
+// a tile [rows, k] (matrix A, k innermost) is K-major, a tile [k, cols] (matrix B, n innermost)
+// MN-major; the instruction reads the latter with its transpose flag set.
+
+/// The swizzle span in bytes for rows of `inner` 16-bit elements: 32 or 64 for rows of exactly
+/// that many bytes, 128 for rows of whole 128-byte multiples (cut into panels), 0 otherwise.
+MGD_RULE int64_t wgmma_tile_swizzle(int64_t inner) {
+  const int64_t bytes = inner * 2;
+  return bytes == 32 || bytes == 64 ? bytes : bytes > 0 && bytes % 128 == 0 ? 128 : 0;
+}
+
+/// The swizzle span with which an operand tile is read in place by the wgmma jobs of a matmul,
+/// or 0 where it must be staged. k_major: the tile is [mn, k] (matrix A), else [k, mn] (matrix
+/// B). instr_a: the operand is the instruction's A (64 rows per job) rather than its B (`nt`
+/// rows per job). Every job must read rows inside the tile (no padding rows exist in place) and
+/// whole k16 steps (no zero padding along k exists either); an MN-major job's rows must lie in
+/// one panel.
+MGD_RULE int64_t wgmma_in_place_swizzle(bool k_major, bool instr_a, int64_t mn, int64_t k, int64_t nt) {
+  const int64_t span = wgmma_tile_swizzle(k_major ? k : mn);
+  const int64_t rows = instr_a ? kWgmmaM : nt;
+  if (span == 0 || k % 16 != 0 || mn % rows != 0) return 0;
+  return k_major || (span / 2) % rows == 0 ? span : 0;
+}
+
+/// The swizzle of matmul operand A (a [m, k] tile) or B (a [k, n] tile) read in place when the
+/// matmul computes its transpose (swap) or not.
+MGD_RULE int64_t wgmma_in_place_a(int64_t m, int64_t n, int64_t k, bool swap) {
+  return wgmma_in_place_swizzle(true, !swap, m, k, wgmma_n(swap ? m : n));
+}
+MGD_RULE int64_t wgmma_in_place_b(int64_t m, int64_t n, int64_t k, bool swap) {
+  return wgmma_in_place_swizzle(false, swap, n, k, wgmma_n(swap ? m : n));
+}
+
+/// Whether matmul_wgmma computes an M × N result (contraction K) as its transpose, given which
+/// operands are tiles it may read in place (a_tile, b_tile): the orientation that reads more
+/// operand elements in place, then the one that pads less (wgmma_swaps). Staging an operand costs
+/// a pass over it through registers every time the matmul runs, and a gather where its k is not
+/// contiguous; the padding rows cost tensor-core time, which kernels bound by loading their
+/// weights have to spare.
+MGD_RULE bool wgmma_orientation_swaps(int64_t m, int64_t n, int64_t k, bool a_tile, bool b_tile) {
+  const auto in_place = [&](bool swap) {
+    return (a_tile && wgmma_in_place_a(m, n, k, swap) != 0 ? m * k : 0) +
+           (b_tile && wgmma_in_place_b(m, n, k, swap) != 0 ? k * n : 0);
+  };
+  const int64_t plain = in_place(false), swapped = in_place(true);
+  return plain != swapped ? swapped > plain : wgmma_swaps(m, n);
 }
 
 }  // namespace mgd
