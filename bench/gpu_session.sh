@@ -14,7 +14,7 @@
 # Writes to OUT_DIR: examples.jsonl (mugraph bench --json on every μGraph and program in
 # examples/), sass.txt (tensor-core instructions in the matmul kernels), sanitizer.txt
 # (compute-sanitizer memcheck and racecheck where the runtime supports it), codegen.md and
-# codegen.json (bench/codegen_vs_torch.py), layouts.jsonl and calibration.* (issue 7),
+# codegen.json (bench/codegen_vs_torch.py), layouts.jsonl, operands.jsonl and calibration.* (issue 7),
 # torch_module.md (bench/torch_module_vs_mugraph.py, issue 8), paper.{md,json,png}
 # (bench/paper/run.py, issue 9; $PAPER_ARGS adds arguments, e.g. --benchmarks gqa,qknorm),
 # paper_bytes.{md,json} (step 9), and log.txt. Builds are cached in $MUGRAPH_CACHE_DIR (default .gpu_cache/), so that later steps and
@@ -132,7 +132,8 @@ if want 5; then
     --json "$OUT/codegen.json"
 fi
 
-# 6. Issue 7: the tile layouts the layout pass chose against row-major ones, then measured
+# 6. Issue 7: the tile layouts the layout pass chose against row-major ones, wgmma operands read in
+#    place against staged ones, then measured
 #    selection over every verified candidate of the RMSNorm and GatedMLP searches (as many as
 #    the search keeps: --top 100) and the model's calibration (Spearman, top choice's gap,
 #    scatter plot).
@@ -143,6 +144,15 @@ if want 6; then
       line=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --layouts "$layouts" --seed 1 \
              --warmup 20 --repeats 200 --json 2>&1 | tail -1)
       echo "{\"name\": \"$name\", \"layouts\": \"$layouts\", \"result\": $line}" | tee -a "$OUT/layouts.jsonl"
+    done
+  done
+  # wgmma operands read in place (swizzled by the copy engine) against staged ones.
+  : > "$OUT/operands.jsonl"
+  for name in rmsnorm_fig3b gated_mlp_fig10b; do
+    for operands in in-place staged; do
+      line=$("$BIN" bench "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --wgmma-operands "$operands" \
+             --seed 1 --warmup 20 --repeats 200 --json 2>&1 | tail -1)
+      echo "{\"name\": \"$name\", \"wgmma_operands\": \"$operands\", \"result\": $line}" | tee -a "$OUT/operands.jsonl"
     done
   done
   # $CALIBRATE_PROGRAMS splits the step over two calls of the device tool where one would not fit.

@@ -549,6 +549,12 @@ int run_main(int argc, char** argv) {
       "library's accesses says they take fewer wavefronts; the default) or row-major";
   cgen->add_option("--layouts", cgopts.choose_layouts, layouts_help)
       ->transform(CLI::CheckedTransformer(layout_modes, CLI::ignore_case));
+  const std::map<std::string, bool> operand_modes{{"in-place", true}, {"staged", false}};
+  const std::string operands_help =
+      "sm_90a: wgmma operand tiles the copy engine loads for matmuls alone are read in place, written swizzled "
+      "(in-place, the default), or staged like the others (staged)";
+  cgen->add_option("--wgmma-operands", cgopts.read_operands_in_place, operands_help)
+      ->transform(CLI::CheckedTransformer(operand_modes, CLI::ignore_case));
 
   BenchOptions bopts;
   auto* bnch =
@@ -564,6 +570,8 @@ int run_main(int argc, char** argv) {
   bnch->add_option("--stages", bopts.codegen.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
   bnch->add_option("--layouts", bopts.codegen.choose_layouts, layouts_help)
       ->transform(CLI::CheckedTransformer(layout_modes, CLI::ignore_case));
+  bnch->add_option("--wgmma-operands", bopts.codegen.read_operands_in_place, operands_help)
+      ->transform(CLI::CheckedTransformer(operand_modes, CLI::ignore_case));
   auto* warmup_opt = bnch->add_option("--warmup", bopts.warmup, "untimed runs first (default 10; 0 with --emulate)")
                          ->check(CLI::Range(0, 100000));
   auto* repeats_opt = bnch->add_option("--repeats", bopts.repeats, "timed runs (default 100; 1 with --emulate)")

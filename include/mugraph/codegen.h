@@ -69,6 +69,9 @@ struct CodegenOptions {
   /// where the model of the device library's shared-memory accesses says they take fewer
   /// wavefronts and the kernel still fits); false keeps every tile dense row-major.
   bool choose_layouts = true;
+  /// On sm_90a, let wgmma matmuls read the operand tiles the copy engine loads for them alone in
+  /// place, written swizzled (wgmma_rules.h); false stages every operand (to measure the two).
+  bool read_operands_in_place = true;
 };
 inline constexpr int kMaxPipelineStages = 4;
 

@@ -80,6 +80,11 @@ struct LayoutProblem {
   const BlockSchedule* schedule = nullptr;
   std::vector<TileLoad> loads;  ///< per op: how an input iterator's tile is loaded (none: other ops)
   std::vector<bool> wgmma;      ///< per op: a matmul the warpgroup tensor cores run (operands staged)
+  /// Per tensor (or empty: none): the swizzle span of a tile the copy engine writes swizzled for
+  /// wgmma matmuls to read in place (wgmma_rules.h), 0 for the others. Such a tile is row-major
+  /// for the pass, no access to it goes through the load/store units, and the matmuls reading it
+  /// take the orientation mgd::wgmma_orientation_swaps gives.
+  std::vector<int64_t> swizzle;
   /// Whether the kernel fits in shared memory with these layouts (one per tensor).
   std::function<bool(const std::vector<TileLayout>&)> fits;
   int64_t fit_budget = 2048;  ///< calls of `fits` before the best layouts found so far are taken

@@ -147,6 +147,7 @@ std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {
   j["emulated"] = opt.emulate;
   j["pipeline_stages"] = opt.codegen.pipeline_stages;  // 0: chosen per kernel
   j["layouts"] = opt.codegen.choose_layouts ? "chosen" : "row-major";
+  j["wgmma_operands"] = opt.codegen.read_operands_in_place ? "in-place" : "staged";
   j["ok"] = r.ok;
   j["runs"] = r.runs;
   j["median_us"] = r.median_us;

@@ -30,6 +30,11 @@ using codegen::TileOrigin;
 constexpr int64_t kSharedAlign = 16;  // bytes: every STensor starts on a 16-byte boundary
 constexpr int64_t kWarpgroupThreads = 128;
 constexpr int64_t kTmaSharedAlign = 128;  // bytes: a TMA tile's shared-memory address
+// A swizzled tile starts where its swizzle pattern does (8 rows of the span: at most 1024 bytes),
+// counted from the kernel's shared window, which is realigned for it at run time: the window is
+// only declared 128-byte aligned (MGD_DYNAMIC_SHARED), so that costs up to 1024 - 128 bytes.
+constexpr int64_t kSwizzleSharedAlign = 1024;
+constexpr int64_t kDeclaredSharedAlign = 128;
 constexpr int kTmaMaxRank = 5;            // dims of a tensor map (mgd::kTmaMaxRank)
 constexpr int64_t kTmaMaxBox = 256;       // largest box extent (mgd::kTmaMaxBox)
 constexpr int64_t kWorkspaceAlign = 256;  // bytes: every intermediate DTensor in the workspace
@@ -43,12 +48,6 @@ std::string braced(const Shape& s) {
   std::string out = "{";
   for (int d = 0; d < s.rank(); ++d) out += (d ? ", " : "") + std::to_string(s[d]);
   return out + "}";
-}
-
-/// Scratch shared memory mgd::matmul_wgmma needs for a result of shape `result` on `warpgroups`
-/// warpgroups (the device library's own rule, which it checks against the figure it is given).
-int64_t wgmma_scratch_bytes(const Shape& result, int64_t warpgroups) {
-  return mgd::wgmma_scratch_bytes(result[result.rank() - 1], warpgroups);
 }
 
 std::string ctype(DType t) {
@@ -235,11 +234,12 @@ std::string indent(const std::string& text, int spaces) {
 }
 
 /// A tensor map a kernel takes (by value, __grid_constant__): kernel input `param` in boxes of
-/// the tile's shape.
+/// the tile's shape, or for a swizzled tile (swizzle: its span) of one panel of it.
 struct TensorMapParam {
   std::string name;
   int param = 0;
   Shape whole, box;
+  int64_t swizzle = 0;
 };
 
 /// Emits the kernel of one graph_kernel op.
@@ -254,7 +254,8 @@ class BlockKernelEmitter {
         wgmma_(target.wgmma),
         tma_(target.tma),
         requested_stages_(options.pipeline_stages),
-        choose_layouts_(options.choose_layouts) {}
+        choose_layouts_(options.choose_layouts),
+        read_operands_in_place_(options.read_operands_in_place) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -286,11 +287,19 @@ class BlockKernelEmitter {
         m.param = op.attrs.io_index;
         m.whole = body_.params[static_cast<size_t>(op.attrs.io_index)].shape;
         m.box = body_.type(op.outputs[0]).shape;
+        m.swizzle = swizzle_[op.outputs[0].index()];
+        if (m.swizzle != 0) m.box[m.box.rank() - 1] = m.swizzle / 2;  // one panel
         k << ", const MGD_GRID_CONSTANT mgd::TensorMap " << m.name;
         tensor_maps_.push_back(m);
       }
     k << ") {\n";
-    k << "  MGD_DYNAMIC_SHARED(smem);\n";
+    if (any_swizzled_)
+      k << "  MGD_DYNAMIC_SHARED(smem_window);\n  // Swizzled tiles start where their pattern does, counted from "
+           "here.\n"
+           "  unsigned char* const smem = smem_window + mgd::shared_padding<"
+        << kSwizzleSharedAlign << ">(smem_window);\n";
+    else
+      k << "  MGD_DYNAMIC_SHARED(smem);\n";
     for (size_t t = 0; t < body_.tensors.size(); ++t) {
       const Storage& st = storage_[t];
       if (st.offset < 0 || st.alias_of >= 0) continue;
@@ -298,7 +307,8 @@ class BlockKernelEmitter {
         << "*>(smem + " << st.offset << ");  // " << (st.staged ? std::to_string(stages_) + " stages of " : "")
         << type_comment(body_.tensors[t].type)
         << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "")
-        << (layouts_[t].is_row_major() ? "" : ", " + layouts_[t].str()) << "\n";
+        << (layouts_[t].is_row_major() ? "" : ", " + layouts_[t].str())
+        << (swizzle_[t] ? ", " + std::to_string(swizzle_[t]) + "-byte swizzle for wgmma to read in place" : "") << "\n";
     }
     if (scratch_bytes_ > 0)
       k << "  unsigned char* const scratch = smem + " << scratch_offset_ << ";  // " << scratch_bytes_
@@ -490,7 +500,17 @@ class BlockKernelEmitter {
       const std::vector<TileOrigin> at =
           codegen::iterator_coords(body_.params[static_cast<size_t>(op.attrs.io_index)].shape, op.attrs.imap,
                                    op.attrs.fmap, body_.grid, body_.forloop);
-      tma += "mgd::tma_load<" + std::to_string(tile.shape.rank()) + ">(" + dst + ", &tm_" + std::to_string(i) + ", {";
+      const int64_t span = swizzle_[t];
+      if (span == 0) {
+        tma += "mgd::tma_load<" + std::to_string(tile.shape.rank()) + ">(";
+      } else {
+        // Panels of span / 2 columns, each a box of its own (wgmma_rules.h).
+        const int64_t width = span / 2, inner = tile.shape[tile.shape.rank() - 1];
+        tma += "mgd::tma_load_panels<" + std::to_string(tile.shape.rank()) + ", " + std::to_string(inner / width) +
+               ", " + std::to_string(width) + ", " +
+               std::to_string(tile.shape.numel() / inner * width * dtype_bytes(tile.dtype)) + ">(";
+      }
+      tma += dst + ", &tm_" + std::to_string(i) + ", {";
       for (size_t d = 0; d < at.size(); ++d)
         tma += (d ? ", " : "") + std::string("int32_t(") + origin_expr(at[d], iteration) + ")";
       tma += "}, tma_bars + " + stage + ");  // tile " + type_comment(tile) + "\n";
@@ -522,6 +542,7 @@ class BlockKernelEmitter {
     stages = static_cast<int>(std::min<int64_t>(stages, body_.forloop));
     // Automatic pipelines fall back to fewer stages where they do not fit.
     for (;; --stages) {
+      read_in_place(stages);
       choose_tile_layouts(stages);
       lay_out(stages);
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
@@ -537,6 +558,69 @@ class BlockKernelEmitter {
                       "accumulators" +
                       (stages_ > 1 ? ", " + std::to_string(stages_) + " buffers per loaded tile" : std::string()) +
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
+  }
+
+  /// Scratch shared memory the wgmma matmul op i needs for its operand stages (the device
+  /// library's own rule, which it checks against the figure it is given).
+  int64_t wgmma_scratch_bytes(size_t i) const {
+    const Op& op = body_.ops[i];
+    const Shape& out = body_.type(op.outputs[0]).shape;
+    const Shape& a = body_.type(op.inputs[0]).shape;
+    return mgd::wgmma_scratch_bytes(out[out.rank() - 2], out[out.rank() - 1], a[a.rank() - 1],
+                                    swizzle_[op.inputs[0].index()], swizzle_[op.inputs[1].index()],
+                                    body_.threads.volume() / kWarpgroupThreads);
+  }
+
+  /// Which tiles the copy engine writes swizzled for the wgmma matmuls to read in place, with
+  /// `stages` pipeline stages (swizzle_, per tensor: the span, or 0): tiles it loads (TMA) that
+  /// only wgmma matmuls read, whole 2-D tiles (leading dims of 1), that every matmul reading them
+  /// can read in place in the orientation it takes (mgd::wgmma_orientation_swaps, which depends
+  /// on which of its operands are in place: dropping a tile can turn a matmul around, so this
+  /// repeats until nothing changes; the device library then takes the same orientation).
+  void read_in_place(int stages) {
+    swizzle_.assign(body_.tensors.size(), 0);
+    std::vector<bool> candidate(body_.tensors.size(), false);
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      if (!read_operands_in_place_ || !is_load(i) || schedule_.phase[i] == OpPhase::dead || !tma_tile(i, stages))
+        continue;
+      const TensorId t = body_.ops[i].outputs[0];
+      const Shape& shape = body_.type(t).shape;
+      bool ok = shape.rank() >= 2 && shape.numel() == shape[shape.rank() - 2] * shape[shape.rank() - 1];
+      for (size_t c = 0; c < body_.ops.size() && ok; ++c) {
+        if (schedule_.phase[c] == OpPhase::dead) continue;
+        const Op& op = body_.ops[c];
+        const long reads = std::count(op.inputs.begin(), op.inputs.end(), t);
+        ok = reads == 0 || (reads == 1 && wgmma_matmul(c));
+      }
+      candidate[t.index()] = ok;
+    }
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t c = 0; c < body_.ops.size(); ++c) {
+        if (schedule_.phase[c] == OpPhase::dead || !wgmma_matmul(c)) continue;
+        const Op& op = body_.ops[c];
+        const TensorId a = op.inputs[0], b = op.inputs[1];
+        const Shape& out = body_.type(op.outputs[0]).shape;
+        const int64_t m = out[out.rank() - 2], n = out[out.rank() - 1];
+        const int64_t k = body_.type(a).shape[body_.type(a).shape.rank() - 1];
+        const bool swap = mgd::wgmma_orientation_swaps(m, n, k, candidate[a.index()], candidate[b.index()]);
+        if (candidate[a.index()] && mgd::wgmma_in_place_a(m, n, k, swap) == 0) {
+          candidate[a.index()] = false;
+          changed = true;
+        }
+        if (candidate[b.index()] && mgd::wgmma_in_place_b(m, n, k, swap) == 0) {
+          candidate[b.index()] = false;
+          changed = true;
+        }
+      }
+    }
+    any_swizzled_ = false;
+    for (size_t t = 0; t < body_.tensors.size(); ++t)
+      if (candidate[t]) {
+        const Shape& shape = body_.tensors[t].type.shape;
+        swizzle_[t] = mgd::wgmma_tile_swizzle(shape[shape.rank() - 1]);
+        any_swizzled_ = true;
+      }
   }
 
   /// Chooses each STensor's layout (layout_choice.h) for a kernel with `stages` pipeline stages,
@@ -557,6 +641,7 @@ class BlockKernelEmitter {
                                                       : TileLoad::copy;
       p.wgmma[i] = wgmma_matmul(i);
     }
+    p.swizzle = swizzle_;
     p.fits = [&](const std::vector<TileLayout>& layouts) {
       layouts_ = layouts;
       lay_out(stages);
@@ -586,7 +671,9 @@ class BlockKernelEmitter {
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
       // The copy engine writes tiles to 128-byte aligned shared memory.
-      const int64_t align = tma_tile(i, stages) ? kTmaSharedAlign : kSharedAlign;
+      const int64_t align = !op.outputs.empty() && swizzle_[op.outputs[0].index()] != 0 ? kSwizzleSharedAlign
+                            : tma_tile(i, stages)                                       ? kTmaSharedAlign
+                                                                                        : kSharedAlign;
       for (TensorId t : op.outputs) {
         const TensorType& type = body_.type(t);
         const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
@@ -625,11 +712,11 @@ class BlockKernelEmitter {
     scratch_bytes_ = 0;
     for (size_t i = 0; i < body_.ops.size(); ++i)
       if (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i))
-        scratch_bytes_ = std::max(scratch_bytes_, wgmma_scratch_bytes(body_.type(body_.ops[i].outputs[0]).shape,
-                                                                      body_.threads.volume() / kWarpgroupThreads));
+        scratch_bytes_ = std::max(scratch_bytes_, wgmma_scratch_bytes(i));
     if (scratch_bytes_ > 0) shared_bytes_ = align_up(shared_bytes_, kSharedAlign);
     scratch_offset_ = scratch_bytes_ > 0 ? shared_bytes_ : -1;
     shared_bytes_ += scratch_bytes_;
+    if (any_swizzled_) shared_bytes_ += kSwizzleSharedAlign - kDeclaredSharedAlign;  // realigning the window
   }
 
   std::string tensor(TensorId t) const { return "t" + std::to_string(t.value); }
@@ -690,10 +777,19 @@ class BlockKernelEmitter {
         for (TensorId t : op.inputs) ins.push_back(operand(t));
         const Operand out = operand(op.outputs[0]);
         if (wgmma_matmul(i)) {
+          const int64_t in_place_a = swizzle_[op.inputs[0].index()], in_place_b = swizzle_[op.inputs[1].index()];
           s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", "
             << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape) << ", "
-            << scratch_bytes_ << ">(" << out.name << ", " << ins[0].name << ", " << ins[1].name
-            << ", scratch);  // matmul -> " << type_comment(out.type) << " on wgmma\n";
+            << scratch_bytes_;
+          if (in_place_a != 0 || in_place_b != 0) s << ", " << in_place_a << ", " << in_place_b;
+          s << ">(" << out.name << ", " << ins[0].name << ", " << ins[1].name << ", "
+            << (scratch_bytes_ > 0 ? "scratch" : "nullptr") << ");  // matmul -> " << type_comment(out.type)
+            << " on wgmma"
+            << (in_place_a != 0 && in_place_b != 0 ? ", both operands in place"
+                : in_place_a != 0                  ? ", A in place"
+                : in_place_b != 0                  ? ", B in place"
+                                                   : "")
+            << "\n";
           break;
         }
         s << compute_call("mgd::Block", op, ins, out) << "  // " << op_name(op.kind) << " -> " << type_comment(out.type)
@@ -774,6 +870,7 @@ class BlockKernelEmitter {
   bool tma_;                         // CudaTarget::tma
   int requested_stages_;             // CodegenOptions::pipeline_stages
   bool choose_layouts_;              // CodegenOptions::choose_layouts
+  bool read_operands_in_place_;      // CodegenOptions::read_operands_in_place
   std::vector<TileLayout> layouts_;  // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;
   int stages_ = 1;
@@ -782,6 +879,8 @@ class BlockKernelEmitter {
   int64_t tensors_bytes_ = 0;      // the STensors' bytes under the plan (its peak)
   int64_t all_live_bytes_ = 0;     // what they would take, each in its own buffer
   std::vector<bool> tma_capable_;  // per op (tma_capable)
+  std::vector<int64_t> swizzle_;   // per STensor: the swizzle span of a tile wgmma reads in place, or 0
+  bool any_swizzled_ = false;      // some tile is swizzled: the shared window is realigned
   bool streams_cp_async_ = false;  // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
@@ -933,7 +1032,8 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
         l.setup += "  mgd::TensorMap " + var + ";  // " + buf[op.inputs[static_cast<size_t>(m.param)].index()] +
                    " in " + m.box.str() + " boxes\n  if (const int e = mgd::make_tensor_map(&" + var + ", " +
                    buf[op.inputs[static_cast<size_t>(m.param)].index()] + ", " + braced(m.whole) + ", " +
-                   braced(m.box) + "); e != 0) return e;\n";
+                   braced(m.box) + (m.swizzle != 0 ? ", " + std::to_string(m.swizzle) : std::string()) +
+                   "); e != 0) return e;\n";
         l.args.push_back(var);
       }
       launches.push_back(l);

@@ -172,12 +172,25 @@ int64_t tc_operand_wavefronts(const Shape& x, const std::vector<int64_t>& stride
   return w.total;
 }
 
+/// The swizzle span of tensor t where the copy engine writes it for matmuls to read in place.
+int64_t swizzle_of(const LayoutProblem& p, TensorId t) { return p.swizzle.empty() ? 0 : p.swizzle[t.index()]; }
+
+/// Whether the wgmma matmul `op` computes its transpose: matmul_wgmma's rule, given which of its
+/// operands it reads in place.
+bool wgmma_swap(const LayoutProblem& p, const Op& op) {
+  const Graph& g = *p.body;
+  const Shape& c = g.type(op.outputs[0]).shape;
+  const Shape& a = g.type(op.inputs[0]).shape;
+  return mgd::wgmma_orientation_swaps(c[c.rank() - 2], c[c.rank() - 1], a[a.rank() - 1],
+                                      swizzle_of(p, op.inputs[0]) != 0, swizzle_of(p, op.inputs[1]) != 0);
+}
+
 /// matmul_wgmma's staging reads of operand A (is_a) or B (wgmma.h, wgmma_stage), per block run.
 int64_t wgmma_operand_wavefronts(const Shape& x, const std::vector<int64_t>& strides, const Shape& c, int64_t k_extent,
-                                 bool is_a, int esz) {
+                                 bool is_a, int esz, bool swap) {
   const int r = c.rank();
   const int64_t M = c[r - 2], N = c[r - 1], K = k_extent;
-  const mgd::WgmmaJobs jobs = mgd::wgmma_jobs(M, N);
+  const mgd::WgmmaJobs jobs = mgd::wgmma_jobs(M, N, swap);
   const int64_t NT = jobs.n, TM = jobs.row_jobs, TN = jobs.col_jobs, batches = c.numel() / (M * N);
   const MatmulOperand op = matmul_operand(x, strides, c, is_a);
   const std::vector<int64_t> ce = extents_of(c);
@@ -233,7 +246,7 @@ int64_t wgmma_operand_wavefronts(const Shape& x, const std::vector<int64_t>& str
 }
 
 /// A matmul's result writes from the accumulator fragments (mma.sync or wgmma), per block run.
-int64_t matmul_result_wavefronts(const Shape& c, const std::vector<int64_t>& strides, bool wgmma, int esz) {
+int64_t matmul_result_wavefronts(const Shape& c, const std::vector<int64_t>& strides, bool wgmma, int esz, bool swap) {
   const int r = c.rank();
   const int64_t M = c[r - 2], N = c[r - 1], batches = c.numel() / (M * N);
   const int64_t OM = strides[static_cast<size_t>(r - 2)], ON = strides[static_cast<size_t>(r - 1)];
@@ -254,7 +267,7 @@ int64_t matmul_result_wavefronts(const Shape& c, const std::vector<int64_t>& str
           }
       continue;
     }
-    const mgd::WgmmaJobs jobs = mgd::wgmma_jobs(M, N);
+    const mgd::WgmmaJobs jobs = mgd::wgmma_jobs(M, N, swap);
     const int64_t NT = jobs.n;
     for (int64_t m0 = 0; m0 < jobs.rows; m0 += kWgmmaM)
       for (int64_t n0 = 0; n0 < jobs.cols; n0 += NT)
@@ -471,7 +484,7 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
         }
         break;
       case OpCategory::matmul:
-        w.total = matmul_result_wavefronts(shape, st, p.wgmma[pi], esz);
+        w.total = matmul_result_wavefronts(shape, st, p.wgmma[pi], esz, wgmma_swap(p, op));
         break;
       case OpCategory::layout:
         if (op.kind == OpKind::concat) {
@@ -535,7 +548,8 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
         case OpCategory::matmul: {
           const Shape& c = g.type(op.outputs[0]).shape;
           const int64_t k = g.type(op.inputs[0]).shape[g.type(op.inputs[0]).shape.rank() - 1];
-          w.total = p.wgmma[i] ? wgmma_operand_wavefronts(shape, st, c, k, j == 0, esz)
+          if (p.wgmma[i] && swizzle_of(p, t) != 0) break;  // read in place by the tensor cores
+          w.total = p.wgmma[i] ? wgmma_operand_wavefronts(shape, st, c, k, j == 0, esz, wgmma_swap(p, op))
                                : tc_operand_wavefronts(shape, st, c, k, j == 0, esz);
           break;
         }

@@ -58,20 +58,30 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
 }
 
 TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
-  // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a, with a
-  // scratch area for the operand stages (1024 + (64 + 32) · 128 bytes for one warpgroup at the
-  // end of the kernel's shared memory); mma.sync (mgd::matmul) on sm_80. Tiles row-major.
+  // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a. The
+  // weight tile W [256, 32] comes from the copy engine and only the matmul reads it, so it is
+  // written with the 64-byte swizzle and read in place (B, N-major); A (the mul's result) is
+  // staged, in a scratch area of 1024 + 64 · 128 bytes for one warpgroup at the end of the
+  // kernel's shared memory. mma.sync (mgd::matmul) on sm_80. Tiles row-major.
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
   const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a"), row_major()).source;
   EXPECT_NE(hopper.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<32, 1>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, "
-                        "32, 256, 13312>("
-                        "t6, t5, t2, scratch);"),
+                        "32, 256, 9216, 0, 64>("
+                        "t6, t5, t2, scratch);  // matmul -> [16, 32] f16 on wgmma, B in place"),
             std::string::npos)
       << hopper;
+  EXPECT_NE(hopper.find("// 2 stages of [256, 32] f16, 64-byte swizzle for wgmma to read in place"), std::string::npos);
+  EXPECT_NE(hopper.find("mgd::tma_load_panels<2, 1, 32, 16384>(t2_stages + "), std::string::npos);
+  EXPECT_NE(hopper.find("mgd::make_tensor_map(&k0_tm_2, d2, {4096, 4096}, {256, 32}, 64)"), std::string::npos);
+  // X [16, 256] is read by the sqr and the mul too: not swizzled.
+  EXPECT_NE(hopper.find("mgd::tma_load<2>(t0_stages + "), std::string::npos);
+  // The shared window is realigned for the swizzle pattern (up to 1024 - 128 bytes).
+  EXPECT_NE(hopper.find("unsigned char* const smem = smem_window + mgd::shared_padding<1024>(smem_window);"),
+            std::string::npos);
   // (After the tiles, 69,728 bytes as planned (70,752 in separate buffers), and the TMA loads'
-  // two barriers.)
-  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 69744;  // 13312 bytes"), std::string::npos);
-  EXPECT_NE(hopper.find("dim3(128), 83056"), std::string::npos);
+  // two barriers; then 896 bytes for the realignment.)
+  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 69744;  // 9216 bytes"), std::string::npos);
+  EXPECT_NE(hopper.find("dim3(128), 79856"), std::string::npos);
   const std::string ampere = generate_cuda(g, find_cuda_target("sm_80")).source;
   EXPECT_EQ(count(ampere, "matmul_wgmma"), 0);
   EXPECT_EQ(count(ampere, "scratch"), 0);
@@ -219,9 +229,13 @@ TEST(Codegen, TileLayoutsFollowTheLayoutPass) {
   EXPECT_EQ(count(dense, "padded"), 0);
   EXPECT_EQ(count(dense, "transposed"), 0);
   EXPECT_EQ(count(dense, "// layouts:"), 0);
-  // The copy engine's tiles stay dense boxes on sm_90a.
+  // The copy engine's tiles stay dense boxes on sm_90a (W swizzled, which the pass leaves alone).
   const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a")).source;
-  EXPECT_NE(hopper.find("t2_stages = reinterpret_cast<mgd::half*>(smem + 0);  // 2 stages of [256, 32] f16\n"),
+  EXPECT_NE(hopper.find("t2_stages = reinterpret_cast<mgd::half*>(smem + 0);  // 2 stages of [256, 32] f16, 64-byte "
+                        "swizzle for wgmma to read in place\n"),
+            std::string::npos)
+      << hopper;
+  EXPECT_NE(hopper.find("t0_stages = reinterpret_cast<mgd::half*>(smem + 32768);  // 2 stages of [16, 256] f16\n"),
             std::string::npos)
       << hopper;
 }
@@ -235,11 +249,12 @@ TEST(Codegen, TmaLoadsWaitOnAStageBarrier) {
   const GeneratedCode code = generate_cuda(g, find_cuda_target("sm_90a"));
   const std::string& src = code.source;
   EXPECT_EQ(count(src, "const MGD_GRID_CONSTANT mgd::TensorMap tm_"), 3) << src;
-  EXPECT_NE(src.find("mgd::make_tensor_map(&k0_tm_2, d2, {4096, 4096}, {256, 32})"), std::string::npos) << src;
+  EXPECT_NE(src.find("mgd::make_tensor_map(&k0_tm_2, d2, {4096, 4096}, {256, 32}, 64)"), std::string::npos) << src;
   EXPECT_NE(src.find("d0, d1, d2, o0, k0_tm_0, k0_tm_1, k0_tm_2);"), std::string::npos);
   EXPECT_EQ(count(src, "mgd::mbarrier_arrive_expect_tx(tma_bars + "), 2);  // prologue, loop
   EXPECT_NE(src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + (it + 1) % 2, 25088);"), std::string::npos);
-  EXPECT_NE(src.find("mgd::tma_load<2>(t2_stages + 0 * 8192, &tm_2, {int32_t(0), int32_t(bx * 32)}, tma_bars + 0);"),
+  EXPECT_NE(src.find("mgd::tma_load_panels<2, 1, 32, 16384>(t2_stages + 0 * 8192, &tm_2, {int32_t(0), int32_t(bx * "
+                     "32)}, tma_bars + 0);"),
             std::string::npos);
   EXPECT_NE(src.find("mgd::mbarrier_wait(tma_bars + it % 2, it / 2 % 2);"), std::string::npos);
   EXPECT_EQ(count(src, "mgd::async_commit"), 0);

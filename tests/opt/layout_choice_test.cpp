@@ -133,6 +133,30 @@ TEST(LayoutChoice, Figure3bPadsTheRowsItsSumWalksDown) {
   EXPECT_LE(none.wavefronts, none.row_major_wavefronts);
 }
 
+TEST(LayoutChoice, OperandsReadInPlaceCostNoWavefrontsAndTurnTheMatmulAround) {
+  // Figure 3b on sm_90a with TMA loads: W's [256, 32] tile (tensor 2) read in place by wgmma
+  // costs nothing the load/store units do, and the matmul is no longer swapped: its A (the mul's
+  // [16, 256] result, tensor 5) is staged as the instruction's A, 64 rows a job (16 of them
+  // real), not as the swapped instruction's B.
+  const Graph k = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  const Graph& b = k.bodies[0];
+  const BlockSchedule s = schedule_block_ops(b);
+  LayoutProblem staged = problem_for(b, s, true, true, std::numeric_limits<int64_t>::max());
+  LayoutProblem in_place = staged;
+  in_place.swizzle.assign(b.tensors.size(), 0);
+  in_place.swizzle[2] = 64;
+  ASSERT_EQ(b.type(TensorId(2)).shape, (Shape{256, 32}));
+  EXPECT_GT(tensor_wavefronts(staged, TensorId(2), {}), 0);
+  EXPECT_EQ(tensor_wavefronts(in_place, TensorId(2), {}), 0);  // the copy engine writes it, wgmma reads it
+  // The mul's result: the rows that exist are staged either way, each element read once in
+  // 16-byte chunks, so the same count on either side of the instruction.
+  EXPECT_EQ(tensor_wavefronts(in_place, TensorId(5), {}), tensor_wavefronts(staged, TensorId(5), {}));
+  const LayoutChoice c = choose_layouts(in_place);
+  EXPECT_TRUE(c.fits && c.optimal) << c.method;
+  EXPECT_TRUE(c.layouts[2].is_row_major());  // a TMA box
+  EXPECT_LT(c.wavefronts, choose_layouts(staged).wavefronts);
+}
+
 TEST(LayoutChoice, AnEightRowOperandIsReadThroughLdmatrixX2) {
   // GatedMLP's X tile [8, 256] (f16, 512-byte rows) is A of both matmuls, read on sm_80 through
   // ldmatrix.x2 (8 rows, half a 16-row block): per k16 step two phases of eight 16-byte rows.

@@ -137,6 +137,27 @@ size_t swizzled_offset(int r, int c, int span) {
   return static_cast<size_t>(r * span + ((c / 8) ^ line_row) * 16 + c % 8 * 2);
 }
 
+/// Runs a block in which one thread asks the copy engine for `bytes` at shared offset `at` with
+/// issue(smem + at, barrier); returns those bytes of shared memory once the barrier completed.
+template <typename Issue>
+std::vector<unsigned char> land(size_t at, size_t bytes, Issue issue) {
+  std::vector<unsigned char> landed(bytes);
+  run_block(32, 4096 + 64, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+    if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
+    mgd::mbarrier_init_fence();
+    mgd::sync_block();
+    if (mgd::thread_rank() == 0) {
+      mgd::mbarrier_arrive_expect_tx(bar, static_cast<unsigned>(bytes));
+      issue(smem + at, bar);
+    }
+    mgd::mbarrier_wait(bar, 0);
+    if (mgd::thread_rank() == 0) std::memcpy(landed.data(), smem + at, bytes);
+  });
+  return landed;
+}
+
 }  // namespace
 
 TEST(Tma, SwizzledBoxesPermuteTheChunksOfEachRow) {
@@ -146,20 +167,10 @@ TEST(Tma, SwizzledBoxesPermuteTheChunksOfEachRow) {
     for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e));
     mgd::TensorMap map;
     ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {rows, width}, {rows, width}, span), 0);
-    std::vector<unsigned char> landed(static_cast<size_t>(rows * span));
-    run_block(32, 4096 + 64, [&] {
-      MGD_DYNAMIC_SHARED(smem);
-      auto* bar = reinterpret_cast<uint64_t*>(smem + 4096);
-      if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
-      mgd::mbarrier_init_fence();
-      mgd::sync_block();
-      if (mgd::thread_rank() == 0) {
-        mgd::mbarrier_arrive_expect_tx(bar, static_cast<unsigned>(rows * span));
-        mgd::tma_load<2>(smem + 1024, &map, {0, 0}, bar);
-      }
-      mgd::mbarrier_wait(bar, 0);
-      if (mgd::thread_rank() == 0) std::memcpy(landed.data(), smem + 1024, landed.size());
-    });
+    const std::vector<unsigned char> landed =
+        land(1024, static_cast<size_t>(rows * span), [&](void* dst, uint64_t* bar) {
+          mgd::tma_load<2>(dst, &map, {0, 0}, bar);
+        });
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < width; ++c) {
         mgd::half v;
@@ -178,19 +189,8 @@ TEST(Tma, SwizzledPanelsOfAWideTile) {
   for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
   mgd::TensorMap map;
   ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {8, 512}, {8, 64}, 128), 0);
-  std::vector<unsigned char> landed(4096);
-  run_block(32, 4096 + 64, [&] {
-    MGD_DYNAMIC_SHARED(smem);
-    auto* bar = reinterpret_cast<uint64_t*>(smem + 4096);
-    if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
-    mgd::mbarrier_init_fence();
-    mgd::sync_block();
-    if (mgd::thread_rank() == 0) {
-      mgd::mbarrier_arrive_expect_tx(bar, 4096);
-      mgd::tma_load_panels<2, 4, 64, 1024>(smem, &map, {0, 256}, bar);  // columns 256-511
-    }
-    mgd::mbarrier_wait(bar, 0);
-    if (mgd::thread_rank() == 0) std::memcpy(landed.data(), smem, landed.size());
+  const std::vector<unsigned char> landed = land(0, 4096, [&](void* dst, uint64_t* bar) {
+    mgd::tma_load_panels<2, 4, 64, 1024>(dst, &map, {0, 256}, bar);  // columns 256-511
   });
   for (int r = 0; r < 8; ++r)
     for (int c = 0; c < 256; ++c) {

@@ -272,10 +272,11 @@ TEST(Wgmma, OperandsReadInPlaceWhereEveryJobReadsWholeRowsOfTheTile) {
   // Both weight and X: the weights are more elements.
   static_assert(!mgd::wgmma_orientation_swaps(8, 32, 256, true, true));
   static_assert(mgd::wgmma_tile_swizzle(16) == 32 && mgd::wgmma_tile_swizzle(32) == 64 &&
-                mgd::wgmma_tile_swizzle(192) == 128 && mgd::wgmma_tile_swizzle(24) == 0 && mgd::wgmma_tile_swizzle(8) == 0);
-  static_assert(mgd::wgmma_in_place_b(64, 48, 64, false) == 0);  // rows of 96 bytes
-  static_assert(mgd::wgmma_in_place_a(64, 64, 40, false) == 0);  // k not whole k16 steps
-  static_assert(mgd::wgmma_in_place_a(100, 64, 64, false) == 0); // a job would read rows 100-127
+                mgd::wgmma_tile_swizzle(192) == 128 && mgd::wgmma_tile_swizzle(24) == 0 &&
+                mgd::wgmma_tile_swizzle(8) == 0);
+  static_assert(mgd::wgmma_in_place_b(64, 48, 64, false) == 0);   // rows of 96 bytes
+  static_assert(mgd::wgmma_in_place_a(64, 64, 40, false) == 0);   // k not whole k16 steps
+  static_assert(mgd::wgmma_in_place_a(100, 64, 64, false) == 0);  // a job would read rows 100-127
 }
 
 /// matmul_wgmma on out[M, N] = a[M, K] · b[K, N] with the operands marked SwA / SwB loaded by
@@ -286,7 +287,7 @@ template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB>
 void check_in_place(unsigned threads) {
   static_assert(SwA == 0 || SwA == mgd::wgmma_tile_swizzle(K));
   static_assert(SwB == 0 || SwB == mgd::wgmma_tile_swizzle(N));
-  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(N, 2);
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2);
   constexpr int AR = M + 8, AC = K + 64, BR = K + 64, BC = N + 64;
   std::vector<float> fa = randoms(size_t{AR} * AC, 5), fb = randoms(size_t{BR} * BC, 6);
   std::vector<T> a(fa.size()), b(fb.size());
@@ -315,7 +316,7 @@ void check_in_place(unsigned threads) {
     }
     mgd::mbarrier_wait(bar, 0);
     mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB>(out.data(), sa, sb,
-                                                                                                 smem + scratch_at);
+                                                                                                   smem + scratch_at);
   });
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -323,32 +324,35 @@ void check_in_place(unsigned threads) {
       for (int k = 0; k < K; ++k)
         want += mgd::to_float(a[static_cast<size_t>((8 + m) * AC + 64 + k)]) *
                 mgd::to_float(b[static_cast<size_t>((64 + k) * BC + 64 + n)]);
-      ASSERT_NEAR(out[static_cast<size_t>(m * N + n)], want, 1e-3f) << m << "," << n << " with " << threads << " threads";
+      ASSERT_NEAR(out[static_cast<size_t>(m * N + n)], want, 1e-3f)
+          << m << "," << n << " with " << threads << " threads";
     }
 }
 
 TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
-  check_in_place<mgd::half, 16, 32, 256, 0, 64>(128);        // Figure 3b: W [256, 32] in place, unswapped
-  check_in_place<mgd::half, 8, 32, 256, 0, 64>(128);         // Figure 10b's W1 and W2
-  check_in_place<mgd::bfloat16, 8, 24, 128, 128, 0>(128);    // X [8, 128] in place as the swapped B
-  check_in_place<mgd::half, 64, 128, 128, 128, 128>(256);    // both in place, two panels each, two warpgroups
-  check_in_place<mgd::half, 128, 16, 32, 64, 32>(128);       // 64- and 32-byte spans, two row jobs
-  check_in_place<mgd::bfloat16, 64, 64, 80, 0, 128>(128);    // a partial chunk of k (64 + 16)
+  check_in_place<mgd::half, 16, 32, 256, 0, 64>(128);      // Figure 3b: W [256, 32] in place, unswapped
+  check_in_place<mgd::half, 8, 32, 256, 0, 64>(128);       // Figure 10b's W1 and W2
+  check_in_place<mgd::bfloat16, 8, 24, 128, 128, 0>(128);  // X [8, 128] in place as the swapped B
+  check_in_place<mgd::half, 64, 128, 128, 128, 128>(256);  // both in place, two panels each, two warpgroups
+  static_assert(mgd::wgmma_scratch_bytes(64, 128, 128, 128, 128, 2) == 0);            // ... and no stages
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1) == 1024 + 64 * 128);  // Figure 3b: A's stage only
+  check_in_place<mgd::half, 128, 16, 32, 64, 32>(128);     // 64- and 32-byte spans, two row jobs
+  check_in_place<mgd::bfloat16, 64, 64, 80, 0, 128>(128);  // a partial chunk of k (64 + 16)
 }
 
 TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {
   // An operand read in place must start where its swizzle pattern does.
-  EXPECT_DEATH(
-      run_block(128, 8192 + mgd::wgmma_scratch_bytes(32, 1),
-                [] {
-                  MGD_DYNAMIC_SHARED(smem);
-                  auto* a = reinterpret_cast<mgd::half*>(smem + 1024);
-                  auto* b = reinterpret_cast<mgd::half*>(smem + 4096 + 128);  // 128 past a pattern
-                  float out[16 * 32];
-                  mgd::matmul_wgmma<Dims<16, 32>, Dims<32, 1>, Dims<64, 0>, 1, Dims<0, 32>, 32, 64,
-                                    mgd::wgmma_scratch_bytes(32, 1), 0, 64>(out, a, b, smem + 8192);
-                }),
-      "does not start where its swizzle pattern does");
+  EXPECT_DEATH(run_block(128, 8192 + mgd::wgmma_scratch_bytes(32, 1),
+                         [] {
+                           MGD_DYNAMIC_SHARED(smem);
+                           auto* a = reinterpret_cast<mgd::half*>(smem + 1024);
+                           auto* b = reinterpret_cast<mgd::half*>(smem + 4096 + 128);  // 128 past a pattern
+                           float out[16 * 32];
+                           mgd::matmul_wgmma<Dims<16, 32>, Dims<32, 1>, Dims<64, 0>, 1, Dims<0, 32>, 32, 64,
+                                             mgd::wgmma_scratch_bytes(16, 32, 64, 0, 64, 1), 0, 64>(out, a, b,
+                                                                                                    smem + 8192);
+                         }),
+               "does not start where its swizzle pattern does");
 }
 
 }  // namespace

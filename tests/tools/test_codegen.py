@@ -89,8 +89,8 @@ def random_inputs(program, manifest, rng):
     return out
 
 
-def codegen(mugraph_bin, path, target, out):
-    r = run_cli(mugraph_bin, "codegen", path, "--target", target, "-o", out)
+def codegen(mugraph_bin, path, target, out, *options):
+    r = run_cli(mugraph_bin, "codegen", path, "--target", target, "-o", out, *options)
     assert r.returncode == 0, r.stderr
     return json.loads((out / "manifest.json").read_text())
 
@@ -194,12 +194,15 @@ def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, n
         # ... pipelined: committed in groups, each iteration waiting only for its own
         assert "cp.async.commit_group" in ptx and "cp.async.wait_group 1" in ptx
     else:
-        # Both result tiles are 32 columns of few rows (16 and 8), computed as their transposes
-        # (mgd::wgmma_swaps): m64n16k16 and m64n8k16, four k16 steps per staged chunk, the staged
-        # operands fenced to the async proxy, and no mma.sync left.
-        shape = "m64n8k16" if "mlp" in name else "m64n16k16"
-        assert ptx.count(f"wgmma.mma_async.sync.aligned.{shape}.f32.f16.f16") == 4 * (2 if "mlp" in name else 1)
-        assert ptx.count("wgmma.mma_async") == ptx.count(f"wgmma.mma_async.sync.aligned.{shape}"), ptx
+        # The weight tiles [256, 32] are written by the copy engine with the 64-byte swizzle and
+        # read in place as the instruction's B, N-major (transpose flag 1), which keeps the
+        # results [16, 32] and [8, 32] unswapped (mgd::wgmma_orientation_swaps): m64n32k16, four
+        # k16 steps per chunk of k; only A (the mul's result, or X) is staged and fenced to the
+        # async proxy; no mma.sync left.
+        wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, "
+                           r"1, 1, 1, (\d), (\d);", ptx)
+        assert len(wgmma) == ptx.count("wgmma.mma_async") == 4 * (2 if "mlp" in name else 1), ptx
+        assert set(wgmma) == {("m64n32k16", "0", "1")}, wgmma
         assert "fence.proxy.async.shared::cta" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
         assert "mma.sync" not in ptx
         # Tensor copies counted against a barrier per stage, waited for by phase.
@@ -225,11 +228,12 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
     assert r.returncode == 0, r.stderr
     sass = r.stdout
     if target == "sm_90a":
-        # Both compute 32-column tiles of few rows (Figure 3b 16, Figure 10b 8) as their
-        # transposes (mgd::wgmma_swaps): the 32 columns are the instruction's rows, the rows its N.
-        shape = "HGMMA.64x8x16.F32" if "mlp" in name else "HGMMA.64x16x16.F32"
-        assert sass.count(shape) == 4 * (2 if "mlp" in name else 1), sass
-        assert sass.count("HGMMA.") == sass.count(shape), sass
+        # Both read their weight tile in place, N-major (.tnspB), as the instruction's B: 64 rows
+        # (16 or 8 of them the result's) by 32 columns; four k16 steps per chunk of k at least
+        # (ptxas may unroll the loop over chunks).
+        hgmma = re.findall(r"HGMMA\.(\w+)\.F32 R\d+, gdesc\[UR\d+\](\.\w+)?, R\d+", sass)
+        assert len(hgmma) == sass.count("HGMMA.") >= 4 * (2 if "mlp" in name else 1), sass
+        assert set(hgmma) == {("64x32x16", ".tnspB")}, hgmma
         assert "HMMA" not in sass
         assert "UTMALDG.2D" in sass and "LDGSTS" not in sass
     else:
@@ -391,3 +395,75 @@ def test_wgmma_shapes_header_is_what_its_generator_writes():
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == (SOURCE_DIR / "runtime" / "include" / "mugraph_device" / "wgmma_shapes.h").read_text()
+
+
+def rescaled_gated_mlp(tmp_path, rows, hidden, cols, grid):
+    """examples/ugraphs/gated_mlp_fig10b.json at other shapes: X [rows, hidden], W1 and W2
+    [hidden, cols], `grid` blocks over the columns, the same 16-step loop."""
+    g = json.loads((EXAMPLES / "ugraphs" / "gated_mlp_fig10b.json").read_text())
+
+    def shape(old, kind):
+        # X and O are [8, 4096], W1 and W2 [4096, 4096]; the tiles [8, 256], [256, 32], [8, 32].
+        if old == [8, 4096]:
+            return [rows, hidden] if kind == "X" else [rows, cols]
+        if old == [4096, 4096]:
+            return [hidden, cols]
+        return {(8, 256): [rows, hidden // 16], (256, 32): [hidden // 16, cols // grid],
+                (8, 32): [rows, cols // grid]}[tuple(old)]
+
+    top = g["graph"]
+    for t in top["tensors"]:
+        t["shape"] = shape(t["shape"], t["name"])
+    for op in top["ops"]:
+        if op["op"] == "input":
+            op["shape"] = shape(op["shape"], op["name"])
+    body = top["bodies"][0]
+    for p, kind in zip(body["params"], ["X", "W", "W"]):
+        p["shape"] = shape(p["shape"], kind)
+    body["grid"] = [grid, 1, 1]
+
+    def tiles(node):  # every tile shape of the block graph and of its thread graphs
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "shape" and isinstance(value, list) and tuple(value) in ((8, 256), (256, 32), (8, 32)):
+                    node[key] = shape(value, "tile")
+                elif key != "params" or node is not body:
+                    tiles(value)
+        elif isinstance(node, list):
+            for item in node:
+                tiles(item)
+
+    tiles(body)
+    path = tmp_path / f"gated_mlp_{rows}x{hidden}x{cols}.json"
+    path.write_text(json.dumps(g))
+    return path
+
+
+@pytest.mark.parametrize("rows,hidden,cols,grid,in_place", [
+    (64, 1024, 1024, 16, "both operands in place"),  # X [64, 64] as the instruction's A, W [64, 64] as its B
+    # Swapped: W [64, 128] (two 128-byte-swizzled panels) as the instruction's A in two jobs,
+    # X [8, 64] as its B.
+    (8, 1024, 512, 4, "both operands in place"),
+    (8, 1024, 48, 2, "A in place"),                  # W [64, 24] (48-byte rows) staged; X [8, 64] as the swapped B
+])
+def test_operand_tiles_read_in_place_match_the_interpreter(mugraph_bin, sanitized_build, tmp_path, rows, hidden, cols,
+                                                           grid, in_place):
+    # Tiles the copy engine writes swizzled and wgmma reads in place (wgmma_rules.h), run on the
+    # emulation and checked against the interpreter by mugraph bench.
+    need_emulation(sanitized_build)
+    path = rescaled_gated_mlp(tmp_path, rows, hidden, cols, grid)
+    codegen(mugraph_bin, path, "sm_90a", tmp_path / "cuda")
+    source = (tmp_path / "cuda" / "ugraph.cu").read_text()
+    assert source.count(f"on wgmma, {in_place}") == 2, source
+    if NVCC is not None:  # what ptxas makes of it: no warnings, no performance loss (C7520 ...)
+        r = subprocess.run([NVCC, "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a", "-Werror", "all-warnings",
+                            f"-I{tmp_path / 'cuda'}", "-c", str(tmp_path / "cuda" / "ugraph.cu"), "-o",
+                            str(tmp_path / "ugraph.o")], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0 and "Performance Loss" not in r.stdout + r.stderr, r.stdout + r.stderr
+    r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "5", "--cache-dir", tmp_path / "cache",
+                timeout=900)
+    assert r.returncode == 0 and ": OK" in r.stdout, r.stdout + r.stderr
+    # --wgmma-operands staged stages them all, as before (to time the two on a GPU).
+    codegen(mugraph_bin, path, "sm_90a", tmp_path / "staged", "--wgmma-operands", "staged")
+    staged = (tmp_path / "staged" / "ugraph.cu").read_text()
+    assert "in place" not in staged and "tma_load_panels" not in staged and staged.count("on wgmma") == 2

@@ -84,9 +84,9 @@ inline int make_tensor_map(TensorMap* map, const T* base, std::initializer_list<
                                    : std::is_same_v<T, bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                                  : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const CUtensorMapSwizzle swizzle_mode = swizzle == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                                           : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                           : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
-                                                           : CU_TENSOR_MAP_SWIZZLE_NONE;
+                                          : swizzle == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                          : swizzle == 32 ? CU_TENSOR_MAP_SWIZZLE_32B
+                                                          : CU_TENSOR_MAP_SWIZZLE_NONE;
   const CUresult r = encode(map, type, static_cast<cuuint32_t>(rank), const_cast<T*>(base), global_dim, global_stride,
                             box_dim, element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle_mode,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

@@ -70,8 +70,10 @@ MGD_HOST_DEVICE constexpr uint64_t wgmma_descriptor(uint32_t address, int64_t sp
 template <bool KMajor, int64_t Span, int64_t Rows, int64_t K>
 MGD_HOST_DEVICE constexpr uint32_t in_place_address(uint32_t base, int64_t r0, int64_t k) {
   constexpr int64_t W = Span / 2;
-  if constexpr (KMajor) return static_cast<uint32_t>(base + k / W * (Rows * Span) + r0 * Span + k % W * 2);
-  else return static_cast<uint32_t>(base + r0 / W * (K * Span) + k * Span);
+  if constexpr (KMajor)
+    return static_cast<uint32_t>(base + k / W * (Rows * Span) + r0 * Span + k % W * 2);
+  else
+    return static_cast<uint32_t>(base + r0 / W * (K * Span) + k * Span);
 }
 
 /// The descriptor of that step: K-major, 8-row groups 8 · Span apart; MN-major, groups of 8
@@ -89,6 +91,12 @@ MGD_DEVICE uint32_t shared_address(const void* p) {
 #else
   return emu::shared_address(p);
 #endif
+}
+
+/// Bytes from p to the next multiple of Align in the shared window (p is in shared memory).
+template <uint32_t Align>
+MGD_DEVICE uint32_t shared_padding(const void* p) {
+  return (Align - shared_address(p) % Align) % Align;
 }
 
 #if !defined(__CUDACC__)
@@ -197,7 +205,8 @@ MGD_DEVICE void wgmma_async(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b)
   __trap();  // matmul_wgmma only issues wgmma where kWgmmaAvailable
 #endif
 #else
-  emu::state()->wgmma[thread_rank()].open.push_back({&emu::wgmma_thread_share<T, N, TransA, TransB>, desc_a, desc_b, d});
+  emu::state()->wgmma[thread_rank()].open.push_back(
+      {&emu::wgmma_thread_share<T, N, TransA, TransB>, desc_a, desc_b, d});
 #endif
 }
 
@@ -333,7 +342,7 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
     constexpr int kLastSteps = static_cast<int>((K % kWgmmaStageK + 15) / 16);
     const unsigned t = thread_rank() % 128, warp = t / 32, lane = t % 32;
     const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
-    if (block_threads() % 128 != 0 || wgmma_scratch_bytes(N, groups) > Scratch) {
+    if (block_threads() % 128 != 0 || wgmma_scratch_bytes(M, N, K, SwizzleA, SwizzleB, groups) > Scratch) {
 #if defined(__CUDACC__)
       __trap();
 #else
@@ -342,10 +351,17 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
     }
     // This warpgroup's stages, 1024-byte aligned in the shared window (the swizzle pattern
     // repeats every 1024 bytes of address).
-    const uint32_t base = shared_address(scratch);
-    unsigned char* const stage_a = scratch + (1024 - base % 1024) % 1024 + group * (kWgmmaM + NT) * 128;
-    unsigned char* const stage_b = stage_a + kWgmmaM * 128;
-    const uint32_t addr_a = shared_address(stage_a), addr_b = shared_address(stage_b);
+    // (None when both operands are read in place: scratch may be null.)
+    unsigned char* stage_a = scratch;
+    unsigned char* stage_b = scratch;
+    uint32_t addr_a = 0, addr_b = 0;
+    if constexpr (kStages) {
+      const uint32_t base = shared_address(scratch);
+      stage_a = scratch + (1024 - base % 1024) % 1024 + group * wgmma_stage_rows(M, N, K, SwizzleA, SwizzleB) * 128;
+      stage_b = stage_a + (InstrA::kInPlace ? 0 : kWgmmaM * 128);
+      addr_a = shared_address(stage_a);
+      addr_b = shared_address(stage_b);
+    }
     for (int64_t job = group; job < batches * TM * TN; job += groups) {
       const int64_t batch = job / (TM * TN), m0 = (job / TN) % TM * kWgmmaM, n0 = job % TN * NT;
       // Element (batch, 0, 0) of the result locates the batch in each operand.
@@ -354,8 +370,10 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       const uint32_t tile_a = shared_address(kSwap ? static_cast<const void*>(pb) : pa);
       const uint32_t tile_b = shared_address(kSwap ? static_cast<const void*>(pa) : pb);
 #if !defined(__CUDACC__)
-      if ((InstrA::kInPlace && tile_a % (8 * (kSwap ? SwizzleB : SwizzleA)) != 0) ||
-          (InstrB::kInPlace && tile_b % (8 * (kSwap ? SwizzleA : SwizzleB)) != 0))
+      // Where each side's swizzle pattern repeats (8 rows of its span; 1 for a stage).
+      constexpr int64_t kPatternA = InstrA::kInPlace ? 8 * (kSwap ? SwizzleB : SwizzleA) : 1;
+      constexpr int64_t kPatternB = InstrB::kInPlace ? 8 * (kSwap ? SwizzleA : SwizzleB) : 1;
+      if (tile_a % kPatternA != 0 || tile_b % kPatternB != 0)
         emu::fail("matmul_wgmma: an operand read in place does not start where its swizzle pattern does");
 #endif
       float acc[NT / 2];
@@ -368,12 +386,16 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
         // (Operands read in place were written by the copy engine, through the async proxy
         // the tensor cores read by, and waited for: they need no fence.)
         if constexpr (!InstrA::kInPlace) {
-          if constexpr (kSwap) wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
-          else wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
+          if constexpr (kSwap)
+            wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
+          else
+            wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
         }
         if constexpr (!InstrB::kInPlace) {
-          if constexpr (kSwap) wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b, pa, n0, kc, t);
-          else wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
+          if constexpr (kSwap)
+            wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b, pa, n0, kc, t);
+          else
+            wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
         }
         if constexpr (kStages) {
           fence_proxy_async();

@@ -114,6 +114,22 @@ MGD_RULE bool wgmma_orientation_swaps(int64_t m, int64_t n, int64_t k, bool a_ti
   return plain != swapped ? swapped > plain : wgmma_swaps(m, n);
 }
 
+/// Rows of 128 bytes one warpgroup stages per chunk of k for an M × N × K matmul with the given
+/// operands read in place (swizzle spans, 0: staged): 64 for the instruction's A, its N for its B.
+MGD_RULE int64_t wgmma_stage_rows(int64_t m, int64_t n, int64_t k, int64_t swizzle_a, int64_t swizzle_b) {
+  const bool swap = wgmma_orientation_swaps(m, n, k, swizzle_a != 0, swizzle_b != 0);
+  const bool instr_a_staged = (swap ? swizzle_b : swizzle_a) == 0, instr_b_staged = (swap ? swizzle_a : swizzle_b) == 0;
+  return (instr_a_staged ? kWgmmaM : 0) + (instr_b_staged ? wgmma_n(swap ? m : n) : 0);
+}
+
+/// Scratch shared memory such a matmul needs on `warpgroups` warpgroups: their stages and 1024
+/// bytes to align them to the swizzle pattern; none when both operands are read in place.
+MGD_RULE int64_t wgmma_scratch_bytes(int64_t m, int64_t n, int64_t k, int64_t swizzle_a, int64_t swizzle_b,
+                                     int64_t warpgroups) {
+  const int64_t rows = wgmma_stage_rows(m, n, k, swizzle_a, swizzle_b);
+  return rows == 0 ? 0 : 1024 + warpgroups * rows * 128;
+}
+
 }  // namespace mgd
 
 #undef MGD_RULE
