@@ -11,6 +11,7 @@
 
 #include "mugraph/error.h"
 #include "mugraph/ops.h"
+#include "mugraph_device/mma_rules.h"
 #include "mugraph_device/wgmma_rules.h"
 
 namespace mugraph {
@@ -118,8 +119,8 @@ int64_t tc_operand_wavefronts(const Shape& x, const std::vector<int64_t>& stride
   const int64_t TM = ceil_div(M, 16), TN = ceil_div(N, 8), batches = c.numel() / (M * N);
   const int64_t row = op.st[static_cast<size_t>(is_a ? r - 2 : r - 1)];  // AM or BN
   // A: whole 16-row blocks through ldmatrix.x4, a last block of 8 rows through .x2.
-  const bool ldsm = is_a ? op.k_stride == 1 && row % 8 == 0 && M % 8 == 0 && K % 16 == 0 && op.batch_aligned
-                         : row == 1 && op.k_stride % 8 == 0 && N % 8 == 0 && K % 16 == 0 && op.batch_aligned;
+  const bool ldsm = is_a ? mgd::ldmatrix_a(row, op.k_stride, M, K, op.batch_aligned)
+                         : mgd::ldmatrix_b(op.k_stride, row, N, K, op.batch_aligned);
   WavefrontCount w;
   // The reads depend on a block's m0 (A) or n0 (B) only; the other index repeats them.
   const int64_t blocks = is_a ? TM : TN, repeats = is_a ? TN : TM;

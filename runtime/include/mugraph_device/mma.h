@@ -14,6 +14,7 @@
 
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"
+#include "mugraph_device/mma_rules.h"
 
 namespace mgd {
 
@@ -176,8 +177,8 @@ MGD_DEVICE void matmul_tc(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T
   // block through x2: its upper quarters, the lower ones zero); whole 16×8 B blocks with 16-byte
   // rows along n through ldmatrix.trans (x2: the k halves). Other tiles are gathered element by
   // element.
-  constexpr bool kLdsmA = AK == 1 && AM % 8 == 0 && M % 8 == 0 && K % 16 == 0 && batch_strides_aligned<ASt, R>();
-  constexpr bool kLdsmB = BN == 1 && BK % 8 == 0 && N % 8 == 0 && K % 16 == 0 && batch_strides_aligned<BSt, R>();
+  constexpr bool kLdsmA = ldmatrix_a(AM, AK, M, K, batch_strides_aligned<ASt, R>());
+  constexpr bool kLdsmB = ldmatrix_b(BK, BN, N, K, batch_strides_aligned<BSt, R>());
   for (int64_t blk = warp; blk < batches * TM * TN; blk += warps) {
     const int64_t batch = blk / (TM * TN), m0 = (blk / TN) % TM * 16, n0 = blk % TN * 8;
     // Element (batch, 0, 0) of the result locates the batch in each operand.
