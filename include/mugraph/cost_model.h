@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mugraph/graph.h"
+#include "mugraph/validate.h"
 
 namespace mugraph {
 
@@ -60,8 +61,11 @@ struct KernelCost {
   double fma_us = 0;      ///< the busiest SM's CUDA-core FLOPs (likewise)
   double barrier_us = 0;  ///< the busiest SM's barriers, resident blocks overlapping theirs
   /// What the load pipeline leaves exposed: per round of resident blocks, the smaller of one
-  /// iteration's loads and one iteration's work
+  /// iteration's loads and one iteration's work (in every iteration where the loop is not
+  /// pipelined, loop_pipelined, and one block is resident)
   double pipeline_us = 0;
+  /// A graph-defined kernel with a loop: whether the code generator pipelines it (loop_pipelined)
+  bool pipelined = false;
   double total_us = 0;  ///< launch + the largest throughput term + barriers + pipeline
   std::string bound;    ///< the largest throughput term: "dram", "l2", "sm_load", "shared", "tensor", "fma"
 };
@@ -79,6 +83,19 @@ struct CostEstimate {
 /// savers are device traffic, a concat is free (its operands are placed side by side) and an
 /// accumulator lives in registers.
 int64_t block_shared_traffic_bytes(const Graph& block_graph);
+
+/// Shared memory the code generator gives a block with `stages` load stages on `target`: its
+/// STensors, row-major, as a memory plan places them by their lifetimes (best-fit: the
+/// emitter's exact plan is never larger), the streamed tiles `stages` times, and on sm_90a the
+/// wgmma operand stages (every operand staged), the TMA loads' barriers and the realignment of
+/// the window for swizzled tiles.
+int64_t planned_shared_bytes(const Graph& block_graph, int stages, const Target& target);
+
+/// Whether the code generator pipelines the block graph's for-loop (the tiles of the next
+/// iteration loading while this one works): its default where the loop streams a tile in 16-byte
+/// vectors (cp.async, TMA) and planned_shared_bytes with two stages fits the target's shared
+/// memory. The emitter's exact plan may fit where this does not; never the other way round.
+bool loop_pipelined(const Graph& block_graph, const Target& target);
 
 /// The L2 and busiest-SM load terms (microseconds) of a grid of `blocks` blocks that each move
 /// `bytes_per_block` of tiles between device memory and the SM: every block's bytes at L2

@@ -13,7 +13,9 @@
 //   barrier  the busiest SM's block barriers (between the steps of the op order, op_order.h),
 //            the blocks resident together overlapping theirs;
 //   pipeline what the load pipeline cannot hide: per round of resident blocks, the smaller of
-//            one iteration's loads and one iteration's work (see graph_defined_cost).
+//            one iteration's loads and one iteration's work (see graph_defined_cost); in every
+//            iteration where the emitter cannot pipeline the loop (loop_pipelined) and no other
+//            resident block fills the gap.
 // The kernel costs launch + max(dram, l2, sm_load, shared, tensor, fma) + barrier + pipeline. A
 // pre-defined kernel (cuBLAS or a generated element-wise kernel) spreads over the whole GPU:
 // launch + max(dram, tensor, fma) over the whole device.
@@ -30,9 +32,84 @@
 #include "mugraph/error.h"
 #include "mugraph/op_order.h"
 #include "mugraph/search.h"
+#include "mugraph/shared_memory_plan.h"
 #include "mugraph/validate.h"
+#include "mugraph_device/wgmma_rules.h"
 
 namespace mugraph {
+
+namespace {
+
+/// Whether the loop streams a tile (a load in the loop with an fmap) and one in 16-byte vectors,
+/// which is what cp.async and TMA take (codegen::vector_load_ok).
+struct Streams {
+  bool any = false, vectors = false;
+};
+
+Streams loop_streams(const Graph& body, const BlockSchedule& schedule) {
+  Streams s;
+  if (body.forloop <= 1) return s;
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    const Op& b = body.ops[i];
+    if (schedule.phase[i] != OpPhase::loop || b.kind != OpKind::input_iterator || b.attrs.fmap == kPhi) continue;
+    const TensorType& tile = body.type(b.outputs[0]);
+    const TensorType& whole = body.params[static_cast<size_t>(b.attrs.io_index)];
+    const int64_t esz = dtype_bytes(tile.dtype);
+    s.any = true;
+    s.vectors = s.vectors || (tile.shape.rank() > 0 && tile.shape[tile.shape.rank() - 1] * esz % 16 == 0 &&
+                              whole.shape[whole.shape.rank() - 1] * esz % 16 == 0);
+  }
+  return s;
+}
+
+int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+int64_t planned_shared_bytes(const Graph& body, int stages, const Target& target) {
+  const BlockSchedule schedule = schedule_block_ops(body);
+  const bool pipelined = stages > 1 && loop_streams(body, schedule).any;
+  const bool hopper = target.arch == "sm_90a";
+  const std::vector<TensorLifetime> life = tensor_lifetimes(body, schedule, pipelined);
+  std::vector<SharedBuffer> buffers;
+  int64_t scratch = 0;
+  for (size_t i = 0; i < body.ops.size(); ++i) {
+    const Op& op = body.ops[i];
+    if (schedule.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape) continue;
+    const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
+    const bool streamed =
+        pipelined && op.kind == OpKind::input_iterator && op.attrs.fmap != kPhi && schedule.phase[i] == OpPhase::loop;
+    const int64_t align = streamed && hopper ? 128 : 16;  // TMA tiles start 128-byte aligned
+    for (TensorId t : op.outputs) {
+      const TensorType& type = body.type(t);
+      const int64_t bytes = align_up(type.shape.numel() * (f32_acc ? 4 : dtype_bytes(type.dtype)), align);
+      const TensorLifetime& l = life[t.index()];
+      buffers.push_back({bytes * (streamed ? stages : 1), align, l.first, l.last});
+    }
+    // The wgmma operand stages (every operand staged: the most a matmul takes).
+    if (hopper && op.kind == OpKind::matmul && body.threads.volume() % 128 == 0) {
+      const TensorType& a = body.type(op.inputs[0]);
+      const Shape& c = body.type(op.outputs[0]).shape;
+      if (dtype_bytes(a.dtype) == 2)
+        scratch =
+            std::max(scratch, mgd::wgmma_scratch_bytes(c[c.rank() - 2], c[c.rank() - 1], a.shape[a.shape.rank() - 1], 0,
+                                                       0, body.threads.volume() / 128));
+    }
+  }
+  // Best-fit: the emitter's exact plan is never larger, and the model runs for every candidate.
+  SharedPlanOptions fast;
+  fast.exact_max_buffers = 0;
+  int64_t bytes = plan_shared_memory(buffers, fast).peak + scratch;
+  // TMA loads: a transaction barrier per stage, and up to 1024 - 128 bytes to realign the window
+  // for tiles the copy engine swizzles.
+  if (hopper && pipelined) bytes += 8 * stages + 16 + 1024 - 128;
+  return bytes;
+}
+
+bool loop_pipelined(const Graph& body, const Target& target) {
+  const BlockSchedule schedule = schedule_block_ops(body);
+  return loop_streams(body, schedule).vectors && planned_shared_bytes(body, 2, target) <= target.shared_memory_bytes;
+}
 
 int64_t block_shared_traffic_bytes(const Graph& body) {
   auto bytes = [&](TensorId t) {
@@ -139,7 +216,11 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   k.kind = "graph-defined";
   k.blocks = body.grid.volume();
   const int64_t threads = std::max<int64_t>(1, body.threads.volume());
-  const int64_t smem = block_shared_memory_bytes(body);
+  // Residency by the shared memory the code generator gives the block (its memory plan, with the
+  // pipeline's second buffers where the loop is pipelined).
+  const Target target = require_target(gpu.name);
+  k.pipelined = loop_pipelined(body, target);
+  const int64_t smem = planned_shared_bytes(body, k.pipelined ? 2 : 1, target);
   int64_t resident = std::min(gpu.blocks_per_sm, gpu.threads_per_sm / threads);
   if (smem > 0) resident = std::min(resident, gpu.shared_memory_per_sm / smem);
   k.resident_blocks_per_sm = std::max<int64_t>(1, resident);
@@ -157,7 +238,8 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
     const double reps = post ? 1.0 : static_cast<double>(body.forloop);
     if (b.kind == OpKind::input_iterator) {
       const double tile = static_cast<double>(bytes_of(body.type(b.outputs[0])));
-      moved += tile * (b.attrs.fmap == kPhi ? 1.0 : static_cast<double>(body.forloop));
+      const bool streamed = b.attrs.fmap != kPhi && body.forloop > 1;
+      moved += tile * (streamed ? static_cast<double>(body.forloop) : 1.0);
       moved_per_iteration += tile;
       continue;
     }
@@ -193,7 +275,13 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
       round_blocks * moved_per_iteration / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share);
   const double work_per_iteration =
       std::max({k.shared_us, k.tensor_us, k.fma_us}) / busiest * round_blocks / static_cast<double>(body.forloop);
-  k.pipeline_us = rounds * std::min(loads_per_iteration, work_per_iteration);
+  // Without a pipeline (loop_pipelined) a block's iteration waits for its loads, then works:
+  // alone on its SM it exposes min(a, c) in every one of its L iterations (L (a + c) in all);
+  // blocks resident together fill each other's gaps, which the model takes to hide all but
+  // 1 / (blocks) of it, never less than the pipeline's fill.
+  const double exposed = std::min(loads_per_iteration, work_per_iteration);
+  k.pipeline_us =
+      rounds * (k.pipelined ? exposed : std::max(exposed, exposed * static_cast<double>(body.forloop) / round_blocks));
   finish(k);
   return k;
 }
@@ -255,10 +343,11 @@ std::string CostEstimate::str() const {
       std::snprintf(line, sizeof line,
                     "kernel %zu graph-defined: %.2f us (%s-bound; launch %.2f, dram %.2f, l2 %.2f, sm_load %.2f, "
                     "shared %.2f, tensor %.2f, fma %.2f, barrier %.2f, pipeline %.2f; %lld blocks, %lld on the "
-                    "busiest SM, %lld resident)\n",
+                    "busiest SM, %lld resident%s)\n",
                     i, k.total_us, k.bound.c_str(), k.launch_us, k.dram_us, k.l2_us, k.sm_load_us, k.shared_us,
                     k.tensor_us, k.fma_us, k.barrier_us, k.pipeline_us, static_cast<long long>(k.blocks),
-                    static_cast<long long>(k.blocks_on_busiest_sm), static_cast<long long>(k.resident_blocks_per_sm));
+                    static_cast<long long>(k.blocks_on_busiest_sm), static_cast<long long>(k.resident_blocks_per_sm),
+                    k.pipelined ? ", loop pipelined" : "");
     else
       std::snprintf(line, sizeof line,
                     "kernel %zu %s: %.2f us (%s-bound; launch %.2f, dram %.2f, tensor %.2f, fma %.2f)\n", i,

@@ -33,6 +33,7 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
                        {"fma_us", k.fma_us},
                        {"barrier_us", k.barrier_us},
                        {"pipeline_us", k.pipeline_us},
+                       {"pipelined", k.pipelined},
                        {"blocks", k.blocks},
                        {"blocks_on_busiest_sm", k.blocks_on_busiest_sm},
                        {"resident_blocks_per_sm", k.resident_blocks_per_sm}});
