@@ -145,7 +145,7 @@ void check_wgmma_matmul(unsigned threads) {
   constexpr int64_t AM = TransA ? 1 : K, AK = TransA ? M : 1;
   constexpr int64_t BN = TransB ? K : 1, BK = TransB ? 1 : N;
   constexpr int64_t OM = TransOut ? 1 : N, ON = TransOut ? M : 1;
-  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(N, 2);
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, 0, 0, 2);
   const size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{B} * K * N * sizeof(T);
   const size_t a_at = 48, b_at = (a_at + a_bytes + 15) / 16 * 16, scratch_at = (b_at + b_bytes + 15) / 16 * 16 + 16;
   std::vector<float> fa = randoms(size_t{M} * K, 3), fb = randoms(size_t{B} * K * N, 4);
@@ -342,13 +342,13 @@ TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
 
 TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {
   // An operand read in place must start where its swizzle pattern does.
-  EXPECT_DEATH(run_block(128, 8192 + mgd::wgmma_scratch_bytes(32, 1),
+  EXPECT_DEATH(run_block(128, 8192 + mgd::wgmma_scratch_bytes(16, 32, 64, 0, 64, 1),
                          [] {
                            MGD_DYNAMIC_SHARED(smem);
                            auto* a = reinterpret_cast<mgd::half*>(smem + 1024);
                            auto* b = reinterpret_cast<mgd::half*>(smem + 4096 + 128);  // 128 past a pattern
                            float out[16 * 32];
-                           mgd::matmul_wgmma<Dims<16, 32>, Dims<32, 1>, Dims<64, 0>, 1, Dims<0, 32>, 32, 64,
+                           mgd::matmul_wgmma<Dims<16, 32>, Dims<32, 1>, Dims<64, 0>, 1, Dims<0, 1>, 32, 64,
                                              mgd::wgmma_scratch_bytes(16, 32, 64, 0, 64, 1), 0, 64>(out, a, b,
                                                                                                     smem + 8192);
                          }),

@@ -24,14 +24,6 @@ inline constexpr int64_t kWgmmaStageK = 64;
 /// The N of the wgmma instructions for a result N wide: a multiple of 8, at most 64.
 MGD_RULE int64_t wgmma_n(int64_t n) { return n >= 64 ? 64 : (n + 7) / 8 * 8; }
 
-/// Scratch shared memory matmul_wgmma needs for a result N wide on `warpgroups` warpgroups: per
-/// warpgroup a stage of A (64 rows) and of B (wgmma_n(N) rows) of 128 bytes each, and 1024
-/// bytes to align the stages to the swizzle pattern. Enough for a swapped matmul too
-/// (wgmma_swaps: its B stage has wgmma_n(M) ≤ wgmma_n(N) rows).
-MGD_RULE int64_t wgmma_scratch_bytes(int64_t n, int64_t warpgroups) {
-  return 1024 + warpgroups * (kWgmmaM + wgmma_n(n)) * 128;
-}
-
 /// Result elements the wgmma jobs of an M × N result compute, padding included: blocks of 64
 /// rows by wgmma_n(N) columns.
 MGD_RULE int64_t wgmma_padded(int64_t m, int64_t n) {
@@ -57,8 +49,6 @@ MGD_RULE WgmmaJobs wgmma_jobs(int64_t m, int64_t n, bool swap) {
   const int64_t rows = swap ? n : m, cols = swap ? m : n, nt = wgmma_n(cols);
   return {swap, rows, cols, nt, (rows + kWgmmaM - 1) / kWgmmaM, (cols + nt - 1) / nt};
 }
-
-MGD_RULE WgmmaJobs wgmma_jobs(int64_t m, int64_t n) { return wgmma_jobs(m, n, wgmma_swaps(m, n)); }
 
 // Operands read in place. A tile the copy engine (TMA) writes for matmuls alone can be written
 // in a swizzled layout the tensor cores read directly, so matmul_wgmma need not stage it. The
