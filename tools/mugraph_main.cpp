@@ -539,22 +539,24 @@ int run_main(int argc, char** argv) {
   cgen->add_option("--target", codegen_target, "sm_80 or sm_90a (default sm_90a)");
   cgen->add_option("-o,--output", out_dir, "output directory")->required();
   CodegenOptions cgopts;
-  const std::string stages_help = "stages of each kernel's for-loop load pipeline, 1 to " +
-                                  std::to_string(kMaxPipelineStages) +
-                                  " (default: 2 where it loads asynchronously and fits)";
-  cgen->add_option("--stages", cgopts.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
-  const std::map<std::string, bool> layout_modes{{"chosen", true}, {"row-major", false}};
-  const std::string layouts_help =
-      "shared-memory tile layouts: chosen (padded or transposed where the layout pass's model of the device "
-      "library's accesses says they take fewer wavefronts; the default) or row-major";
-  cgen->add_option("--layouts", cgopts.choose_layouts, layouts_help)
-      ->transform(CLI::CheckedTransformer(layout_modes, CLI::ignore_case));
-  const std::map<std::string, bool> operand_modes{{"in-place", true}, {"staged", false}};
-  const std::string operands_help =
-      "sm_90a: wgmma operand tiles the copy engine loads for matmuls alone are read in place, written swizzled "
-      "(in-place, the default), or staged like the others (staged)";
-  cgen->add_option("--wgmma-operands", cgopts.read_operands_in_place, operands_help)
-      ->transform(CLI::CheckedTransformer(operand_modes, CLI::ignore_case));
+  // The code generator's choices, which codegen and bench both take.
+  const auto add_codegen_options = [](CLI::App* sub, CodegenOptions& o) {
+    sub->add_option("--stages", o.pipeline_stages,
+                    "stages of each kernel's for-loop load pipeline, 1 to " + std::to_string(kMaxPipelineStages) +
+                        " (default: 2 where it loads asynchronously and fits)")
+        ->check(CLI::Range(1, kMaxPipelineStages));
+    sub->add_option("--layouts", o.choose_layouts,
+                    "shared-memory tile layouts: chosen (padded or transposed where the layout pass's model of the "
+                    "device library's accesses says they take fewer wavefronts; the default) or row-major")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"chosen", true}, {"row-major", false}},
+                                            CLI::ignore_case));
+    sub->add_option("--wgmma-operands", o.read_operands_in_place,
+                    "sm_90a: wgmma operand tiles the copy engine loads for matmuls alone are read in place, written "
+                    "swizzled (in-place, the default), or staged like the others (staged)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"in-place", true}, {"staged", false}},
+                                            CLI::ignore_case));
+  };
+  add_codegen_options(cgen, cgopts);
 
   BenchOptions bopts;
   auto* bnch =
@@ -567,11 +569,7 @@ int run_main(int argc, char** argv) {
                  "build against the host emulation (checks without a GPU; times mean nothing)");
   bnch->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal");
   bnch->add_option("--seed", seed, "seed for the inputs that are not given (default 0)");
-  bnch->add_option("--stages", bopts.codegen.pipeline_stages, stages_help)->check(CLI::Range(1, kMaxPipelineStages));
-  bnch->add_option("--layouts", bopts.codegen.choose_layouts, layouts_help)
-      ->transform(CLI::CheckedTransformer(layout_modes, CLI::ignore_case));
-  bnch->add_option("--wgmma-operands", bopts.codegen.read_operands_in_place, operands_help)
-      ->transform(CLI::CheckedTransformer(operand_modes, CLI::ignore_case));
+  add_codegen_options(bnch, bopts.codegen);
   auto* warmup_opt = bnch->add_option("--warmup", bopts.warmup, "untimed runs first (default 10; 0 with --emulate)")
                          ->check(CLI::Range(0, 100000));
   auto* repeats_opt = bnch->add_option("--repeats", bopts.repeats, "timed runs (default 100; 1 with --emulate)")

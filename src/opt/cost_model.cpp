@@ -64,10 +64,8 @@ Streams loop_streams(const Graph& body, const BlockSchedule& schedule) {
 
 int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-}  // namespace
-
-int64_t planned_shared_bytes(const Graph& body, int stages, const Target& target) {
-  const BlockSchedule schedule = schedule_block_ops(body);
+/// planned_shared_bytes under the block's schedule (computed once by the callers).
+int64_t planned_bytes(const Graph& body, const BlockSchedule& schedule, int stages, const Target& target) {
   const bool pipelined = stages > 1 && loop_streams(body, schedule).any;
   const bool hopper = target.arch == "sm_90a";
   const std::vector<TensorLifetime> life = tensor_lifetimes(body, schedule, pipelined);
@@ -106,9 +104,22 @@ int64_t planned_shared_bytes(const Graph& body, int stages, const Target& target
   return bytes;
 }
 
+/// The shared memory of a pipelined loop (two stages), or 0 where the emitter would not
+/// pipeline it (loop_pipelined).
+int64_t pipelined_bytes(const Graph& body, const BlockSchedule& schedule, const Target& target) {
+  if (!loop_streams(body, schedule).vectors) return 0;
+  const int64_t bytes = planned_bytes(body, schedule, 2, target);
+  return bytes <= target.shared_memory_bytes ? bytes : 0;
+}
+
+}  // namespace
+
+int64_t planned_shared_bytes(const Graph& body, int stages, const Target& target) {
+  return planned_bytes(body, schedule_block_ops(body), stages, target);
+}
+
 bool loop_pipelined(const Graph& body, const Target& target) {
-  const BlockSchedule schedule = schedule_block_ops(body);
-  return loop_streams(body, schedule).vectors && planned_shared_bytes(body, 2, target) <= target.shared_memory_bytes;
+  return pipelined_bytes(body, schedule_block_ops(body), target) > 0;
 }
 
 int64_t block_shared_traffic_bytes(const Graph& body) {
@@ -219,8 +230,10 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   // Residency by the shared memory the code generator gives the block (its memory plan, with the
   // pipeline's second buffers where the loop is pipelined).
   const Target target = require_target(gpu.name);
-  k.pipelined = loop_pipelined(body, target);
-  const int64_t smem = planned_shared_bytes(body, k.pipelined ? 2 : 1, target);
+  const BlockSchedule schedule = schedule_block_ops(body);
+  const int64_t two_stages = pipelined_bytes(body, schedule, target);
+  k.pipelined = two_stages > 0;
+  const int64_t smem = k.pipelined ? two_stages : planned_bytes(body, schedule, 1, target);
   int64_t resident = std::min(gpu.blocks_per_sm, gpu.threads_per_sm / threads);
   if (smem > 0) resident = std::min(resident, gpu.shared_memory_per_sm / smem);
   k.resident_blocks_per_sm = std::max<int64_t>(1, resident);
@@ -229,7 +242,6 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   // One block's work: tiles loaded (loop-invariant ones once, the others every iteration),
   // tiles stored, FLOPs, and barriers (between the steps of the op order the emitter uses,
   // op_order.h, and one per iteration).
-  const BlockSchedule schedule = schedule_block_ops(body);
   double moved = 0, moved_per_iteration = 0, tensor = 0, fma = 0;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& b = body.ops[i];

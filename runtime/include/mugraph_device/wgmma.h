@@ -44,23 +44,21 @@ MGD_HOST_DEVICE constexpr int64_t sw128_offset(int64_t row, int64_t chunk) {
   return row / 8 * 1024 + row % 8 * 128 + (chunk ^ (row % 8)) * 16;
 }
 
-/// The descriptor of a K-major 128-byte-swizzled operand starting at shared address `address`:
-/// bits 0-13 the address / 16, 16-29 the leading-dimension byte offset / 16 (unused by swizzled
-/// K-major layouts, 1 by convention), 32-45 the stride-dimension byte offset / 16 (1024: from
-/// one 8-row group to the next), 49-51 base offset 0 (the pattern starts 1024-byte aligned),
-/// 62-63 swizzle mode 1 (128 bytes).
-MGD_HOST_DEVICE constexpr uint64_t wgmma_descriptor(uint32_t address) {
-  return uint64_t{(address & 0x3FFFFu) >> 4} | uint64_t{1} << 16 | uint64_t{1024 >> 4} << 32 | uint64_t{1} << 62;
-}
-
-/// The descriptor of an operand in the canonical layout of swizzle span `span` (32, 64 or 128
-/// bytes; mode 3, 2 or 1): leading byte offset `lbo` (MN-major: from one panel of span / 2
-/// elements along m or n to the next; unused by K-major layouts, 1 by convention), stride byte
-/// offset `sbo` (from one group of 8 rows, or of 8 values of k for MN-major, to the next).
+/// The descriptor of an operand at shared address `address` in the canonical layout of swizzle
+/// span `span` (32, 64 or 128 bytes; mode 3, 2 or 1): bits 0-13 the address / 16, 16-29 the
+/// leading byte offset `lbo` / 16 (MN-major: from one panel of span / 2 elements along m or n
+/// to the next; unused by K-major layouts, 1 by convention), 32-45 the stride byte offset
+/// `sbo` / 16 (from one group of 8 rows, or of 8 values of k for MN-major, to the next), 49-51
+/// base offset 0 (the pattern starts aligned), 62-63 the mode.
 MGD_HOST_DEVICE constexpr uint64_t wgmma_descriptor(uint32_t address, int64_t span, uint32_t lbo, uint32_t sbo) {
   const uint64_t mode = span == 128 ? 1 : span == 64 ? 2 : 3;
   return uint64_t{(address & 0x3FFFFu) >> 4} | uint64_t{(lbo & 0x3FFFFu) >> 4} << 16 |
          uint64_t{(sbo & 0x3FFFFu) >> 4} << 32 | mode << 62;
+}
+
+/// The stages' descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
+MGD_HOST_DEVICE constexpr uint64_t wgmma_descriptor(uint32_t address) {
+  return wgmma_descriptor(address, 128, 16, 1024);
 }
 
 /// Shared address of the k16 step starting at k (a multiple of 16) of the rows from r0 on (a
