@@ -140,9 +140,25 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
 }
 
 int cmd_bench(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed,
-              const BenchOptions& options, const std::string& out_dir, bool json) {
+              const BenchOptions& options, const std::string& out_dir, bool json, bool build_only) {
   const CudaTarget& target = find_cuda_target(options.target);
   Graph g = load_valid(path, *target.limits);
+  if (build_only) {
+    const BuiltHarness h = build_bench_harness(g, options);
+    if (json) {
+      nlohmann::ordered_json j;
+      j["target"] = options.target;
+      j["emulated"] = options.emulate;
+      j["cached"] = h.cached;
+      j["build_dir"] = h.build_dir;
+      j["harness"] = h.executable;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("built %s for %s%s: %s\n", path.c_str(), std::string(target.arch).c_str(),
+                  h.cached ? " (cached)" : "", h.executable.c_str());
+    }
+    return 0;
+  }
   std::vector<HostTensor> inputs = load_inputs(g, input_args, seed);
   BenchResult r = bench_ugraph(g, inputs, options);
   // Written before the verdict, so that a failed check leaves the outputs to look at.
@@ -581,6 +597,9 @@ int run_main(int argc, char** argv) {
   bool bench_json = false;
   bnch->add_flag("--json", bench_json, "print the result as one JSON object");
   bnch->add_option("--cache-dir", bopts.cache_dir, "where builds are cached (default ~/.cache/mugraph)");
+  bool build_only = false;
+  bnch->add_flag("--build-only", build_only,
+                 "build the harness (or find it in the cache) and print where it is; needs no GPU");
 
   try {
     app.parse(argc, argv);
@@ -597,7 +616,7 @@ int run_main(int argc, char** argv) {
     // The emulation runs a kernel in seconds, not microseconds: one run checks it.
     if (bopts.emulate && warmup_opt->count() == 0) bopts.warmup = 0;
     if (bopts.emulate && repeats_opt->count() == 0) bopts.repeats = 1;
-    return cmd_bench(file, input_args, seed, bopts, out_dir, bench_json);
+    return cmd_bench(file, input_args, seed, bopts, out_dir, bench_json, build_only);
   }
   if (*srch) {
     sopts.target = require_target(search_target);

@@ -57,6 +57,18 @@ struct BenchResult {
 /// or when the build or a run fails, with the tool's message.
 BenchResult bench_ugraph(const Graph& ugraph, const std::vector<HostTensor>& inputs, const BenchOptions& options);
 
+/// A harness built and not run (mugraph bench --build-only).
+struct BuiltHarness {
+  std::string build_dir;
+  std::string executable;  ///< the harness (bench) in build_dir
+  bool cached = false;     ///< it was already built
+};
+
+/// Builds `ugraph`'s harness exactly as bench_ugraph does, or finds it in the cache, without
+/// running it: no GPU is needed, so a machine without one checks that the harness compiles and
+/// prepares builds for one that has. Throws UserError when no compiler is found or the build fails.
+BuiltHarness build_bench_harness(const Graph& ugraph, const BenchOptions& options);
+
 /// The result as one JSON object (mugraph bench --json): device, target, emulated, stages, ok,
 /// runs, median_us, min_us, input_copies, cached, build_dir, and per output name, max_abs_error,
 /// max_abs_reference, not_finite, ok.

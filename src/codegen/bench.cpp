@@ -66,6 +66,13 @@ HostTensor from_bytes(const std::string& bytes, const TensorType& type) {
 
 }  // namespace
 
+BuiltHarness build_bench_harness(const Graph& g, const BenchOptions& opt) {
+  const CudaTarget& target = find_cuda_target(opt.target);
+  const codegen::CachedBuild build = codegen::build_cached(generate_cuda(g, target, opt.codegen), target, opt.emulate,
+                                                           opt.cache_dir, codegen::BuildProduct::bench_harness);
+  return {build.dir.string(), build.output.string(), build.cached};
+}
+
 BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, const BenchOptions& opt) {
   const CudaTarget& target = find_cuda_target(opt.target);
   GeneratedCode code = generate_cuda(g, target, opt.codegen);

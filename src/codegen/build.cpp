@@ -96,6 +96,15 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
 
 }  // namespace
 
+std::string nvcc_gencode(const CudaTarget& target) {
+  // Machine code for the target alone. The shorthand -arch=sm_90a also embeds compute_90 PTX,
+  // and that second device pass (plain sm_90: no wgmma, no __CUDA_ARCH_FEAT_SM90_ALL) rejects
+  // the kernels that read swizzled wgmma operands in place (nvcc 13.0). The harness and the
+  // library run on the GPU they were built for, so the PTX would never be used.
+  const std::string a(target.cmake_arch);
+  return "-gencode=arch=compute_" + a + ",code=sm_" + a;
+}
+
 CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bool emulate,
                          const std::string& cache_dir, BuildProduct product) {
   const bool library = product == BuildProduct::shared_library;
@@ -126,9 +135,7 @@ CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bo
       cmd.insert(cmd.end(), {"-x", "c++", (build.dir / "mugraph_device" / "bench_main.cu").string()});
     }
   } else {
-    cmd = {compiler,   "-std=c++17",
-           "-O3",      "-arch=" + std::string(target.arch),
-           "-I" + dir, (build.dir / "ugraph.cu").string()};
+    cmd = {compiler, "-std=c++17", "-O3", nvcc_gencode(target), "-I" + dir, (build.dir / "ugraph.cu").string()};
     if (library) {
       cmd.insert(cmd.begin() + 1, {"-shared", "-Xcompiler", "-fPIC"});
     } else {

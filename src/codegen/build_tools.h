@@ -34,6 +34,10 @@ struct CachedBuild {
   bool cached = false;           ///< it was there already
 };
 
+/// nvcc's target flag for generated code: machine code for exactly that architecture
+/// ("-gencode=arch=compute_90a,code=sm_90a").
+std::string nvcc_gencode(const CudaTarget& target);
+
 /// Writes code into a cache directory named by a hash of everything the build reads (target,
 /// emulation, compiler, sources, device library, product) and builds it there, unless a
 /// previous build left its output. Throws UserError if no compiler is found or the build fails.

@@ -29,6 +29,7 @@ def source_dir():
     return SOURCE_DIR
 
 
-def run_cli(binary, *args, timeout=120):
-    """Runs the CLI and returns the CompletedProcess (never raises on a non-zero exit)."""
-    return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+def run_cli(binary, *args, timeout=120, env=None):
+    """Runs the CLI (in `env`, default this process's environment) and returns the
+    CompletedProcess (never raises on a non-zero exit)."""
+    return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)

@@ -221,10 +221,12 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
         pytest.skip("nvcc not found (install the CUDA toolkit)")
     if CUOBJDUMP is None:
         pytest.skip("cuobjdump/nvdisasm not found (scripts/install_deps.sh installs them from PyPI)")
-    r, cubin = compile_example(mugraph_bin, tmp_path, name, target, "cubin")
+    r, _ = compile_example(mugraph_bin, tmp_path / "code", name, target, "cubin")
     assert "serialized" not in r.stdout + r.stderr, r.stdout + r.stderr
+    # The SASS of the harness mugraph bench runs, built as it builds it.
+    harness = build_harness(mugraph_bin, EXAMPLES / "ugraphs" / f"{name}.json", target, tmp_path / "cache")["harness"]
     env = dict(os.environ, PATH=NVDISASM_DIR + os.pathsep + os.environ.get("PATH", ""))
-    r = subprocess.run([CUOBJDUMP, "-sass", str(cubin)], capture_output=True, text=True, timeout=600, env=env)
+    r = subprocess.run([CUOBJDUMP, "-sass", harness], capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr
     sass = r.stdout
     if target == "sm_90a":
@@ -241,18 +243,60 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
         assert "LDGSTS" in sass and "UTMALDG" not in sass
 
 
+def build_harness(mugraph_bin, path, target, cache_dir, *extra):
+    """`mugraph bench --build-only --json`: the harness built exactly as `mugraph bench` builds it
+    on a GPU (no GPU needed), as its JSON line."""
+    r = run_cli(mugraph_bin, "bench", path, "--target", target, "--build-only", "--json", "--cache-dir", cache_dir,
+                *extra, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("path", ALL, ids=example_id)
+def test_bench_builds_every_harness_for_sm90a(mugraph_bin, sanitized_build, tmp_path, path):
+    # The build mugraph bench runs on a GPU, run here. nvcc's -arch=sm_90a also compiles a plain
+    # sm_90 pass, which rejected the in-place wgmma operands: the compile tests above name the
+    # target with -gencode and did not see it.
+    if NVCC is None:
+        pytest.skip("nvcc not found (install the CUDA toolkit)")
+    if sanitized_build:
+        pytest.skip("nvcc does the work; the Release pass builds every harness")
+    report = path.parent / "report.json"
+    if report.exists() and SEARCH_TARGET_ARCH[json.loads(report.read_text())["options"]["target"]] != "sm_90a":
+        pytest.skip("searched for an A100")
+    built = build_harness(mugraph_bin, path, "sm_90a", tmp_path)
+    assert not built["cached"] and built["target"] == "sm_90a" and not built["emulated"], built
+    harness = Path(built["harness"])
+    assert harness.parent == Path(built["build_dir"]) and os.access(harness, os.X_OK), built
+    # The second build is the cached one, and nothing was left half-built.
+    assert build_harness(mugraph_bin, path, "sm_90a", tmp_path)["cached"]
+    assert not list(Path(built["build_dir"]).glob("*.partial"))
+
+
 def test_pre_defined_matmuls_link_against_cublas(mugraph_bin, tmp_path):
     # The unfused GatedMLP program: its two matmuls are cuBLAS calls; the harness links (as
     # mugraph bench builds it) with nvcc and cuBLAS from the toolkit.
     if NVCC is None:
         pytest.skip("nvcc not found (install the CUDA toolkit)")
-    manifest = codegen(mugraph_bin, EXAMPLES / "gated_mlp.mg", "sm_90a", tmp_path)
+    manifest = codegen(mugraph_bin, EXAMPLES / "gated_mlp.mg", "sm_90a", tmp_path / "code")
     assert manifest["blas_calls"] == 2 and manifest["kernels"] == 2, manifest
-    r = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", f"-I{tmp_path}", str(tmp_path / "ugraph.cu"),
-                        str(tmp_path / "mugraph_device" / "bench_main.cu"), "-lcublas", "-o", str(tmp_path / "bench")],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert (tmp_path / "bench").exists()
+    harness = build_harness(mugraph_bin, EXAMPLES / "gated_mlp.mg", "sm_90a", tmp_path / "cache")["harness"]
+    r = subprocess.run(["ldd", harness], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "libcublas" in r.stdout, r.stdout + r.stderr
+
+
+def test_build_only_needs_a_compiler_and_reports_a_failed_build(mugraph_bin, tmp_path):
+    # No nvcc: a clear error, no harness; a build that fails names the directory and nvcc's words.
+    r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "rmsnorm_fig3b.json", "--build-only", "--cache-dir",
+                tmp_path, env={**os.environ, "CUDACXX": str(tmp_path / "no-nvcc"), "PATH": "/nonexistent"})
+    assert r.returncode != 0 and "cannot start" in r.stderr and "no-nvcc" in r.stderr, r.stdout + r.stderr
+    fake = tmp_path / "fake-nvcc"
+    fake.write_text("#!/bin/sh\necho 'ugraph.cu(1): error: planted' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "rmsnorm_fig3b.json", "--build-only", "--cache-dir",
+                tmp_path, env={**os.environ, "CUDACXX": str(fake)})
+    assert r.returncode == 1 and "building the generated code in" in r.stderr and "planted" in r.stderr, r.stderr
+    assert not list(tmp_path.glob("*/bench")), "a failed build must not look cached"
 
 
 @pytest.mark.parametrize("stages", [1, 3, 4])
