@@ -210,11 +210,62 @@ def test_gpu_session_packs_the_binary_with_its_libraries(mugraph_bin, tmp_path):
     assert v.returncode == 0, v.stderr
 
 
+# A stand-in for mugraph in gpu_session.sh's tests: `bench --build-only --json` answers at once
+# with a build directory; any other bench takes half a second and answers with a checked result.
+FAKE_MUGRAPH = """#!/bin/sh
+case " $* " in
+  *" --build-only "*) echo '{"build_dir": "BUILD", "harness": "BUILD/bench", "cached": true}' ;;
+  *) sleep 0.5; echo '{"ok": true, "median_us": 12.5}' ;;
+esac
+"""
+
+
+def run_gpu_session(tmp_path, *args, min_seconds="2"):
+    fake = tmp_path / "mugraph"
+    fake.write_text(FAKE_MUGRAPH.replace("BUILD", str(tmp_path / "build")))
+    fake.chmod(0o755)
+    env = {**os.environ, "MUGRAPH_BIN": str(fake), "MUGRAPH_CACHE_DIR": str(tmp_path / "cache"),
+           "GPU_SESSION_MIN_SECONDS": min_seconds}
+    return subprocess.run(["bash", str(SOURCE_DIR / "bench" / "gpu_session.sh"), str(tmp_path / "out"), *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_gpu_session_keeps_its_deadline_and_bundles_what_it_measured(tmp_path):
+    # A 4-s deadline: the build step ends at once, the check step (19 examples, half a second
+    # each) is cut at the deadline, and the operands step is skipped. What the check step wrote
+    # before the cut comes back in the bundle; OUT holds three files (the device tool brings back 8).
+    r = run_gpu_session(tmp_path, "--deadline", "4", "build", "check", "operands")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["log.txt", "results.tar.gz", "summary.txt"]
+    summary = (out / "summary.txt").read_text().splitlines()
+    assert summary[0].startswith("build: ok"), summary
+    assert summary[1].startswith("check: cut at the deadline"), summary
+    assert summary[2].startswith("operands: skipped"), summary
+    import tarfile
+    with tarfile.open(out / "results.tar.gz") as tar:
+        lines = tar.extractfile("./examples.jsonl").read().decode().splitlines()
+        names = tar.getnames()
+    assert 1 <= len(lines) < 19, lines
+    assert all(json.loads(line)["result"]["ok"] for line in lines), lines
+    assert "./summary.txt" in names and "./log.txt" in names, names
+
+
+def test_gpu_session_runs_steps_in_the_order_given_and_refuses_unknown_ones(tmp_path):
+    r = run_gpu_session(tmp_path, "--deadline", "60", "operands", "build")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = (tmp_path / "out" / "summary.txt").read_text().splitlines()
+    assert [line.split(":")[0] for line in summary] == ["operands", "build"], summary
+    assert all(": ok" in line for line in summary), summary
+    r = run_gpu_session(tmp_path, "build", "timings")
+    assert r.returncode == 2 and "unknown step 'timings'" in r.stderr, r.stdout + r.stderr
+
+
 TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"
 
 
 def test_torch_module_vs_mugraph_says_what_it_needs_without_a_gpu():
-    # Issue 8's GPU comparison runs in a GPU session (bench/gpu_session.sh step 7); here it must
+    # Issue 8's GPU comparison runs in a GPU session (bench/gpu_session.sh, the module step); here it must
     # stop cleanly, saying why, and measure nothing.
     try:
         import torch

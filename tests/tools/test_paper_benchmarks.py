@@ -220,7 +220,7 @@ SAVED = sorted(p.name for p in (PAPER / "results").iterdir() if p.is_dir()) if (
 
 
 def test_every_configuration_has_a_saved_search():
-    # The GPU run (bench/gpu_session.sh step 8) reuses these instead of searching on the GPU's time.
+    # The GPU run (bench/gpu_session.sh, the paper step) reuses these instead of searching on the GPU's time.
     assert SAVED == sorted(CONFIGS)
 
 
