@@ -2,6 +2,7 @@
 (pip install .) or, in CI, from the CMake build (PYTHONPATH=build/python)."""
 
 import importlib.util
+import os
 import shutil
 
 import numpy as np
@@ -22,6 +23,8 @@ def cuda_available() -> bool:
 needs_cuda = pytest.mark.skipif(not cuda_available(), reason="no CUDA GPU (PyTorch sees none)")
 needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
 needs_compiler = pytest.mark.skipif(shutil.which("c++") is None, reason="no host C++ compiler")
+HAVE_NVCC = shutil.which("nvcc") is not None or os.access("/usr/local/cuda/bin/nvcc", os.X_OK)
+needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found (install the CUDA toolkit)")
 
 
 def rmsnorm_linear_reference(x, g, w):

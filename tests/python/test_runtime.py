@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mugraph
-from conftest import assert_close_f16, needs_compiler, needs_cuda, needs_torch, rmsnorm_linear_reference
+from conftest import assert_close_f16, needs_compiler, needs_cuda, needs_nvcc, needs_torch, rmsnorm_linear_reference
 
 
 def small_rmsnorm_linear():
@@ -38,6 +38,19 @@ def test_emulated_build_matches_the_interpreter(best, target, tmp_path):
     assert again.cached and again.library == compiled.library
     with pytest.raises(mugraph.MugraphError, match="expected shape"):
         compiled.run_numpy([x[:8], g, w])
+
+
+@needs_nvcc
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_gpu_build_compiles_and_loads_without_a_gpu(examples_dir, target, tmp_path):
+    # The library CUDA tensors run, built as on a GPU: Figure 3b, whose weight tile wgmma reads in
+    # place on sm_90a (nvcc's -arch=sm_90a shorthand would not build it). Loading it needs no GPU.
+    ugraph = mugraph.load_ugraph(str(examples_dir / "ugraphs" / "rmsnorm_fig3b.json"))
+    compiled = ugraph.compile(target=target, cache_dir=str(tmp_path))
+    assert compiled.library.endswith("libugraph.so") and not compiled.cached and not compiled.emulate
+    assert compiled._run is not None
+    with pytest.raises(mugraph.MugraphError, match="run_numpy runs an emulated build"):
+        compiled.run_numpy([np.zeros((16, 1024)), np.zeros(1024), np.zeros((1024, 6144))])
 
 
 def test_compile_errors(best):
