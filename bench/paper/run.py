@@ -307,12 +307,13 @@ def selected_variant(candidates, emulated):
 
 
 def prebuild(args, binary, rows):
-    """Builds every candidate's harness at once (nvcc is the slow part, one core each), each run
-    once untimed; the timing runs then find the builds in mugraph's cache."""
+    """Builds every candidate's harness at once (nvcc is the slow part, one core each) without
+    running it (`mugraph bench --build-only`: no interpreter check at the paper's shapes, which
+    takes longer than the build); the timing runs then find the builds in mugraph's cache."""
     from concurrent.futures import ThreadPoolExecutor
 
     def build(path):
-        subprocess.run(bench_command(args, binary, path, warmup=0, repeats=1), capture_output=True)
+        subprocess.run(bench_command(args, binary, path) + ["--build-only"], capture_output=True)
 
     paths = [c["path"] for r in rows if r.get("best_path") for c in r["candidates"]]
     with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
