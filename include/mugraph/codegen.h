@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,6 +121,24 @@ TileOrigin saver_origin(const Shape& whole, const Shape& tile, const std::array<
 /// and later): its rows are whole vectors, and every row of every tile, in every block and
 /// iteration, starts 16-byte aligned in the row-major DTensor (given a 16-byte aligned base).
 bool vector_load_ok(const Shape& whole, const Shape& tile, const TileOrigin& origin, DType dtype);
+
+/// A tile as one box of a tensor map. A box has at most 256 elements along each dim and a tensor
+/// map at most 5 dims, so each tile dim longer than 256 splits, in the map's view of the tensor,
+/// into (extent / b, b): b the largest divisor of the tile's extent up to 256 (16-byte multiples
+/// along the innermost dim). The view is row-major like the tensor, so its box lands in shared
+/// memory as the tile would, dense and row-major, in one copy.
+struct TmaView {
+  Shape whole;                     ///< the tensor, its split dims split
+  Shape box;                       ///< the tile (or one panel of it), its split dims split
+  std::vector<TileOrigin> coords;  ///< the tile's coordinates in the view
+};
+
+/// The view of input tile `tile` (at `coords`, iterator_coords) of a row-major tensor `whole`
+/// whose box is `inner_box` elements wide along the innermost dim (the tile's extent, or a
+/// swizzled tile's panel width); nullopt where none fits: more than 5 dims, or a coordinate
+/// that is not a multiple of its split.
+std::optional<TmaView> tma_view(const Shape& whole, const Shape& tile, const std::vector<TileOrigin>& coords,
+                                DType dtype, int64_t inner_box);
 
 /// Text safe in a C++ comment or string literal: characters outside [A-Za-z0-9_ .,:[]=-] are
 /// written as three-digit octal escapes (\ooo), which end where they start.

@@ -35,8 +35,6 @@ constexpr int64_t kTmaSharedAlign = 128;  // bytes: a TMA tile's shared-memory a
 // only declared 128-byte aligned (MGD_DYNAMIC_SHARED), so that costs up to 1024 - 128 bytes.
 constexpr int64_t kSwizzleSharedAlign = 1024;
 constexpr int64_t kDeclaredSharedAlign = 128;
-constexpr int kTmaMaxRank = 5;            // dims of a tensor map (mgd::kTmaMaxRank)
-constexpr int64_t kTmaMaxBox = 256;       // largest box extent (mgd::kTmaMaxBox)
 constexpr int64_t kWorkspaceAlign = 256;  // bytes: every intermediate DTensor in the workspace
 constexpr int kGridThreads = 256;         // threads per block of a pre-defined op's kernel
 constexpr int64_t kGridMaxBlocks = 4096;  // its blocks stride over the elements beyond this
@@ -285,10 +283,10 @@ class BlockKernelEmitter {
         TensorMapParam m;
         m.name = "tm_" + std::to_string(i);
         m.param = op.attrs.io_index;
-        m.whole = body_.params[static_cast<size_t>(op.attrs.io_index)].shape;
-        m.box = body_.type(op.outputs[0]).shape;
+        const codegen::TmaView view = tma_box(i);
+        m.whole = view.whole;
+        m.box = view.box;
         m.swizzle = swizzle_[op.outputs[0].index()];
-        if (m.swizzle != 0) m.box[m.box.rank() - 1] = m.swizzle / 2;  // one panel
         k << ", const MGD_GRID_CONSTANT mgd::TensorMap " << m.name;
         tensor_maps_.push_back(m);
       }
@@ -431,10 +429,27 @@ class BlockKernelEmitter {
   bool tma_capable(size_t i) const {
     if (!tma_ || !streamed_load(i) || !vector_load(i, load_origin(i))) return false;
     const Shape& tile = body_.type(body_.ops[i].outputs[0]).shape;
-    if (tile.rank() > kTmaMaxRank) return false;
-    for (int d = 0; d < tile.rank(); ++d)
-      if (tile[d] > kTmaMaxBox) return false;
-    return true;
+    // A swizzled tile's box is one panel, never wider than the whole tile: if the whole tile
+    // has a view, so does the panel.
+    return tma_box(i, tile[tile.rank() - 1]).has_value();
+  }
+  /// The tensor-map view in which load i's tile (`inner_box` elements wide: the tile's width, or a
+  /// panel's) is one box (codegen::tma_view).
+  std::optional<codegen::TmaView> tma_box(size_t i, int64_t inner_box) const {
+    const Op& op = body_.ops[i];
+    const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
+    return codegen::tma_view(whole.shape, body_.type(op.outputs[0]).shape,
+                             codegen::iterator_coords(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid,
+                                                      body_.forloop),
+                             whole.dtype, inner_box);
+  }
+  /// load i's view with its box: one panel wide where the copy engine swizzles the tile.
+  codegen::TmaView tma_box(size_t i) const {
+    const Shape& tile = body_.type(body_.ops[i].outputs[0]).shape;
+    const int64_t span = swizzle_[body_.ops[i].outputs[0].index()];
+    std::optional<codegen::TmaView> v = tma_box(i, span != 0 ? span / 2 : tile[tile.rank() - 1]);
+    MUGRAPH_CHECK(v.has_value()) << "a TMA tile without a tensor-map view";
+    return *v;
   }
   /// Whether load i goes through the tensor memory accelerator with `stages` pipeline stages.
   bool tma_tile(size_t i, int stages) const { return stages > 1 && tma_capable_[i]; }
@@ -495,18 +510,17 @@ class BlockKernelEmitter {
         continue;
       }
       // One thread asks the copy engine for the tile; the stage's barrier counts its bytes.
-      const Op& op = body_.ops[i];
-      const TensorType& tile = body_.type(op.outputs[0]);
-      const std::vector<TileOrigin> at =
-          codegen::iterator_coords(body_.params[static_cast<size_t>(op.attrs.io_index)].shape, op.attrs.imap,
-                                   op.attrs.fmap, body_.grid, body_.forloop);
+      const TensorType& tile = body_.type(body_.ops[i].outputs[0]);
+      // Coordinates in the tensor map's view, where the tile (or a panel) is one box.
+      const codegen::TmaView view = tma_box(i);
+      const std::vector<TileOrigin>& at = view.coords;
       const int64_t span = swizzle_[t];
       if (span == 0) {
-        tma += "mgd::tma_load<" + std::to_string(tile.shape.rank()) + ">(";
+        tma += "mgd::tma_load<" + std::to_string(view.box.rank()) + ">(";
       } else {
         // Panels of span / 2 columns, each a box of its own (wgmma_rules.h).
         const int64_t width = span / 2, inner = tile.shape[tile.shape.rank() - 1];
-        tma += "mgd::tma_load_panels<" + std::to_string(tile.shape.rank()) + ", " + std::to_string(inner / width) +
+        tma += "mgd::tma_load_panels<" + std::to_string(view.box.rank()) + ", " + std::to_string(inner / width) +
                ", " + std::to_string(width) + ", " +
                std::to_string(tile.shape.numel() / inner * width * dtype_bytes(tile.dtype)) + ">(";
       }

@@ -75,6 +75,44 @@ bool vector_load_ok(const Shape& whole, const Shape& tile, const TileOrigin& ori
   return origin.loop_coeff * bytes % kVector == 0;
 }
 
+std::optional<TmaView> tma_view(const Shape& whole, const Shape& tile, const std::vector<TileOrigin>& coords,
+                                DType dtype, int64_t inner_box) {
+  constexpr int64_t kMaxBox = 256;  // mgd::kTmaMaxBox
+  constexpr int kMaxRank = 5;       // mgd::kTmaMaxRank
+  const int rank = tile.rank();
+  if (rank == 0 || whole.rank() != rank || static_cast<int>(coords.size()) != rank) return std::nullopt;
+  TmaView v;
+  for (int d = 0; d < rank; ++d) {
+    const bool inner = d == rank - 1;
+    const int64_t extent = inner ? inner_box : tile[d];
+    const TileOrigin& at = coords[static_cast<size_t>(d)];
+    if (extent <= kMaxBox) {
+      if (v.whole.rank() >= kMaxRank) return std::nullopt;
+      v.whole.push_back(whole[d]);
+      v.box.push_back(extent);
+      v.coords.push_back(at);
+      continue;
+    }
+    int64_t b = kMaxBox;
+    while (b > 1 && (extent % b != 0 || (inner && b * dtype_bytes(dtype) % 16 != 0))) --b;
+    // The tile's coordinates along d are multiples of its extent (grid and loop slice evenly),
+    // hence of b: the split coordinate is (at / b, 0). Checked, not assumed.
+    bool multiple = whole[d] % b == 0 && at.loop_coeff % b == 0;
+    for (int64_t c : at.block_coeff) multiple = multiple && c % b == 0;
+    if (b == 1 || extent / b > kMaxBox || !multiple || v.whole.rank() + 2 > kMaxRank) return std::nullopt;
+    TileOrigin outer = at;
+    outer.loop_coeff /= b;
+    for (int64_t& c : outer.block_coeff) c /= b;
+    v.whole.push_back(whole[d] / b);
+    v.whole.push_back(b);
+    v.box.push_back(extent / b);
+    v.box.push_back(b);
+    v.coords.push_back(outer);
+    v.coords.push_back(TileOrigin{});
+  }
+  return v;
+}
+
 std::string escape_name(std::string_view name) {
   std::string out;
   for (unsigned char c : name) {

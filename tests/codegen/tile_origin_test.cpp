@@ -2,6 +2,8 @@
 // origins, and the escaping of names.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "mugraph/codegen.h"
 
 namespace mugraph::codegen {
@@ -113,6 +115,81 @@ TEST(VectorLoad, OnlyWholeAlignedRows) {
   EXPECT_FALSE(vector_load_ok(Shape{4, 64}, Shape{4, 8}, odd, DType::f16));
   // f32 rows of 4 elements are vectors.
   EXPECT_TRUE(vector_load_ok(Shape{4, 64}, Shape{4, 4}, none, DType::f32));
+}
+
+/// A coordinate's value for block b in iteration it.
+int64_t at(const TileOrigin& o, const std::array<int64_t, 3>& b, int64_t it) {
+  return o.block_coeff[0] * b[0] + o.block_coeff[1] * b[1] + o.block_coeff[2] * b[2] + o.loop_coeff * it;
+}
+
+TEST(TmaView, TilesWithinABoxKeepTheirDims) {
+  const Shape whole{16, 4096}, tile{16, 256};
+  const std::vector<TileOrigin> coords = iterator_coords(whole, {kPhi, kPhi, kPhi}, 1, Dim3{1, 1, 1}, 16);
+  const std::optional<TmaView> v = tma_view(whole, tile, coords, DType::f16, 256);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->whole, whole);
+  EXPECT_EQ(v->box, tile);
+  EXPECT_EQ(v->coords[1].loop_coeff, 256);
+  // A swizzled tile's box is one panel wide.
+  EXPECT_EQ(tma_view(whole, tile, coords, DType::f16, 64)->box, (Shape{16, 64}));
+}
+
+TEST(TmaView, LongDimsSplitAndTheBoxCoversTheTileInEveryBlockAndIteration) {
+  // The paper's RMSNorm at batch 1 (bench/paper/results/rmsnorm_bs1): [2, 1024] tiles of X,
+  // [1024] of G and [1024, 32] of W, over a grid of 128 and a loop of 4.
+  struct Case {
+    Shape whole, tile;
+    std::array<int8_t, 3> imap;
+    int8_t fmap;
+    int64_t inner_box;
+    Shape view, box;
+    int64_t gx = 128;
+  };
+  const std::vector<Case> cases = {
+      {{2, 4096}, {2, 1024}, {kPhi, kPhi, kPhi}, 1, 1024, {2, 16, 256}, {2, 4, 256}},
+      {{4096}, {1024}, {kPhi, kPhi, kPhi}, 0, 1024, {16, 256}, {4, 256}},
+      {{4096, 4096}, {1024, 32}, {1, kPhi, kPhi}, 0, 32, {16, 256, 4096}, {4, 256, 32}},
+      // f16 rows split in 16-byte multiples: 1000 = 5 · 200 (250 would be 500 bytes).
+      {{4, 2000}, {4, 1000}, {1, kPhi, kPhi}, kPhi, 1000, {4, 10, 200}, {4, 5, 200}, 2},
+  };
+  for (const Case& c : cases) {
+    const Dim3 grid{c.imap[0] == kPhi ? 1 : c.gx, 1, 1};
+    const int64_t loop = c.fmap == kPhi ? 1 : 4;
+    const std::optional<TmaView> v =
+        tma_view(c.whole, c.tile, iterator_coords(c.whole, c.imap, c.fmap, grid, loop), DType::f16, c.inner_box);
+    ASSERT_TRUE(v.has_value()) << c.whole.str();
+    EXPECT_EQ(v->whole, c.view);
+    EXPECT_EQ(v->box, c.box);
+    for (int d = 0; d < v->box.rank(); ++d) EXPECT_LE(v->box[d], 256);
+    // The view's coordinates name the tile's first element, in every block and iteration.
+    for (int64_t bx : {int64_t{0}, int64_t{1}, grid.x - 1})
+      for (int64_t it = 0; it < loop; ++it) {
+        const std::vector<int64_t> start = slice_start(c.whole, c.imap, c.fmap, grid, loop, {bx, 0, 0}, it);
+        int64_t offset = 0, view_offset = 0;
+        const std::vector<int64_t> s = row_major_strides(c.whole), vs = row_major_strides(v->whole);
+        for (size_t d = 0; d < start.size(); ++d) offset += start[d] * s[d];
+        for (size_t d = 0; d < v->coords.size(); ++d) view_offset += at(v->coords[d], {bx, 0, 0}, it) * vs[d];
+        EXPECT_EQ(view_offset, offset) << c.whole.str() << " block " << bx << " iteration " << it;
+      }
+  }
+}
+
+TEST(TmaView, NoViewWhereNoSplitFits) {
+  const std::vector<TileOrigin> one = {TileOrigin{}};
+  // 263 is prime: no box of at most 256 divides it.
+  EXPECT_FALSE(tma_view(Shape{263}, Shape{263}, one, DType::f32, 263).has_value());
+  // A split dim of [4, 4, 4, 512] needs 5 dims... and a second split 6: too many for a tensor map.
+  const Shape big{4, 4, 512, 512};
+  EXPECT_TRUE(tma_view(Shape{4, 4, 512, 256}, Shape{4, 4, 512, 256}, std::vector<TileOrigin>(4), DType::f16, 256)
+                  .has_value());
+  EXPECT_FALSE(tma_view(big, big, std::vector<TileOrigin>(4), DType::f16, 512).has_value());
+  // A tile coordinate that is not a multiple of the split (a tile of 512, boxes of 256, at 768
+  // from the start, then at 100).
+  TileOrigin at_768, at_100;
+  at_768.loop_coeff = 768;
+  at_100.loop_coeff = 100;
+  EXPECT_TRUE(tma_view(Shape{2304}, Shape{512}, {at_768}, DType::f16, 512).has_value());
+  EXPECT_FALSE(tma_view(Shape{2304}, Shape{512}, {at_100}, DType::f16, 512).has_value());
 }
 
 TEST(EscapeName, OnlyPlainCharactersSurvive) {

@@ -3,6 +3,7 @@
 // phases, and the errors the driver or the hardware would give.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -142,9 +143,10 @@ size_t swizzled_offset(int r, int c, int span) {
 template <typename Issue>
 std::vector<unsigned char> land(size_t at, size_t bytes, Issue issue) {
   std::vector<unsigned char> landed(bytes);
-  run_block(32, 4096 + 64, [&] {
+  const size_t window = std::max<size_t>(4096, (at + bytes + 1023) / 1024 * 1024);
+  run_block(32, static_cast<int64_t>(window) + 64, [&] {
     MGD_DYNAMIC_SHARED(smem);
-    auto* bar = reinterpret_cast<uint64_t*>(smem + 4096);
+    auto* bar = reinterpret_cast<uint64_t*>(smem + window);
     if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
     mgd::mbarrier_init_fence();
     mgd::sync_block();
@@ -198,6 +200,51 @@ TEST(Tma, SwizzledPanelsOfAWideTile) {
       std::memcpy(&v, landed.data() + c / 64 * 1024 + swizzled_offset(r, c % 64, 128), 2);
       ASSERT_EQ(mgd::to_float(v), static_cast<float>((r * 512 + 256 + c) % 2000)) << r << ", " << c;
     }
+}
+
+TEST(Tma, TilesLargerThanABoxLandThroughASplitView) {
+  // A box has at most 256 elements per dim. A larger tile is one box of a view of the tensor
+  // with that dim split (codegen::tma_view): the view is row-major like the tensor, so the box
+  // lands as the tile would, dense and row-major, in one copy.
+  {
+    // [2, 1024] from a [4, 4096] tensor at (2, 1024), through the view [4, 16, 256], box [2, 4, 256].
+    std::vector<mgd::half> t(4 * 4096);
+    for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
+    mgd::TensorMap map;
+    ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {4, 16, 256}, {2, 4, 256}), 0);
+    const std::vector<unsigned char> landed =
+        land(0, 2 * 1024 * 2, [&](void* dst, uint64_t* bar) { mgd::tma_load<3>(dst, &map, {2, 4, 0}, bar); });
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 1024; ++c) {
+        mgd::half v;
+        std::memcpy(&v, landed.data() + (r * 1024 + c) * 2, 2);
+        ASSERT_EQ(mgd::to_float(v), static_cast<float>(((2 + r) * 4096 + 1024 + c) % 2000)) << r << ", " << c;
+      }
+  }
+  for (const int span : {32, 64, 128}) {
+    // Swizzled, in two panels: [512, span] f16 rows 512-1023 of a [1024, span] tensor, through
+    // the view [4, 256, span] in boxes [2, 256, span / 2]: each panel's rows swizzled as one
+    // box of 512 rows would have them (the pattern follows the shared address).
+    const int width = span / 2, cols = 2 * width, rows = 512;
+    std::vector<mgd::half> t(static_cast<size_t>(2 * rows * cols));
+    for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
+    mgd::TensorMap map;
+    ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {4, 256, cols}, {2, 256, width}, span), 0);
+    const size_t panel = static_cast<size_t>(rows * span);
+    const std::vector<unsigned char> landed = land(0, 2 * panel, [&](void* dst, uint64_t* bar) {
+      if (span == 32) mgd::tma_load_panels<3, 2, 16, 512 * 32>(dst, &map, {2, 0, 0}, bar);
+      if (span == 64) mgd::tma_load_panels<3, 2, 32, 512 * 64>(dst, &map, {2, 0, 0}, bar);
+      if (span == 128) mgd::tma_load_panels<3, 2, 64, 512 * 128>(dst, &map, {2, 0, 0}, bar);
+    });
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c) {
+        mgd::half v;
+        std::memcpy(&v, landed.data() + static_cast<size_t>(c / width) * panel + swizzled_offset(r, c % width, span),
+                    2);
+        ASSERT_EQ(mgd::to_float(v), static_cast<float>(((rows + r) * cols + c) % 2000))
+            << span << ": " << r << ", " << c;
+      }
+  }
 }
 
 TEST(Tma, SwizzledMapsCheckTheirBoxAndTheirDestination) {
