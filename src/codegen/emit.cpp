@@ -312,8 +312,10 @@ class BlockKernelEmitter {
       k << "  unsigned char* const scratch = smem + " << scratch_offset_ << ";  // " << scratch_bytes_
         << " bytes: operand stages of the wgmma matmuls\n";
     if (tma_bars_offset_ >= 0)
-      k << "  uint64_t* const tma_bars = reinterpret_cast<uint64_t*>(smem + " << tma_bars_offset_
-        << ");  // a transaction barrier per pipeline stage\n";
+      k << "  uint64_t* const tma_bars = reinterpret_cast<uint64_t*>(smem + " << tma_bars_offset_ << ");  // "
+        << (stage_bars_ > 0 ? "a transaction barrier per pipeline stage" : "")
+        << (stage_bars_ > 0 && once_bars_ > 0 ? ", then " : "")
+        << (once_bars_ > 0 ? "one per tile loaded once" : "") << "\n";
     k << aliases(false, 2);
     k << "  const int64_t bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;\n";
     k << "  (void)bx; (void)by; (void)bz;\n";
@@ -328,11 +330,22 @@ class BlockKernelEmitter {
         unused += (unused.empty() ? "" : " ") + std::string("(void)in_") + std::to_string(p) + ";";
     if (!unused.empty()) k << "  " << unused << "  // read through tensor maps\n";
     const bool loop = body_.forloop > 1;
+    if (tma_bars_offset_ >= 0)
+      k << indent("if (mgd::thread_rank() == 0)\n  for (int s = 0; s < " + std::to_string(stage_bars_ + once_bars_) +
+                      "; ++s) mgd::mbarrier_init(tma_bars + s, 1);\nmgd::mbarrier_init_fence();\nmgd::sync_block();\n",
+                  2);
     // Loop-invariant tiles (fmap φ) are loaded once, before the loop.
     std::string hoisted;
+    bool hoisted_async = false;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (schedule_.phase[i] != OpPhase::dead && hoisted_load(i)) hoisted += statement(i, "");
-    if (!hoisted.empty()) k << indent(hoisted + barrier_after(true), 2);
+      if (schedule_.phase[i] != OpPhase::dead && hoisted_load(i)) {
+        hoisted += statement(i, "");
+        hoisted_async = hoisted_async || !tma_load(i);
+      }
+    // Their barrier comes after the pipeline's first loads are issued, so that those are in
+    // flight while it waits.
+    const std::string hoisted_barrier = hoisted.empty() ? "" : barrier_after(hoisted_async, once_waits(true, -1));
+    k << indent(hoisted, 2);
     // The ops in the order of the schedule (op_order.h): a barrier between its steps, none
     // between the ops of one step (they read nothing the others write), and one at the end of
     // each iteration, so the next one does not overwrite tiles still being read. With a
@@ -341,7 +354,7 @@ class BlockKernelEmitter {
     std::string loop_body, post;
     struct Emitted {
       int32_t step = -1;   // the step of the last statement (-1: none yet)
-      bool loads = false;  // that step issued loads
+      bool loads = false;  // that step issued asynchronous copies (cp.async)
     } in_loop, after;
     for (int32_t op_index : schedule_.order) {
       const size_t i = static_cast<size_t>(op_index);
@@ -352,28 +365,25 @@ class BlockKernelEmitter {
       std::string& text = after_loop ? post : loop_body;
       Emitted& e = after_loop ? after : in_loop;
       if (e.step >= 0 && e.step != schedule_.step[i]) {
-        text += barrier_after(e.loads);
+        text += barrier_after(e.loads, once_waits(false, e.step));
         e.loads = false;
       }
       text += s;
       e.step = schedule_.step[i];
-      e.loads = e.loads || is_load(i);
+      e.loads = e.loads || (is_load(i) && !tma_load(i));
     }
     if (stages_ > 1) {
       const std::string ahead = std::to_string(stages_ - 1);
       std::string prologue = "// The load pipeline: the tiles of iteration" +
                              (stages_ == 2 ? std::string(" it + 1 are") : "s it + 1 ... it + " + ahead + " are") +
                              " in flight while iteration it computes.\n";
-      if (tma_bars_offset_ >= 0)
-        prologue += "if (mgd::thread_rank() == 0)\n  for (int s = 0; s < " + std::to_string(stages_) +
-                    "; ++s) mgd::mbarrier_init(tma_bars + s, 1);\nmgd::mbarrier_init_fence();\nmgd::sync_block();\n";
       const std::string commit = streams_cp_async_ ? "mgd::async_commit();\n" : "";
       for (int s = 0; s + 1 < stages_; ++s) prologue += streamed_loads(std::to_string(s)) + commit;
-      k << indent(prologue, 2);
+      k << indent(prologue + hoisted_barrier, 2);
       std::string head = "if (it + " + ahead + " < " + std::to_string(body_.forloop) + ") {\n" +
                          indent(streamed_loads("(it + " + ahead + ")"), 2) + "}\n" + commit;
       if (streams_cp_async_) head += "mgd::async_wait<" + ahead + ">();  // this iteration's tiles\n";
-      if (tma_bars_offset_ >= 0)
+      if (stage_bars_ > 0)
         head += "mgd::mbarrier_wait(tma_bars + it % " + std::to_string(stages_) + ", it / " + std::to_string(stages_) +
                 " % 2);  // this iteration's TMA tiles\n";
       // cp.async tiles are published by a barrier; a TMA tile is visible to every thread that
@@ -385,6 +395,7 @@ class BlockKernelEmitter {
                   std::to_string(stages_) + " * " + std::to_string(storage_[t].stage_elements) + ";\n";
       loop_body = head + aliases(true, 0) + loop_body;
     }
+    if (stages_ == 1) k << indent(hoisted_barrier, 2);
     if (loop) {
       k << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
         << indent(loop_body + "mgd::sync_block();\n", 4) << "  }\n";
@@ -401,10 +412,20 @@ class BlockKernelEmitter {
   /// The tensor maps the kernel takes after its outputs, in order.
   const std::vector<TensorMapParam>& tensor_maps() const { return tensor_maps_; }
 
-  /// The barrier after a step; a step that issued loads first waits for them (they may be
-  /// asynchronous).
-  static std::string barrier_after(bool loads) {
-    return loads ? "mgd::async_wait_all();\nmgd::sync_block();\n" : "mgd::sync_block();\n";
+  /// The barrier after a step; a step that issued loads first waits for them: its cp.async
+  /// copies (`async`), and the barriers of its tiles loaded once by the copy engine (`waits`).
+  static std::string barrier_after(bool async, const std::string& waits) {
+    return waits + (async ? "mgd::async_wait_all();\n" : "") + "mgd::sync_block();\n";
+  }
+  /// The waits for the tiles loaded once by the copy engine: the hoisted ones, or those of
+  /// schedule step `step`.
+  std::string once_waits(bool hoisted, int32_t step) const {
+    std::string s;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (once_bar_[i] >= 0 && hoisted_load(i) == hoisted && (hoisted || schedule_.step[i] == step))
+        s += "mgd::mbarrier_wait(tma_bars + " + std::to_string(once_bar_[i]) + ", 0);  // tile " +
+             type_comment(body_.type(body_.ops[i].outputs[0])) + "\n";
+    return s;
   }
 
  private:
@@ -427,7 +448,7 @@ class BlockKernelEmitter {
   /// target has one, the loop streams the tile, and it is a box a tensor map can describe
   /// (16-byte rows, at most 5 dims of at most 256). plan() records it in tma_capable_.
   bool tma_capable(size_t i) const {
-    if (!tma_ || !streamed_load(i) || !vector_load(i, load_origin(i))) return false;
+    if (!tma_ || !(streamed_load(i) || once_load(i)) || !vector_load(i, load_origin(i))) return false;
     const Shape& tile = body_.type(body_.ops[i].outputs[0]).shape;
     // A swizzled tile's box is one panel, never wider than the whole tile: if the whole tile
     // has a view, so does the panel.
@@ -451,8 +472,17 @@ class BlockKernelEmitter {
     MUGRAPH_CHECK(v.has_value()) << "a TMA tile without a tensor-map view";
     return *v;
   }
-  /// Whether load i goes through the tensor memory accelerator with `stages` pipeline stages.
-  bool tma_tile(size_t i, int stages) const { return stages > 1 && tma_capable_[i]; }
+  /// A load issued once per block: a loop-invariant tile (hoisted before the loop) or any tile
+  /// of a kernel without a loop.
+  bool once_load(size_t i) const {
+    return is_load(i) && schedule_.phase[i] != OpPhase::dead && (hoisted_load(i) || body_.forloop == 1);
+  }
+  /// Whether load i goes through the tensor memory accelerator with `stages` pipeline stages:
+  /// a streamed tile of a pipelined loop, or a tile loaded once (its own transaction barrier,
+  /// waited for at the barrier after its step).
+  bool tma_tile(size_t i, int stages) const {
+    return tma_capable_[i] && (once_load(i) || (stages > 1 && streamed_load(i)));
+  }
   bool tma_load(size_t i) const { return tma_tile(i, stages_); }
 
   /// Whether op i is a matmul for the warpgroup tensor cores: the target has them, the block is
@@ -510,30 +540,42 @@ class BlockKernelEmitter {
         continue;
       }
       // One thread asks the copy engine for the tile; the stage's barrier counts its bytes.
-      const TensorType& tile = body_.type(body_.ops[i].outputs[0]);
-      // Coordinates in the tensor map's view, where the tile (or a panel) is one box.
-      const codegen::TmaView view = tma_box(i);
-      const std::vector<TileOrigin>& at = view.coords;
-      const int64_t span = swizzle_[t];
-      if (span == 0) {
-        tma += "mgd::tma_load<" + std::to_string(view.box.rank()) + ">(";
-      } else {
-        // Panels of span / 2 columns, each a box of its own (wgmma_rules.h).
-        const int64_t width = span / 2, inner = tile.shape[tile.shape.rank() - 1];
-        tma += "mgd::tma_load_panels<" + std::to_string(view.box.rank()) + ", " + std::to_string(inner / width) +
-               ", " + std::to_string(width) + ", " +
-               std::to_string(tile.shape.numel() / inner * width * dtype_bytes(tile.dtype)) + ">(";
-      }
-      tma += dst + ", &tm_" + std::to_string(i) + ", {";
-      for (size_t d = 0; d < at.size(); ++d)
-        tma += (d ? ", " : "") + std::string("int32_t(") + origin_expr(at[d], iteration) + ")";
-      tma += "}, tma_bars + " + stage + ");  // tile " + type_comment(tile) + "\n";
-      tma_bytes += tile.shape.numel() * dtype_bytes(tile.dtype);
+      tma += tma_copy(i, dst, iteration, "tma_bars + " + stage);
+      tma_bytes += tile_bytes(i);
     }
     if (!tma.empty())
       s += "if (mgd::thread_rank() == 0) {\n  mgd::mbarrier_arrive_expect_tx(tma_bars + " + stage + ", " +
            std::to_string(tma_bytes) + ");\n" + indent(tma, 2) + "}\n";
     return s;
+  }
+
+  /// The bytes of load i's tile.
+  int64_t tile_bytes(size_t i) const {
+    const TensorType& tile = body_.type(body_.ops[i].outputs[0]);
+    return tile.shape.numel() * dtype_bytes(tile.dtype);
+  }
+
+  /// The copy of load i's tile by the tensor memory accelerator into dst for iteration
+  /// `iteration`, its bytes counted against the barrier `bar` (issued by one thread).
+  std::string tma_copy(size_t i, const std::string& dst, const std::string& iteration, const std::string& bar) const {
+    const TensorType& tile = body_.type(body_.ops[i].outputs[0]);
+    // Coordinates in the tensor map's view, where the tile (or a panel) is one box.
+    const codegen::TmaView view = tma_box(i);
+    const int64_t span = swizzle_[body_.ops[i].outputs[0].index()];
+    std::string s;
+    if (span == 0) {
+      s = "mgd::tma_load<" + std::to_string(view.box.rank()) + ">(";
+    } else {
+      // Panels of span / 2 columns, each a box of its own (wgmma_rules.h).
+      const int64_t width = span / 2, inner = tile.shape[tile.shape.rank() - 1];
+      s = "mgd::tma_load_panels<" + std::to_string(view.box.rank()) + ", " + std::to_string(inner / width) + ", " +
+          std::to_string(width) + ", " + std::to_string(tile.shape.numel() / inner * width * dtype_bytes(tile.dtype)) +
+          ">(";
+    }
+    s += dst + ", &tm_" + std::to_string(i) + ", {";
+    for (size_t d = 0; d < view.coords.size(); ++d)
+      s += (d ? ", " : "") + std::string("int32_t(") + origin_expr(view.coords[d], iteration) + ")";
+    return s + "}, " + bar + ");  // tile " + type_comment(tile) + "\n";
   }
 
   void plan() {
@@ -718,10 +760,17 @@ class BlockKernelEmitter {
       st.offset = src.offset;
     }
     shared_bytes_ = tensors_bytes_;
-    tma_bars_offset_ = -1;
+    // Transaction barriers: one per pipeline stage where the loop streams tiles by TMA, then one
+    // per tile loaded once by TMA.
+    stage_bars_ = 0;
+    once_bars_ = 0;
+    once_bar_.assign(body_.ops.size(), -1);
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (tma_tile(i, stages)) tma_bars_offset_ = align_up(shared_bytes_, 8);
-    if (tma_bars_offset_ >= 0) shared_bytes_ = tma_bars_offset_ + 8 * stages;
+      if (tma_tile(i, stages) && !once_load(i)) stage_bars_ = stages;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (tma_tile(i, stages) && once_load(i)) once_bar_[i] = stage_bars_ + once_bars_++;
+    tma_bars_offset_ = stage_bars_ + once_bars_ > 0 ? align_up(shared_bytes_, 8) : -1;
+    if (tma_bars_offset_ >= 0) shared_bytes_ = tma_bars_offset_ + 8 * (stage_bars_ + once_bars_);
     // One scratch area for the wgmma matmuls' operand stages (they run one after another).
     scratch_bytes_ = 0;
     for (size_t i = 0; i < body_.ops.size(); ++i)
@@ -756,7 +805,16 @@ class BlockKernelEmitter {
     std::ostringstream s;
     switch (op_info(op.kind).category) {
       case OpCategory::iterator:
-        s << load(i, tensor(op.outputs[0]), iteration);
+        if (tma_load(i)) {
+          // Loaded once: one thread asks the copy engine for it, counted against the tile's
+          // own barrier, which the barrier after this step waits for (phase 0).
+          const std::string bar = "tma_bars + " + std::to_string(once_bar_[i]);
+          s << "if (mgd::thread_rank() == 0) {\n  mgd::mbarrier_arrive_expect_tx(" << bar << ", " << tile_bytes(i)
+            << ");\n"
+            << indent(tma_copy(i, tensor(op.outputs[0]), iteration, bar), 2) << "}\n";
+        } else {
+          s << load(i, tensor(op.outputs[0]), iteration);
+        }
         break;
       case OpCategory::saver: {
         const TensorType& whole = output_types_[static_cast<size_t>(op.attrs.io_index)];
@@ -900,7 +958,10 @@ class BlockKernelEmitter {
   int64_t shared_bytes_ = 0;
   int64_t scratch_offset_ = -1;  // the wgmma operand stages, shared by the kernel's wgmma matmuls
   int64_t scratch_bytes_ = 0;
-  int64_t tma_bars_offset_ = -1;  // one transaction barrier per pipeline stage, if any load is TMA
+  int64_t tma_bars_offset_ = -1;  // the transaction barriers, if any load is TMA
+  int stage_bars_ = 0;            // barriers of the pipeline's stages (0, or stages_)
+  int once_bars_ = 0;             // barriers of tiles loaded once, after those
+  std::vector<int> once_bar_;     // per op: the barrier of a tile loaded once by TMA, or -1
   std::vector<TensorMapParam> tensor_maps_;
 };
 

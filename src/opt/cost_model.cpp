@@ -71,13 +71,17 @@ int64_t planned_bytes(const Graph& body, const BlockSchedule& schedule, int stag
   const std::vector<TensorLifetime> life = tensor_lifetimes(body, schedule, pipelined);
   std::vector<SharedBuffer> buffers;
   int64_t scratch = 0;
+  int once_loads = 0;  // tiles loaded once by TMA on Hopper, each with a barrier of its own
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& op = body.ops[i];
     if (schedule.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape) continue;
     const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
     const bool streamed =
         pipelined && op.kind == OpKind::input_iterator && op.attrs.fmap != kPhi && schedule.phase[i] == OpPhase::loop;
-    const int64_t align = streamed && hopper ? 128 : 16;  // TMA tiles start 128-byte aligned
+    // A tile loaded once: loop-invariant, or in a kernel without a loop.
+    const bool once = op.kind == OpKind::input_iterator && (body.forloop == 1 || op.attrs.fmap == kPhi);
+    once_loads += once && hopper;
+    const int64_t align = (streamed || once) && hopper ? 128 : 16;  // TMA tiles start 128-byte aligned
     for (TensorId t : op.outputs) {
       const TensorType& type = body.type(t);
       const int64_t bytes = align_up(type.shape.numel() * (f32_acc ? 4 : dtype_bytes(type.dtype)), align);
@@ -98,9 +102,9 @@ int64_t planned_bytes(const Graph& body, const BlockSchedule& schedule, int stag
   SharedPlanOptions fast;
   fast.exact_max_buffers = 0;
   int64_t bytes = plan_shared_memory(buffers, fast).peak + scratch;
-  // TMA loads: a transaction barrier per stage, and up to 1024 - 128 bytes to realign the window
-  // for tiles the copy engine swizzles.
-  if (hopper && pipelined) bytes += 8 * stages + 16 + 1024 - 128;
+  // TMA loads: a transaction barrier per stage and per tile loaded once, and up to 1024 - 128
+  // bytes to realign the window for tiles the copy engine swizzles.
+  if (hopper && (pipelined || once_loads > 0)) bytes += 8 * (pipelined ? stages : 0) + 8 * once_loads + 16 + 1024 - 128;
   return bytes;
 }
 

@@ -3,8 +3,12 @@
 // tests/tools/test_codegen.py (host emulation against the interpreter) and on a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "mugraph/codegen.h"
 #include "mugraph/frontend.h"
+#include "mugraph/loader.h"
 #include "test_graphs.h"
 
 namespace mugraph {
@@ -273,6 +277,48 @@ TEST(Codegen, TmaLoadsWaitOnAStageBarrier) {
   EXPECT_EQ(count(one, "tma_load"), 0);
   EXPECT_EQ(count(one, "TensorMap"), 0);
   EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_80")).source, "tma_load"), 0);
+}
+
+TEST(Codegen, TilesLoadedOnceWaitOnABarrierOfTheirOwn) {
+  // A kernel without a loop loads each tile once; on sm_90a the copy engine does, each tile
+  // counted against a barrier of its own, waited for (phase 0) at the barrier after its step.
+  // W, read only by the matmul, is written swizzled and read in place.
+  Graph g = test::rmsnorm_fig3b(16, 256, 256, 8, 1, DType::f16);
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  EXPECT_EQ(count(src, "for (int s = 0; s < 3; ++s) mgd::mbarrier_init(tma_bars + s, 1);"), 1) << src;
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ(count(src, "mgd::mbarrier_arrive_expect_tx(tma_bars + " + std::to_string(b) + ", "), 1) << src;
+    EXPECT_EQ(count(src, "mgd::mbarrier_wait(tma_bars + " + std::to_string(b) + ", 0);"), 1) << src;
+  }
+  EXPECT_EQ(count(src, "mgd::load_async"), 0);
+  EXPECT_EQ(count(src, "mgd::async_wait_all"), 0);
+  EXPECT_EQ(count(src, "const MGD_GRID_CONSTANT mgd::TensorMap tm_"), 3);
+  EXPECT_NE(src.find("on wgmma, B in place"), std::string::npos) << src;
+  // The waits come before the barrier that publishes the tiles, and after the copies.
+  EXPECT_LT(src.find("mgd::tma_load"), src.find("mgd::mbarrier_wait(tma_bars + 0, 0);"));
+  // The same on sm_80 with cp.async.
+  const std::string sm80 = generate_cuda(g, find_cuda_target("sm_80")).source;
+  EXPECT_EQ(count(sm80, "tma_"), 0);
+  EXPECT_EQ(count(sm80, "mgd::load_async<"), 3);
+}
+
+TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
+  // GQA's fused kernel (examples/found/gqa): Q's tile does not change with the loop. It is copied
+  // once, before the loop, on a barrier after the pipeline's (two stages: barriers 0 and 1),
+  // and waited for after the pipeline's first copies are issued, so that they overlap.
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/gqa/best.json");
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  const size_t q = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 2, 1024);");
+  const size_t first_stage = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 0, ");
+  const size_t q_wait = src.find("mgd::mbarrier_wait(tma_bars + 2, 0);");
+  const size_t loop = src.find("for (int64_t it = 0;");
+  ASSERT_NE(q, std::string::npos) << src;
+  EXPECT_LT(q, first_stage);
+  EXPECT_LT(first_stage, q_wait);
+  EXPECT_LT(q_wait, loop);
+  // Q and K are both read in place by Q·K's wgmma; nothing is staged for it.
+  EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
 }
 
 TEST(Codegen, AnAutomaticPipelineFallsBackWhereItDoesNotFit) {
