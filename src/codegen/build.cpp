@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include "build_tools.h"
@@ -94,6 +96,22 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ULL) {
   return h;
 }
 
+/// What `compiler --version` prints (cached per compiler for the process): part of a build's
+/// cache key, so that a toolkit upgraded in place builds again instead of reusing old builds.
+std::string compiler_version(const std::string& compiler) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  std::lock_guard lock(mu);
+  if (auto it = known.find(compiler); it != known.end()) return it->second;
+  std::error_code ec;
+  const fs::path dir = fs::temp_directory_path(ec) / ("mugraph-version-" + std::to_string(::getpid()));
+  fs::create_directories(dir, ec);
+  const ProcessResult r = run_process({compiler, "--version"}, dir);
+  fs::remove_all(dir, ec);
+  // A compiler that cannot say (or cannot start: the build reports that) keys by its path alone.
+  return known[compiler] = r.status == 0 ? r.out : std::string();
+}
+
 }  // namespace
 
 std::string nvcc_gencode(const CudaTarget& target) {
@@ -109,9 +127,9 @@ CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bo
                          const std::string& cache_dir, BuildProduct product) {
   const bool library = product == BuildProduct::shared_library;
   const std::string compiler = emulate ? (std::getenv("CXX") ? std::getenv("CXX") : "c++") : find_nvcc();
-  // The build command and everything it reads make the cache key.
+  // The build command, the compiler's version and everything the build reads make the cache key.
   std::string key = std::string(target.arch) + (emulate ? " emulate " : " gpu ") + compiler +
-                    (library ? " library" : "") + "\n" + code.source + code.header;
+                    (library ? " library" : "") + "\n" + compiler_version(compiler) + code.source + code.header;
   for (const EmbeddedFile& f : device_library_files()) key += std::string(f.name) + std::string(f.text);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));

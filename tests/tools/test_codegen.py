@@ -299,6 +299,30 @@ def test_build_only_needs_a_compiler_and_reports_a_failed_build(mugraph_bin, tmp
     assert not list(tmp_path.glob("*/bench")), "a failed build must not look cached"
 
 
+def test_a_compiler_of_another_version_builds_again(mugraph_bin, tmp_path):
+    # The cache key holds what the compiler says its version is: a toolkit upgraded in place
+    # must not reuse the old one's builds. The stand-in compiler writes an empty output.
+    version = tmp_path / "version.txt"
+    fake = tmp_path / "fake-nvcc"
+    fake.write_text('#!/bin/sh\nif [ "$1" = --version ]; then cat "%s"; exit 0; fi\n'
+                    'while [ $# -gt 1 ]; do shift; done\n: > "$1"\n' % version)
+    fake.chmod(0o755)
+    env = {**os.environ, "CUDACXX": str(fake)}
+
+    def build():
+        r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "exp_scale_concat.json", "--build-only", "--json",
+                    "--cache-dir", tmp_path / "cache", env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    version.write_text("release 13.0\n")
+    first = build()
+    assert not first["cached"] and build()["cached"]
+    version.write_text("release 13.1\n")
+    upgraded = build()
+    assert not upgraded["cached"] and upgraded["build_dir"] != first["build_dir"], (first, upgraded)
+
+
 @pytest.mark.parametrize("stages", [1, 3, 4])
 @pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
 def test_every_pipeline_depth_matches_the_interpreter(mugraph_bin, sanitized_build, tmp_path, name, stages):
