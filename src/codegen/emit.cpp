@@ -444,9 +444,9 @@ class BlockKernelEmitter {
   bool streamed_load(size_t i) const {
     return body_.forloop > 1 && is_load(i) && schedule_.phase[i] == OpPhase::loop && !hoisted_load(i);
   }
-  /// Whether load i can go through the tensor memory accelerator once the loop is pipelined: the
-  /// target has one, the loop streams the tile, and it is a box a tensor map can describe
-  /// (16-byte rows, at most 5 dims of at most 256). plan() records it in tma_capable_.
+  /// Whether load i can go through the tensor memory accelerator: the target has one, the tile
+  /// is streamed by the loop (once it is pipelined) or loaded once, and it is one box of a tensor
+  /// map's view (16-byte rows; codegen::tma_view). plan() records it in tma_capable_.
   bool tma_capable(size_t i) const {
     if (!tma_ || !(streamed_load(i) || once_load(i)) || !vector_load(i, load_origin(i))) return false;
     const Shape& tile = body_.type(body_.ops[i].outputs[0]).shape;
