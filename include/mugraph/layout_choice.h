@@ -80,10 +80,12 @@ struct LayoutProblem {
   const BlockSchedule* schedule = nullptr;
   std::vector<TileLoad> loads;  ///< per op: how an input iterator's tile is loaded (none: other ops)
   std::vector<bool> wgmma;      ///< per op: a matmul the warpgroup tensor cores run (operands staged)
-  /// Per tensor (or empty: none): the swizzle span of a tile the copy engine writes swizzled for
-  /// wgmma matmuls to read in place (wgmma_rules.h), 0 for the others. Such a tile is row-major
-  /// for the pass, no access to it goes through the load/store units, and the matmuls reading it
-  /// take the orientation mgd::wgmma_orientation_swaps gives.
+  /// Per tensor (or empty: none): the swizzle span of a tile the copy engine or element-wise ops
+  /// write swizzled for wgmma matmuls to read in place (wgmma_rules.h), 0 for the others. Such a
+  /// tile is row-major for the pass (an element-wise op's stores are modelled as row-major ones:
+  /// the swizzle only permutes the 16-byte chunks of each 128-byte row), the tensor cores read it
+  /// without the load/store units, and the matmuls reading it take the orientation
+  /// mgd::wgmma_orientation_swaps gives.
   std::vector<int64_t> swizzle;
   /// Whether the kernel fits in shared memory with these layouts (one per tensor).
   std::function<bool(const std::vector<TileLayout>&)> fits;

@@ -147,11 +147,14 @@ std::string matmul_args(const Shape& a, const std::vector<int64_t>& a_strides, c
          std::to_string(sb.k_stride) + ", " + std::to_string(a[a.rank() - 1]);
 }
 
-/// A tensor as a tile op sees it: its type, its strides, and the expression that points at it.
+/// A tensor as a tile op sees it: its type, its strides, and the expression that points at it;
+/// `layout`, where not empty, is the layout type an element-wise op writes it through instead of
+/// its strides (mgd::Swizzled: a tile wgmma reads in place).
 struct Operand {
   TensorType type;
   std::vector<int64_t> strides;
   std::string name;
+  std::string layout = {};
 };
 
 /// A dense row-major operand.
@@ -164,7 +167,7 @@ Operand dense(const TensorType& type, std::string name) {
 /// through its strides. Layout ops other than repeat return several statements.
 std::string compute_call(const std::string& scope, const Op& op, const std::vector<Operand>& ins, const Operand& out) {
   const Shape& s = out.type.shape;
-  const std::string os = dims(out.strides);
+  const std::string os = out.layout.empty() ? dims(out.strides) : out.layout;
   // Operand i read at the result's shape (broadcasting).
   auto read = [&](size_t i) { return dims(broadcast_read_strides(ins[i].type.shape, ins[i].strides, s)); };
   const OpInfo& info = op_info(op.kind);
@@ -598,9 +601,16 @@ class BlockKernelEmitter {
     stages = static_cast<int>(std::min<int64_t>(stages, body_.forloop));
     // Automatic pipelines fall back to fewer stages where they do not fit.
     for (;; --stages) {
-      read_in_place(stages);
-      choose_tile_layouts(stages);
-      lay_out(stages);
+      // Tiles element-wise ops write are read in place only where that takes no more shared
+      // memory than staging them: their 1024-byte alignment can cost more than the stages it
+      // saves, and the cost model's plan, which stages them (planned_shared_bytes), must stay
+      // an upper bound of this one.
+      place(stages, false);
+      if (read_operands_in_place_) {
+        const int64_t staged_bytes = shared_bytes_;
+        place(stages, true);
+        if (elementwise_swizzled_ && shared_bytes_ > staged_bytes) place(stages, false);
+      }
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
     }
     stages_ = stages;
@@ -616,6 +626,14 @@ class BlockKernelEmitter {
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
   }
 
+  /// Which tiles are read in place (element-wise ops' results too, or not), their layouts and
+  /// where they go in shared memory, with `stages` pipeline stages.
+  void place(int stages, bool elementwise) {
+    read_in_place(stages, elementwise);
+    choose_tile_layouts(stages);
+    lay_out(stages);
+  }
+
   /// Scratch shared memory the wgmma matmul op i needs for its operand stages (the device
   /// library's own rule, which it checks against the figure it is given).
   int64_t wgmma_scratch_bytes(size_t i) const {
@@ -627,28 +645,35 @@ class BlockKernelEmitter {
                                     body_.threads.volume() / kWarpgroupThreads);
   }
 
-  /// Which tiles the copy engine writes swizzled for the wgmma matmuls to read in place, with
-  /// `stages` pipeline stages (swizzle_, per tensor: the span, or 0): tiles it loads (TMA) that
-  /// only wgmma matmuls read, whole 2-D tiles (leading dims of 1), that every matmul reading them
+  /// Which tiles are written swizzled for the wgmma matmuls to read in place, with `stages`
+  /// pipeline stages (swizzle_, per tensor: the span, or 0): tiles the copy engine loads (TMA)
+  /// or, if `elementwise`, element-wise ops write (through mgd::Swizzled, with a proxy fence
+  /// after them; elementwise_swizzled_ says whether any is), that only
+  /// wgmma matmuls read, 16-bit whole 2-D tiles (leading dims of 1), that every matmul reading them
   /// can read in place in the orientation it takes (mgd::wgmma_orientation_swaps, which depends
   /// on which of its operands are in place: dropping a tile can turn a matmul around, so this
   /// repeats until nothing changes; the device library then takes the same orientation).
-  void read_in_place(int stages) {
+  void read_in_place(int stages, bool elementwise) {
     swizzle_.assign(body_.tensors.size(), 0);
     std::vector<bool> candidate(body_.tensors.size(), false);
+    std::vector<bool> written(body_.tensors.size(), false);  // by an element-wise op
     for (size_t i = 0; i < body_.ops.size(); ++i) {
-      if (!read_operands_in_place_ || !is_load(i) || schedule_.phase[i] == OpPhase::dead || !tma_tile(i, stages))
-        continue;
-      const TensorId t = body_.ops[i].outputs[0];
-      const Shape& shape = body_.type(t).shape;
-      bool ok = shape.rank() >= 2 && shape.numel() == shape[shape.rank() - 2] * shape[shape.rank() - 1];
-      for (size_t c = 0; c < body_.ops.size() && ok; ++c) {
-        if (schedule_.phase[c] == OpPhase::dead) continue;
-        const Op& op = body_.ops[c];
-        const long reads = std::count(op.inputs.begin(), op.inputs.end(), t);
-        ok = reads == 0 || (reads == 1 && wgmma_matmul(c));
+      if (!read_operands_in_place_ || schedule_.phase[i] == OpPhase::dead) continue;
+      if (!(is_load(i) ? tma_tile(i, stages) : elementwise && elementwise_writer(i))) continue;
+      for (const TensorId t : body_.ops[i].outputs) {
+        const TensorType& type = body_.type(t);
+        const Shape& shape = type.shape;
+        bool ok = shape.rank() >= 2 && shape.numel() == shape[shape.rank() - 2] * shape[shape.rank() - 1] &&
+                  (type.dtype == DType::f16 || type.dtype == DType::bf16);
+        for (size_t c = 0; c < body_.ops.size() && ok; ++c) {
+          if (schedule_.phase[c] == OpPhase::dead) continue;
+          const Op& op = body_.ops[c];
+          const long reads = std::count(op.inputs.begin(), op.inputs.end(), t);
+          ok = reads == 0 || (reads == 1 && wgmma_matmul(c));
+        }
+        candidate[t.index()] = ok;
+        written[t.index()] = !is_load(i);
       }
-      candidate[t.index()] = ok;
     }
     for (bool changed = true; changed;) {
       changed = false;
@@ -670,12 +695,13 @@ class BlockKernelEmitter {
         }
       }
     }
-    any_swizzled_ = false;
+    any_swizzled_ = elementwise_swizzled_ = false;
     for (size_t t = 0; t < body_.tensors.size(); ++t)
       if (candidate[t]) {
         const Shape& shape = body_.tensors[t].type.shape;
         swizzle_[t] = mgd::wgmma_tile_swizzle(shape[shape.rank() - 1]);
         any_swizzled_ = true;
+        elementwise_swizzled_ = elementwise_swizzled_ || written[t];
       }
   }
 
@@ -710,7 +736,23 @@ class BlockKernelEmitter {
   /// The strides of STensor t in its layout.
   std::vector<int64_t> strides_of(TensorId t) const { return layout_strides(body_.type(t).shape, layouts_[t.index()]); }
   /// STensor t as a tile op's operand or result.
-  Operand operand(TensorId t) const { return {body_.type(t), strides_of(t), tensor(t)}; }
+  Operand operand(TensorId t) const { return {body_.type(t), strides_of(t), tensor(t), written_layout(t)}; }
+  /// The layout type through which an element-wise op writes STensor t: mgd::Swizzled where
+  /// wgmma reads t in place, "" (its strides) otherwise.
+  std::string written_layout(TensorId t) const {
+    const int64_t span = swizzle_[t.index()];
+    if (span == 0) return "";
+    const Shape& shape = body_.type(t).shape;
+    const int64_t cols = shape[shape.rank() - 1];
+    return "mgd::Swizzled<" + std::to_string(shape.numel() / cols) + ", " + std::to_string(cols) + ", " +
+           std::to_string(span) + ">";
+  }
+  /// Whether op i writes its results element by element (unary and binary ops, thread graphs):
+  /// such a result can be written swizzled for wgmma to read in place.
+  bool elementwise_writer(size_t i) const {
+    const OpCategory c = op_info(body_.ops[i].kind).category;
+    return c == OpCategory::unary || c == OpCategory::binary || c == OpCategory::thread_body;
+  }
 
   /// Places the STensors in shared memory, `stages` buffers for each streamed tile: tensors that
   /// are never live at the same time share bytes (shared_memory_plan.h, lifetimes from the
@@ -726,11 +768,12 @@ class BlockKernelEmitter {
         continue;
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
-      // The copy engine writes tiles to 128-byte aligned shared memory.
-      const int64_t align = !op.outputs.empty() && swizzle_[op.outputs[0].index()] != 0 ? kSwizzleSharedAlign
-                            : tma_tile(i, stages)                                       ? kTmaSharedAlign
-                                                                                        : kSharedAlign;
       for (TensorId t : op.outputs) {
+        // Swizzled tiles start where their pattern does; the copy engine writes tiles to
+        // 128-byte aligned shared memory.
+        const int64_t align = swizzle_[t.index()] != 0 ? kSwizzleSharedAlign
+                              : tma_tile(i, stages)    ? kTmaSharedAlign
+                                                       : kSharedAlign;
         const TensorType& type = body_.type(t);
         const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
         const int64_t bytes = align_up(layout_elements(type.shape, layouts_[t.index()]) * elem, align);
@@ -840,9 +883,13 @@ class BlockKernelEmitter {
         }
         break;
       }
-      case OpCategory::thread_body:
+      case OpCategory::thread_body: {
         s << thread_graph(op);
+        bool swizzled = false;
+        for (TensorId t : op.outputs) swizzled = swizzled || swizzle_[t.index()] != 0;
+        if (swizzled) s << proxy_fence();
         break;
+      }
       default: {
         if (op.kind == OpKind::reshape) return "";  // an alias
         std::vector<Operand> ins;
@@ -866,10 +913,17 @@ class BlockKernelEmitter {
         }
         s << compute_call("mgd::Block", op, ins, out) << "  // " << op_name(op.kind) << " -> " << type_comment(out.type)
           << "\n";
+        if (!out.layout.empty()) s << proxy_fence();
         break;
       }
     }
     return s.str();
+  }
+
+  /// What a thread runs after writing a tile wgmma reads in place: its stores (generic proxy)
+  /// made visible to the tensor cores (async proxy) before the barrier that precedes the matmul.
+  static std::string proxy_fence() {
+    return "mgd::fence_proxy_async();  // for the tensor cores, which read it in place\n";
   }
 
   /// A thread graph: one pass over the elements per saved shape, the element-wise chain on f32
@@ -902,9 +956,10 @@ class BlockKernelEmitter {
           if (std::find(savers.begin(), savers.end(), i) == savers.end()) continue;
           const TensorId dst = tg_op.outputs[static_cast<size_t>(op.attrs.io_index)];
           const std::vector<int64_t> ds = strides_of(dst);
-          const std::string at = ds == row_major_strides(shape)
+          const std::string layout = written_layout(dst);
+          const std::string at = layout.empty() && ds == row_major_strides(shape)
                                      ? std::string("e")
-                                     : "mgd::offset<" + dims(shape) + ", " + dims(ds) + ">(e)";
+                                     : "mgd::offset<" + dims(shape) + ", " + (layout.empty() ? dims(ds) : layout) + ">(e)";
           s << "  " << tensor(dst) << "[" << at << "] = mgd::from_float<" << storage_[dst.index()].ctype << ">(v"
             << op.inputs[0].value << ");\n";
           continue;
@@ -953,6 +1008,7 @@ class BlockKernelEmitter {
   std::vector<bool> tma_capable_;  // per op (tma_capable)
   std::vector<int64_t> swizzle_;   // per STensor: the swizzle span of a tile wgmma reads in place, or 0
   bool any_swizzled_ = false;      // some tile is swizzled: the shared window is realigned
+  bool elementwise_swizzled_ = false;  // some tile an element-wise op writes is swizzled
   bool streams_cp_async_ = false;  // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;

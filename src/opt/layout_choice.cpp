@@ -419,6 +419,8 @@ std::vector<TileLayout> allowed_layouts(const LayoutProblem& p, TensorId t) {
   const Shape& shape = g.type(t).shape;
   std::vector<TileLayout> out{TileLayout{}};
   if (!producer || shape.rank() < 2) return out;
+  // A tile wgmma reads in place has the swizzled layout its matmuls read.
+  if (swizzle_of(p, t) != 0) return out;
   // Reshapes alias their operand's bytes in row-major order; summing accumulators are dense f32;
   // the copy engine writes dense boxes.
   if (producer->kind == OpKind::reshape) return out;

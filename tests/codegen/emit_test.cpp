@@ -321,6 +321,37 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
 }
 
+TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {
+  // QKNorm at batch 1 (bench/paper/results/qknorm_bs1): the normalized Q and K tiles are written
+  // by thread graphs and read by QN·KN alone. They are written swizzled (mgd::Swizzled, QN
+  // [256, 64] with the 128-byte span, KN [64, 32] with the 64-byte one), each writer fences its
+  // stores for the tensor cores before the barrier, and the matmul reads both in place.
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) +
+                                  "/bench/paper/results/qknorm_bs1/best.json");
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  const size_t qn = src.find("[mgd::offset<mgd::Dims<1, 256, 64>, mgd::Swizzled<256, 64, 128>>(e)] = ");
+  const size_t kn = src.find("[mgd::offset<mgd::Dims<1, 64, 32>, mgd::Swizzled<64, 32, 64>>(e)] = ");
+  const size_t mm = src.find("on wgmma, both operands in place");
+  ASSERT_NE(qn, std::string::npos) << src;
+  ASSERT_NE(kn, std::string::npos) << src;
+  ASSERT_NE(mm, std::string::npos) << src;
+  EXPECT_EQ(count(src, "mgd::fence_proxy_async();"), 2) << src;
+  for (const size_t writer : {qn, kn}) {
+    const size_t fence = src.find("mgd::fence_proxy_async();", writer);
+    EXPECT_LT(fence, src.find("mgd::sync_block();", writer));
+    EXPECT_LT(fence, mm);
+  }
+  EXPECT_EQ(count(src, "[1, 256, 64] f16, 128-byte swizzle for wgmma to read in place"), 1) << src;
+  EXPECT_EQ(count(src, "[1, 64, 32] f16, 64-byte swizzle for wgmma to read in place"), 1) << src;
+  // With operands staged (the option), nothing is swizzled and nothing fenced.
+  CodegenOptions staged;
+  staged.read_operands_in_place = false;
+  const std::string other = generate_cuda(g, find_cuda_target("sm_90a"), staged).source;
+  EXPECT_EQ(count(other, "Swizzled<"), 0);
+  EXPECT_EQ(count(other, "fence_proxy_async"), 0);
+}
+
 TEST(Codegen, AnAutomaticPipelineFallsBackWhereItDoesNotFit) {
   // 48 rows, 64 blocks, 16 iterations: with two buffers per tile (held over the whole loop) the
   // kernel needs more than the 167,936 bytes A100 allows, with one it fits: the automatic choice

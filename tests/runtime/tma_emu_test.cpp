@@ -202,6 +202,41 @@ TEST(Tma, SwizzledPanelsOfAWideTile) {
     }
 }
 
+/// Element-wise ops write a tile that wgmma reads in place through mgd::Swizzled (dims.h): every
+/// element must land where the copy engine lands it, panels included, and no two on one place.
+template <int64_t Rows, int64_t Cols, int64_t Span>
+void check_swizzled_layout() {
+  using L = mgd::Swizzled<Rows, Cols, Span>;
+  constexpr int64_t width = Span / 2;
+  std::vector<mgd::half> t(static_cast<size_t>(Rows * Cols));
+  for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
+  mgd::TensorMap map;
+  ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {Rows, Cols}, {Rows, width}, Span), 0);
+  const std::vector<unsigned char> landed = land(0, static_cast<size_t>(Rows * Cols * 2), [&](void* dst, uint64_t* bar) {
+    mgd::tma_load_panels<2, Cols / width, width, Rows * Span>(dst, &map, {0, 0}, bar);
+  });
+  std::vector<bool> used(static_cast<size_t>(Rows * Cols), false);
+  for (int64_t r = 0; r < Rows; ++r)
+    for (int64_t c = 0; c < Cols; ++c) {
+      const int64_t at = L::at(r, c);
+      ASSERT_TRUE(at >= 0 && at < Rows * Cols && !used[static_cast<size_t>(at)]) << r << ", " << c;
+      used[static_cast<size_t>(at)] = true;
+      mgd::half v;
+      std::memcpy(&v, landed.data() + at * 2, 2);
+      ASSERT_EQ(mgd::to_float(v), static_cast<float>((r * Cols + c) % 2000)) << "span " << Span << ": " << r << ", " << c;
+      // offset<> reaches it from the row-major index, with leading dims of 1 too.
+      ASSERT_EQ((mgd::offset<mgd::Dims<1, Rows, Cols>, L>(r * Cols + c)), at);
+    }
+}
+
+TEST(Tma, TheSwizzledLayoutIsWhereTheCopyEngineLandsEachElement) {
+  check_swizzled_layout<16, 16, 32>();
+  check_swizzled_layout<64, 32, 64>();    // QKNorm's normalized K tile
+  check_swizzled_layout<256, 64, 128>();  // QKNorm's normalized Q tile
+  check_swizzled_layout<8, 256, 128>();   // four panels
+  check_swizzled_layout<24, 64, 32>();    // two panels of a 32-byte span, rows not a multiple of 8
+}
+
 TEST(Tma, TilesLargerThanABoxLandThroughASplitView) {
   // A box has at most 256 elements per dim. A larger tile is one box of a view of the tensor
   // with that dim split (codegen::tma_view): the view is row-major like the tensor, so the box

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "mugraph_device/device.h"
@@ -338,6 +339,54 @@ TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
   static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1) == 1024 + 64 * 128);  // Figure 3b: A's stage only
   check_in_place<mgd::half, 128, 16, 32, 64, 32>(128);     // 64- and 32-byte spans, two row jobs
   check_in_place<mgd::bfloat16, 64, 64, 80, 0, 128>(128);  // a partial chunk of k (64 + 16)
+}
+
+/// matmul_wgmma on out[M, N] = sqr(a)[M, K] · (b + 1)[K, N] where element-wise ops (mgd::unary,
+/// mgd::binary_scalar) write the operands marked SwA / SwB swizzled (mgd::Swizzled) and fence
+/// them, as generated kernels do, and wgmma reads those in place; against f32 arithmetic on the
+/// same rounded operands.
+template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB>
+void check_written_in_place(unsigned threads) {
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2);  // up to two warpgroups
+  using LA = std::conditional_t<SwA != 0, mgd::Swizzled<M, K, (SwA ? SwA : 32)>, Dims<K, 1>>;
+  using LB = std::conditional_t<SwB != 0, mgd::Swizzled<K, N, (SwB ? SwB : 32)>, Dims<N, 1>>;
+  std::vector<float> fa = randoms(size_t{M} * K, 7), fb = randoms(size_t{K} * N, 8);
+  std::vector<T> a(fa.size()), b(fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
+  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + 1023) / 1024 * 1024;
+  constexpr size_t scratch_at = (b_at + b_bytes + 1023) / 1024 * 1024;
+  std::vector<float> out(size_t{M} * N, NAN);
+  run_block(threads, scratch_at + kScratch, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    T* sa = reinterpret_cast<T*>(smem + a_at);
+    T* sb = reinterpret_cast<T*>(smem + b_at);
+    mgd::unary<mgd::Block, Dims<M, K>, LA, Dims<K, 1>, mgd::op::Sqr>(sa, a.data());
+    mgd::binary_scalar<mgd::Block, Dims<K, N>, LB, Dims<N, 1>, mgd::op::Add, false>(sb, b.data(), 1.0f);
+    mgd::fence_proxy_async();
+    mgd::sync_block();
+    mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB>(out.data(), sa, sb,
+                                                                                                   smem + scratch_at);
+  });
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float want = 0;
+      for (int k = 0; k < K; ++k) {
+        const float x = mgd::to_float(a[static_cast<size_t>(m * K + k)]);
+        const float y = mgd::to_float(b[static_cast<size_t>(k * N + n)]);
+        want += mgd::to_float(mgd::from_float<T>(x * x)) * mgd::to_float(mgd::from_float<T>(y + 1.0f));
+      }
+      ASSERT_NEAR(out[static_cast<size_t>(m * N + n)], want, 2e-3f * (1.0f + std::fabs(want)))
+          << m << "," << n << " with " << threads << " threads";
+    }
+}
+
+TEST(TileOps, WgmmaMatmulReadsTilesElementWiseOpsWroteSwizzled) {
+  check_written_in_place<mgd::half, 256, 32, 64, 128, 64>(128);      // QKNorm bs 1: QN · KN, both written so
+  check_written_in_place<mgd::bfloat16, 64, 128, 128, 128, 128>(256);  // two panels each, two warpgroups
+  check_written_in_place<mgd::half, 16, 32, 256, 0, 64>(128);        // B written so, A staged
+  check_written_in_place<mgd::half, 128, 16, 32, 64, 32>(128);       // 64- and 32-byte spans
 }
 
 TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {

@@ -33,19 +33,48 @@ MGD_HOST_DEVICE constexpr bool is_row_major() {
   return true;
 }
 
-/// Offset of element e (row-major linear index over shape S) in a tensor with strides St.
+/// The swizzled layout in which wgmma reads a [Rows, Cols] tile of 16-bit elements in place
+/// (wgmma_rules.h): cut along Cols into panels Span / 2 elements wide, one after another; row r
+/// of a panel at r · Span bytes, its 16-byte chunk c at c XOR (r mod Span / 16). It is the
+/// layout the copy engine writes with a swizzled tensor map, spelt as an address function so that
+/// element-wise ops can write such a tile themselves. The tile starts where the pattern does
+/// (1024-byte aligned in shared memory).
+template <int64_t Rows, int64_t Cols, int64_t Span>
+struct Swizzled {
+  static_assert(Span == 32 || Span == 64 || Span == 128, "a swizzle span of 32, 64 or 128 bytes");
+  static_assert(Cols % (Span / 2) == 0, "whole panels");
+  static constexpr int64_t rows = Rows, cols = Cols, panel_width = Span / 2;
+  /// The element offset of (r, c).
+  MGD_HOST_DEVICE static constexpr int64_t at(int64_t r, int64_t c) {
+    const int64_t bytes = c / panel_width * (Rows * Span) + r * Span + c % panel_width * 2;
+    return (bytes ^ (((bytes >> 7) & (Span / 16 - 1)) << 4)) / 2;
+  }
+};
+
+template <typename St>
+inline constexpr bool kIsSwizzled = false;
+template <int64_t Rows, int64_t Cols, int64_t Span>
+inline constexpr bool kIsSwizzled<Swizzled<Rows, Cols, Span>> = true;
+
+/// Offset of element e (row-major linear index over shape S) in a tensor with strides St (or
+/// the Swizzled layout of a tile whose dims other than the last two are 1).
 template <typename S, typename St>
 MGD_HOST_DEVICE int64_t offset(int64_t e) {
-  static_assert(S::rank == St::rank, "a stride per dim");
-  if constexpr (is_row_major<S, St>()) return e;
-  int64_t off = 0;
-  MGD_UNROLL
-  for (int d = S::rank - 1; d >= 0; --d) {
-    const int64_t c = e % S::get(d);
-    e /= S::get(d);
-    off += c * St::get(d);
+  if constexpr (kIsSwizzled<St>) {
+    static_assert(S::numel == St::rows * St::cols && S::get(S::rank - 1) == St::cols, "a whole 2-D tile");
+    return St::at(e / St::cols, e % St::cols);
+  } else {
+    static_assert(S::rank == St::rank, "a stride per dim");
+    if constexpr (is_row_major<S, St>()) return e;
+    int64_t off = 0;
+    MGD_UNROLL
+    for (int d = S::rank - 1; d >= 0; --d) {
+      const int64_t c = e % S::get(d);
+      e /= S::get(d);
+      off += c * St::get(d);
+    }
+    return off;
   }
-  return off;
 }
 
 /// Coordinate d of element e of shape S.

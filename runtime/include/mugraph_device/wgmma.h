@@ -382,7 +382,9 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
         // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction
         // each is on.
         // (Operands read in place were written by the copy engine, through the async proxy
-        // the tensor cores read by, and waited for: they need no fence.)
+        // the tensor cores read by, and waited for; or by element-wise ops, whose threads each
+        // fenced their stores before the block barrier that precedes this call: they need no
+        // fence here.)
         if constexpr (!InstrA::kInPlace) {
           if constexpr (kSwap)
             wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
