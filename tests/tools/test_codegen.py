@@ -587,3 +587,33 @@ def test_the_cost_model_pipelines_the_loops_the_code_generator_pipelines(mugraph
             assert ("loop pipelined" in line) == pipelined, (path, line)
             checked += 1
     assert checked >= 20
+
+
+def test_tiles_element_wise_ops_write_are_read_in_place(mugraph_bin, sanitized_build, tmp_path):
+    # The paper's QKNorm at batch 1 (bench/paper/results/qknorm_bs1): the thread graphs that
+    # normalize Q and K write their tiles swizzled (mgd::Swizzled) and fence them for the tensor
+    # cores, and QN·KN reads both in place. On the emulation it matches the interpreter, as
+    # with every operand staged; the harness built for the GPU has the fences (FENCE.VIEW.ASYNC.S)
+    # and no cp.async.
+    need_emulation(sanitized_build)
+    path = SOURCE_DIR / "bench" / "paper" / "results" / "qknorm_bs1" / "best.json"
+    manifest = codegen(mugraph_bin, path, "sm_90a", tmp_path / "cuda")
+    source = (tmp_path / "cuda" / "ugraph.cu").read_text()
+    assert source.count("mgd::Swizzled<") == 2 and source.count("mgd::fence_proxy_async();") == 2, source
+    assert "on wgmma, both operands in place" in source
+    inputs = []
+    for t, a in zip(manifest["inputs"], random_inputs("qknorm", manifest, np.random.default_rng(11))):
+        np.save(tmp_path / f"{t['name']}.npy", a)
+        inputs += ["--input", f"{t['name']}={tmp_path / (t['name'] + '.npy')}"]
+    for operands in ("in-place", "staged"):
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--wgmma-operands", operands, "--json", *inputs,
+                    "--cache-dir", tmp_path / "cache", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["wgmma_operands"] == operands, result
+    if NVCC is None or CUOBJDUMP is None:
+        return
+    harness = build_harness(mugraph_bin, path, "sm_90a", tmp_path / "cache")["harness"]
+    env = dict(os.environ, PATH=NVDISASM_DIR + os.pathsep + os.environ.get("PATH", ""))
+    sass = subprocess.run([CUOBJDUMP, "-sass", harness], capture_output=True, text=True, timeout=600, env=env).stdout
+    assert "FENCE.VIEW.ASYNC.S" in sass and "HGMMA" in sass and "LDGSTS" not in sass, sass[:2000]
