@@ -605,11 +605,11 @@ class BlockKernelEmitter {
       // memory than staging them: their 1024-byte alignment can cost more than the stages it
       // saves, and the cost model's plan, which stages them (planned_shared_bytes), must stay
       // an upper bound of this one.
-      place(stages, false);
-      if (read_operands_in_place_) {
-        const int64_t staged_bytes = shared_bytes_;
-        place(stages, true);
-        if (elementwise_swizzled_ && shared_bytes_ > staged_bytes) place(stages, false);
+      place(stages, true);
+      if (elementwise_swizzled_) {
+        const int64_t swizzled_bytes = shared_bytes_;
+        place(stages, false);
+        if (shared_bytes_ >= swizzled_bytes) place(stages, true);
       }
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
     }
@@ -648,11 +648,11 @@ class BlockKernelEmitter {
   /// Which tiles are written swizzled for the wgmma matmuls to read in place, with `stages`
   /// pipeline stages (swizzle_, per tensor: the span, or 0): tiles the copy engine loads (TMA)
   /// or, if `elementwise`, element-wise ops write (through mgd::Swizzled, with a proxy fence
-  /// after them; elementwise_swizzled_ says whether any is), that only
-  /// wgmma matmuls read, 16-bit whole 2-D tiles (leading dims of 1), that every matmul reading them
-  /// can read in place in the orientation it takes (mgd::wgmma_orientation_swaps, which depends
-  /// on which of its operands are in place: dropping a tile can turn a matmul around, so this
-  /// repeats until nothing changes; the device library then takes the same orientation).
+  /// after them; elementwise_swizzled_ says whether any is), that only wgmma matmuls read,
+  /// 16-bit whole 2-D tiles (leading dims of 1), that every matmul reading them can read in place
+  /// in the orientation it takes (mgd::wgmma_orientation_swaps, which depends on which of its
+  /// operands are in place: dropping a tile can turn a matmul around, so this repeats until
+  /// nothing changes; the device library then takes the same orientation).
   void read_in_place(int stages, bool elementwise) {
     swizzle_.assign(body_.tensors.size(), 0);
     std::vector<bool> candidate(body_.tensors.size(), false);
@@ -957,9 +957,10 @@ class BlockKernelEmitter {
           const TensorId dst = tg_op.outputs[static_cast<size_t>(op.attrs.io_index)];
           const std::vector<int64_t> ds = strides_of(dst);
           const std::string layout = written_layout(dst);
-          const std::string at = layout.empty() && ds == row_major_strides(shape)
-                                     ? std::string("e")
-                                     : "mgd::offset<" + dims(shape) + ", " + (layout.empty() ? dims(ds) : layout) + ">(e)";
+          const std::string at =
+              layout.empty() && ds == row_major_strides(shape)
+                  ? std::string("e")
+                  : "mgd::offset<" + dims(shape) + ", " + (layout.empty() ? dims(ds) : layout) + ">(e)";
           s << "  " << tensor(dst) << "[" << at << "] = mgd::from_float<" << storage_[dst.index()].ctype << ">(v"
             << op.inputs[0].value << ");\n";
           continue;

@@ -212,9 +212,10 @@ void check_swizzled_layout() {
   for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
   mgd::TensorMap map;
   ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {Rows, Cols}, {Rows, width}, Span), 0);
-  const std::vector<unsigned char> landed = land(0, static_cast<size_t>(Rows * Cols * 2), [&](void* dst, uint64_t* bar) {
-    mgd::tma_load_panels<2, Cols / width, width, Rows * Span>(dst, &map, {0, 0}, bar);
-  });
+  const std::vector<unsigned char> landed =
+      land(0, static_cast<size_t>(Rows * Cols * 2), [&](void* dst, uint64_t* bar) {
+        mgd::tma_load_panels<2, Cols / width, width, Rows * Span>(dst, &map, {0, 0}, bar);
+      });
   std::vector<bool> used(static_cast<size_t>(Rows * Cols), false);
   for (int64_t r = 0; r < Rows; ++r)
     for (int64_t c = 0; c < Cols; ++c) {
@@ -223,7 +224,8 @@ void check_swizzled_layout() {
       used[static_cast<size_t>(at)] = true;
       mgd::half v;
       std::memcpy(&v, landed.data() + at * 2, 2);
-      ASSERT_EQ(mgd::to_float(v), static_cast<float>((r * Cols + c) % 2000)) << "span " << Span << ": " << r << ", " << c;
+      ASSERT_EQ(mgd::to_float(v), static_cast<float>((r * Cols + c) % 2000))
+          << "span " << Span << ": " << r << ", " << c;
       // offset<> reaches it from the row-major index, with leading dims of 1 too.
       ASSERT_EQ((mgd::offset<mgd::Dims<1, Rows, Cols>, L>(r * Cols + c)), at);
     }

@@ -383,10 +383,10 @@ void check_written_in_place(unsigned threads) {
 }
 
 TEST(TileOps, WgmmaMatmulReadsTilesElementWiseOpsWroteSwizzled) {
-  check_written_in_place<mgd::half, 256, 32, 64, 128, 64>(128);      // QKNorm bs 1: QN · KN, both written so
+  check_written_in_place<mgd::half, 256, 32, 64, 128, 64>(128);        // QKNorm bs 1: QN · KN, both written so
   check_written_in_place<mgd::bfloat16, 64, 128, 128, 128, 128>(256);  // two panels each, two warpgroups
-  check_written_in_place<mgd::half, 16, 32, 256, 0, 64>(128);        // B written so, A staged
-  check_written_in_place<mgd::half, 128, 16, 32, 64, 32>(128);       // 64- and 32-byte spans
+  check_written_in_place<mgd::half, 16, 32, 256, 0, 64>(128);          // B written so, A staged
+  check_written_in_place<mgd::half, 128, 16, 32, 64, 32>(128);         // 64- and 32-byte spans
 }
 
 TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {
