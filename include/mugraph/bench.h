@@ -35,6 +35,9 @@ struct BenchOutputCheck {
   double max_abs_error = 0;
   double max_abs_reference = 0;
   int64_t not_finite = 0;  ///< elements of the result that are NaN or infinite
+  /// Elements where the interpreter's own result (the reference) is NaN or infinite: the inputs
+  /// overflow the program in its dtypes, and nothing can be checked there.
+  int64_t reference_not_finite = 0;
   bool ok = false;
 };
 

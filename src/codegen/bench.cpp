@@ -132,6 +132,10 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
     c.name = code.outputs[j].name;
     for (size_t k = 0; k < got.data.size(); ++k) {
       const double x = got.data[k], y = want[j].data[k];
+      if (!std::isfinite(y)) {
+        ++c.reference_not_finite;
+        continue;
+      }
       if (!std::isfinite(x)) {
         ++c.not_finite;
         continue;
@@ -139,7 +143,7 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
       c.max_abs_error = std::max(c.max_abs_error, std::abs(x - y));
       c.max_abs_reference = std::max(c.max_abs_reference, std::abs(y));
     }
-    c.ok = c.not_finite == 0 && c.max_abs_error <= opt.tolerance * c.max_abs_reference;
+    c.ok = c.not_finite == 0 && c.reference_not_finite == 0 && c.max_abs_error <= opt.tolerance * c.max_abs_reference;
     result.ok = result.ok && c.ok;
     result.outputs.push_back(c);
     result.values.push_back(std::move(got));
@@ -168,6 +172,7 @@ std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {
                     {"max_abs_error", c.max_abs_error},
                     {"max_abs_reference", c.max_abs_reference},
                     {"not_finite", c.not_finite},
+                    {"reference_not_finite", c.reference_not_finite},
                     {"ok", c.ok}});
   j["outputs"] = outs;
   return j.dump();

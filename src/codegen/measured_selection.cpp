@@ -90,7 +90,7 @@ MeasuredSelection measure_candidates(const std::vector<std::pair<Graph, double>>
   s.device = options.emulate ? "host emulation" : "";
   if (candidates.empty()) return s;
   if (candidates.size() > 1) prebuild_harnesses(candidates, options);
-  const std::vector<HostTensor> inputs = random_inputs(candidates.front().first, seed);
+  const std::vector<HostTensor> inputs = random_inputs_scaled(candidates.front().first, seed, kCheckInputScale);
   double best = std::numeric_limits<double>::infinity();
   std::vector<double> predicted, measured;
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -102,7 +102,13 @@ MeasuredSelection measure_candidates(const std::vector<std::pair<Graph, double>>
       s.device = r.device;
       m.ok = r.ok;
       m.measured_us = r.median_us;
-      if (!r.ok) m.error = "its result does not match the interpreter";
+      const bool unchecked = std::any_of(r.outputs.begin(), r.outputs.end(),
+                                         [](const BenchOutputCheck& c) { return c.reference_not_finite > 0; });
+      if (unchecked)
+        m.error = "not checked: the interpreter's own result is not finite on the inputs (they overflow the "
+                  "program in its dtypes)";
+      else if (!r.ok)
+        m.error = "its result does not match the interpreter";
     } catch (const UserError& e) {
       // No compiler or no GPU fails every candidate alike: say so once, as an error.
       if (i == 0) throw;

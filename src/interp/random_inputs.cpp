@@ -121,6 +121,10 @@ void det_cos_sin_2pi(double u, double& c, double& s) {
 }  // namespace
 
 std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed, int64_t max_bytes) {
+  return random_inputs_scaled(g, seed, 1.0, max_bytes);
+}
+
+std::vector<HostTensor> random_inputs_scaled(const Graph& g, uint64_t seed, double scale, int64_t max_bytes) {
   // Check the total before allocating anything, saturating instead of overflowing.
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t bytes = 0;
@@ -149,8 +153,8 @@ std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed, int64_t max
       double r = std::sqrt(-2.0 * det_log(u1));
       double c, s;
       det_cos_sin_2pi(u2, c, s);
-      t.data[j] = interp::round_to(static_cast<float>(r * c), t.type.dtype);
-      if (j + 1 < n) t.data[j + 1] = interp::round_to(static_cast<float>(r * s), t.type.dtype);
+      t.data[j] = interp::round_to(static_cast<float>(scale * (r * c)), t.type.dtype);
+      if (j + 1 < n) t.data[j + 1] = interp::round_to(static_cast<float>(scale * (r * s)), t.type.dtype);
     }
     result.push_back(std::move(t));
     ++index;

@@ -53,5 +53,22 @@ TEST(RandomInputs, GoldenValues) {
   EXPECT_EQ(in[1].data, (std::vector<float>{0.375f, 0.178710938f, -0.03125f}));
 }
 
+TEST(RandomInputs, ScaledAreTheSameDrawsTimesTheScaleRoundedToTheirDtype) {
+  Graph g;
+  g.add_input("X", {1000}, DType::f32);
+  g.add_input("Y", {1000}, DType::f16);
+  auto one = random_inputs(g, 7), quarter = random_inputs_scaled(g, 7, kCheckInputScale);
+  auto same = random_inputs_scaled(g, 7, 1.0);
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(test::bit_identical(one[i], same[i]));
+  // A power of two: exact in f32; in f16 the same draw rounded once (not the f16 value scaled).
+  for (size_t j = 0; j < 1000; ++j) EXPECT_EQ(quarter[0].data[j], 0.25f * one[0].data[j]);
+  double sq = 0;
+  for (float v : quarter[1].data) {
+    ASSERT_EQ(v, round_to_dtype(v, DType::f16));
+    sq += static_cast<double>(v) * v;
+  }
+  EXPECT_NEAR(sq / 1000, 0.0625, 0.01);
+}
+
 }  // namespace
 }  // namespace mugraph

@@ -4,9 +4,11 @@ in all), and of the Figure 3b recogniser they share on the hand-written μGraphs
 import copy
 import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -213,6 +215,7 @@ def test_gpu_session_packs_the_binary_with_its_libraries(mugraph_bin, tmp_path):
 # A stand-in for mugraph in gpu_session.sh's tests: `bench --build-only --json` answers at once
 # with a build directory; any other bench takes half a second and answers with a checked result.
 FAKE_MUGRAPH = """#!/bin/sh
+echo "$*" >> "ARGS_LOG"
 case " $* " in
   *" --build-only "*) echo '{"build_dir": "BUILD", "harness": "BUILD/bench", "cached": true}' ;;
   *) sleep 0.5; echo '{"ok": true, "median_us": 12.5}' ;;
@@ -220,12 +223,14 @@ esac
 """
 
 
-def run_gpu_session(tmp_path, *args, min_seconds="2"):
+def run_gpu_session(tmp_path, *args, min_seconds="2", path=None):
     fake = tmp_path / "mugraph"
-    fake.write_text(FAKE_MUGRAPH.replace("BUILD", str(tmp_path / "build")))
+    fake.write_text(FAKE_MUGRAPH.replace("BUILD", str(tmp_path / "build")).replace("ARGS_LOG", str(tmp_path / "args")))
     fake.chmod(0o755)
     env = {**os.environ, "MUGRAPH_BIN": str(fake), "MUGRAPH_CACHE_DIR": str(tmp_path / "cache"),
            "GPU_SESSION_MIN_SECONDS": min_seconds}
+    if path is not None:
+        env["PATH"] = path
     return subprocess.run(["bash", str(SOURCE_DIR / "bench" / "gpu_session.sh"), str(tmp_path / "out"), *args],
                           capture_output=True, text=True, timeout=60, env=env)
 
@@ -259,6 +264,45 @@ def test_gpu_session_runs_steps_in_the_order_given_and_refuses_unknown_ones(tmp_
     assert all(": ok" in line for line in summary), summary
     r = run_gpu_session(tmp_path, "build", "timings")
     assert r.returncode == 2 and "unknown step 'timings'" in r.stderr, r.stdout + r.stderr
+
+
+def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_path):
+    # mugraph bench's standard normal inputs overflow attention's f16 reference (exp(Q·K)), which
+    # would fail every GQA and QKNorm example on the GPU for nothing. The check step passes the
+    # inputs of bench/bench_inputs.py (written beside the builds, not into the results), or where
+    # NumPy is missing, --input-scale 0.25.
+    pytest.importorskip("numpy")
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "manifest.json").write_text(json.dumps({"inputs": [
+        {"name": "Q", "shape": [1, 4, 8], "dtype": "f16"}, {"name": "K", "shape": [1, 8, 16], "dtype": "f16"},
+        {"name": "V", "shape": [1, 16, 8], "dtype": "f16"}]}))
+    python_dir = os.path.dirname(sys.executable)  # a python3 with NumPy first on the PATH
+    r = run_gpu_session(tmp_path, "--deadline", "120", "check",
+                        path=python_dir + os.pathsep + os.environ.get("PATH", ""))
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [line.split() for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
+    assert len(runs) == 19, runs
+    for words in runs:
+        given = {w.split("=")[0]: w.split("=", 1)[1] for w in words if "=" in w and not w.startswith("--")}
+        assert sorted(given) == ["K", "Q", "V"], words
+        assert all(pathlib.Path(p).exists() and str(tmp_path / "cache" / "inputs") in p for p in given.values())
+    import numpy as np
+    k = np.load(tmp_path / "cache" / "inputs" / "found" / "qknorm" / "best" / "K.npy")
+    assert k.dtype == np.float16 and abs(float(k.mean()) - 1.0) < 0.1  # QKNorm's K: near 1, not N(0, 0.25²)
+    q = np.load(tmp_path / "cache" / "inputs" / "gqa" / "Q.npy")
+    assert abs(float(q.std()) - 0.25) < 0.1
+    with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
+        assert not any("inputs" in n for n in tar.getnames()), tar.getnames()
+    # No NumPy (a python3 that fails comes first on the PATH): mugraph draws them, at the same scale.
+    (tmp_path / "args").unlink()
+    (tmp_path / "nopy").mkdir()
+    (tmp_path / "nopy" / "python3").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "nopy" / "python3").chmod(0o755)
+    r = run_gpu_session(tmp_path, "--deadline", "120", "check",
+                        path=str(tmp_path / "nopy") + os.pathsep + os.environ.get("PATH", ""))
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = [line for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
+    assert len(runs) == 19 and all("--seed 1 --input-scale 0.25" in line for line in runs), runs
 
 
 TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"

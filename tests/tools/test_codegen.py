@@ -8,12 +8,16 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import SOURCE_DIR, run_cli
+
+sys.path.insert(0, str(SOURCE_DIR / "bench"))
+from bench_inputs import program_of, random_inputs  # noqa: E402  (one recipe with the GPU session's)
 
 EXAMPLES = SOURCE_DIR / "examples"
 UGRAPHS = sorted(EXAMPLES.glob("ugraphs/*.json")) + sorted(EXAMPLES.glob("found/*/best.json"))
@@ -65,28 +69,6 @@ def need_emulation(sanitized_build):
         pytest.skip("no C++ compiler to build the emulated code")
     if sanitized_build:
         pytest.skip("the emulated code is not sanitized: the Release pass runs it")
-
-
-def program_of(path):
-    """The benchmark a μGraph or program implements (found/<name>/best.json, <name>.mg)."""
-    return path.parent.name if path.name == "best.json" else path.stem
-
-
-def random_inputs(program, manifest, rng):
-    """Inputs at a scale where the f16 reference stays finite (attention's exp(Q·K) overflows f16
-    for standard normal inputs). QKNorm's normalized Q·K would
-    overflow exp in f16 for random directions (|QN·KN| reaches 64), so there Q's rows and K's
-    columns are nearly orthogonal patterns."""
-    out = []
-    for t in manifest["inputs"]:
-        shape = t["shape"]
-        a = 0.25 * rng.standard_normal(shape)
-        if program == "qknorm" and t["name"] == "Q":
-            a = np.where(np.arange(shape[-1]) % 2 == 0, 1.0, -1.0) + 0.1 * rng.standard_normal(shape)
-        if program == "qknorm" and t["name"] == "K":
-            a = 1.0 + 0.1 * rng.standard_normal(shape)
-        out.append(a.astype(NP_DTYPE[t["dtype"]]))
-    return out
 
 
 def codegen(mugraph_bin, path, target, out, *options):
@@ -617,3 +599,26 @@ def test_tiles_element_wise_ops_write_are_read_in_place(mugraph_bin, sanitized_b
     env = dict(os.environ, PATH=NVDISASM_DIR + os.pathsep + os.environ.get("PATH", ""))
     sass = subprocess.run([CUOBJDUMP, "-sass", harness], capture_output=True, text=True, timeout=600, env=env).stdout
     assert "FENCE.VIEW.ASYNC.S" in sass and "HGMMA" in sass and "LDGSTS" not in sass, sass[:2000]
+
+
+def test_bench_says_when_its_inputs_overflow_the_reference_and_draws_smaller_ones(mugraph_bin, sanitized_build,
+                                                                                  tmp_path):
+    # Standard normal inputs overflow attention's f16 reference (exp(Q·K)): bench says that the
+    # interpreter's result is not finite, rather than only that the check failed; --input-scale
+    # draws inputs on which it is finite, and then the generated code matches.
+    need_emulation(sanitized_build)
+    path = SOURCE_DIR / "examples" / "gqa.mg"
+    cache = ["--cache-dir", tmp_path / "cache"]
+    r = run_cli(mugraph_bin, "bench", path, "--emulate", "--json", *cache, timeout=900)
+    assert r.returncode == 1, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])["outputs"][0]
+    assert not out["ok"] and out["reference_not_finite"] > 0, out
+    r = run_cli(mugraph_bin, "bench", path, "--emulate", *cache, timeout=900)
+    assert r.returncode == 1 and "the interpreter's own O is not finite" in r.stdout and "--input-scale" in r.stdout
+    r = run_cli(mugraph_bin, "bench", path, "--emulate", "--input-scale", "0.25", "--json", *cache, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = json.loads(r.stdout.strip().splitlines()[-1])["outputs"][0]
+    assert out["ok"] and out["reference_not_finite"] == 0 and out["max_abs_reference"] > 0, out
+    for bad in ("0", "-1", "x"):
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--input-scale", bad)
+        assert r.returncode == 2 and "--input-scale" in r.stderr, r.stderr

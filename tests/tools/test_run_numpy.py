@@ -219,3 +219,15 @@ def test_seeded_inputs_are_reproducible(mugraph_bin, tmp_path, source_dir):
     oa, ob, oc = (np.load(tmp_path / d / "O.npy") for d in "abc")
     np.testing.assert_array_equal(oa, ob)
     assert not np.array_equal(oa, oc)
+
+
+def test_input_scale_draws_the_same_inputs_scaled(mugraph_bin, tmp_path):
+    # A bilinear program in f32: inputs drawn at scale 0.5 give a quarter of the output at scale 1.
+    prog = tmp_path / "mm.mg"
+    prog.write_text("input A[4, 8] f32\ninput B[8, 3] f32\nO = matmul(A, B)\noutput O\n")
+    one = run_cli(mugraph_bin, "run", prog, "--seed", 5, "--out", tmp_path / "one")
+    half = run_cli(mugraph_bin, "run", prog, "--seed", 5, "--input-scale", 0.5, "--out", tmp_path / "half")
+    assert one.returncode == half.returncode == 0, one.stderr + half.stderr
+    o1, oh = np.load(tmp_path / "one" / "O.npy"), np.load(tmp_path / "half" / "O.npy")
+    np.testing.assert_allclose(oh, 0.25 * o1, rtol=1e-6)
+    assert np.abs(o1).max() > 0
