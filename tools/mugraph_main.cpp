@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <new>
@@ -463,6 +464,21 @@ std::string version_line() {
   return line + ")";
 }
 
+/// A check of a real-valued option: "OPTION expects NUMBER" when the text is no number, "OPTION
+/// must be RANGE" when `ok` rejects it.
+std::function<std::string(const std::string&)> real_check(const std::string& option, const std::string& number,
+                                                          const std::string& range, bool (*ok)(double)) {
+  return [=](const std::string& text) {
+    double v = 0;
+    try {
+      v = std::stod(text);
+    } catch (const std::exception&) {
+      return option + " expects " + number;
+    }
+    return ok(v) ? std::string() : option + " must be " + range;
+  };
+}
+
 int run_main(int argc, char** argv) {
   CLI::App app{"mugraph: a multi-level superoptimizer for tensor programs"};
   app.require_subcommand(1);
@@ -474,15 +490,8 @@ int run_main(int argc, char** argv) {
   double input_scale = 1.0;
   const char* const kInputScaleHelp =
       "standard deviation of the inputs that are not given (default 1; 0.25 keeps attention's exp within f16)";
-  const auto positive_scale = [](const std::string& text) {
-    double v = 0;
-    try {
-      v = std::stod(text);
-    } catch (const std::exception&) {
-      return std::string("--input-scale expects a positive number");
-    }
-    return v > 0 && std::isfinite(v) ? std::string() : std::string("--input-scale must be a positive number");
-  };
+  const auto positive_scale = real_check("--input-scale", "a positive number", "a positive number",
+                                         [](double v) { return v > 0 && std::isfinite(v); });
   int threads = 0;
 
   auto* check = app.add_subcommand("check", "Validate a program or μGraph JSON file and print every tensor's shape");
@@ -510,15 +519,7 @@ int run_main(int argc, char** argv) {
   ver->add_option("A", file, "reference: program (.mg) or μGraph (.json)")->required();
   ver->add_option("B", file_b, "candidate: program (.mg) or μGraph (.json)")->required();
   ver->add_option("--delta", vopts.delta, "wanted bound on accepting non-equivalent graphs (default 1e-9)")
-      ->check([](const std::string& text) {
-        double v = 0;
-        try {
-          v = std::stod(text);
-        } catch (const std::exception&) {
-          return std::string("--delta expects a number in (0, 1]");
-        }
-        return v > 0 && v <= 1 ? std::string() : std::string("--delta must be in (0, 1]");
-      });
+      ->check(real_check("--delta", "a number in (0, 1]", "in (0, 1]", [](double v) { return v > 0 && v <= 1; }));
   ver->add_option("--seed", vopts.seed, "seed of the random tests; a verdict replays from it (default 0)");
   ver->add_option("--max-tests", vopts.max_tests, "most finite-field tests to run (default 64)")
       ->check(CLI::Range(1, 1000000));

@@ -883,13 +883,9 @@ class BlockKernelEmitter {
         }
         break;
       }
-      case OpCategory::thread_body: {
+      case OpCategory::thread_body:
         s << thread_graph(op);
-        bool swizzled = false;
-        for (TensorId t : op.outputs) swizzled = swizzled || swizzle_[t.index()] != 0;
-        if (swizzled) s << proxy_fence();
         break;
-      }
       default: {
         if (op.kind == OpKind::reshape) return "";  // an alias
         std::vector<Operand> ins;
@@ -913,17 +909,15 @@ class BlockKernelEmitter {
         }
         s << compute_call("mgd::Block", op, ins, out) << "  // " << op_name(op.kind) << " -> " << type_comment(out.type)
           << "\n";
-        if (!out.layout.empty()) s << proxy_fence();
         break;
       }
     }
+    // A thread that wrote a tile wgmma reads in place makes its stores (generic proxy) visible to
+    // the tensor cores (async proxy) before the barrier that precedes the matmul.
+    if (elementwise_writer(i) &&
+        std::any_of(op.outputs.begin(), op.outputs.end(), [&](TensorId t) { return swizzle_[t.index()] != 0; }))
+      s << "mgd::fence_proxy_async();  // for the tensor cores, which read it in place\n";
     return s.str();
-  }
-
-  /// What a thread runs after writing a tile wgmma reads in place: its stores (generic proxy)
-  /// made visible to the tensor cores (async proxy) before the barrier that precedes the matmul.
-  static std::string proxy_fence() {
-    return "mgd::fence_proxy_async();  // for the tensor cores, which read it in place\n";
   }
 
   /// A thread graph: one pass over the elements per saved shape, the element-wise chain on f32

@@ -57,7 +57,7 @@ TEST(RandomInputs, ScaledAreTheSameDrawsTimesTheScaleRoundedToTheirDtype) {
   Graph g;
   g.add_input("X", {1000}, DType::f32);
   g.add_input("Y", {1000}, DType::f16);
-  auto one = random_inputs(g, 7), quarter = random_inputs_scaled(g, 7, kCheckInputScale);
+  auto one = random_inputs(g, 7), quarter = random_inputs_scaled(g, 7, 0.25);
   auto same = random_inputs_scaled(g, 7, 1.0);
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(test::bit_identical(one[i], same[i]));
   // A power of two: exact in f32; in f16 the same draw rounded once (not the f16 value scaled).
