@@ -46,6 +46,10 @@ const std::vector<GpuSpec>& gpu_specs();
 /// H100); throws UserError naming the known ones if there is none.
 const GpuSpec& gpu_spec(std::string_view name);
 
+/// Blocks of `threads` threads and `shared_bytes` of shared memory one SM of `gpu` holds at once
+/// (at least 1).
+int64_t resident_blocks_per_sm(const GpuSpec& gpu, int64_t threads, int64_t shared_bytes);
+
 /// The estimate of one kernel, with the terms it is made of (microseconds).
 struct KernelCost {
   std::string kind;  ///< "graph-defined" or the pre-defined op's name ("matmul", "exp", ...)

@@ -13,6 +13,7 @@
 
 #include "files.h"
 #include "mugraph/codegen.h"
+#include "mugraph/cost_model.h"
 #include "mugraph/error.h"
 #include "mugraph/layout_choice.h"
 #include "mugraph/op_order.h"
@@ -614,6 +615,27 @@ class BlockKernelEmitter {
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
     }
     stages_ = stages;
+    // A second stage buffer for the wgmma matmuls that stage operands over several chunks of k
+    // (the next chunk is staged while the tensor cores read this one), where the kernel still
+    // fits and an SM holds as many of its blocks: the cost model plans one (planned_shared_bytes,
+    // an upper bound of this plan with one), and its occupancy must stay what it assumed.
+    stage_buffers_ = 2;
+    bool pays = false;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      pays = pays || (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i) && wgmma_stage_buffers(i) == 2);
+    stage_buffers_ = 1;
+    if (pays && shared_bytes_ <= limits_.shared_memory_bytes) {
+      const int64_t one_buffer = shared_bytes_;
+      stage_buffers_ = 2;
+      lay_out(stages);
+      const GpuSpec& gpu = gpu_spec(limits_.arch);
+      const int64_t threads = body_.threads.volume();
+      if (shared_bytes_ == one_buffer || shared_bytes_ > limits_.shared_memory_bytes ||
+          resident_blocks_per_sm(gpu, threads, shared_bytes_) < resident_blocks_per_sm(gpu, threads, one_buffer)) {
+        stage_buffers_ = 1;
+        lay_out(stages);
+      }
+    }
     // Whether the pipelined loop loads any tile with cp.async (commit groups to wait for).
     streams_cp_async_ = false;
     for (size_t i = 0; i < body_.ops.size(); ++i)
@@ -642,7 +664,16 @@ class BlockKernelEmitter {
     const Shape& a = body_.type(op.inputs[0]).shape;
     return mgd::wgmma_scratch_bytes(out[out.rank() - 2], out[out.rank() - 1], a[a.rank() - 1],
                                     swizzle_[op.inputs[0].index()], swizzle_[op.inputs[1].index()],
-                                    body_.threads.volume() / kWarpgroupThreads);
+                                    body_.threads.volume() / kWarpgroupThreads, stage_buffers_);
+  }
+
+  /// The stage buffers wgmma matmul op i uses: stage_buffers_ where it stages an operand over
+  /// several chunks of k, else 1.
+  int64_t wgmma_stage_buffers(size_t i) const {
+    const Op& op = body_.ops[i];
+    const Shape& a = body_.type(op.inputs[0]).shape;
+    const bool stages = swizzle_[op.inputs[0].index()] == 0 || swizzle_[op.inputs[1].index()] == 0;
+    return stages ? std::min(stage_buffers_, mgd::wgmma_stage_buffers(a[a.rank() - 1])) : 1;
   }
 
   /// Which tiles are written swizzled for the wgmma matmuls to read in place, with `stages`
@@ -896,7 +927,9 @@ class BlockKernelEmitter {
           s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", "
             << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape) << ", "
             << scratch_bytes_;
-          if (in_place_a != 0 || in_place_b != 0) s << ", " << in_place_a << ", " << in_place_b;
+          const int64_t buffers = wgmma_stage_buffers(i);
+          if (in_place_a != 0 || in_place_b != 0 || buffers != 1) s << ", " << in_place_a << ", " << in_place_b;
+          if (buffers != 1) s << ", " << buffers;
           s << ">(" << out.name << ", " << ins[0].name << ", " << ins[1].name << ", "
             << (scratch_bytes_ > 0 ? "scratch" : "nullptr") << ");  // matmul -> " << type_comment(out.type)
             << " on wgmma"
@@ -1009,6 +1042,7 @@ class BlockKernelEmitter {
   int64_t shared_bytes_ = 0;
   int64_t scratch_offset_ = -1;  // the wgmma operand stages, shared by the kernel's wgmma matmuls
   int64_t scratch_bytes_ = 0;
+  int64_t stage_buffers_ = 1;  ///< most stage buffers a wgmma matmul takes (mgd::wgmma_stage_buffers)
   int64_t tma_bars_offset_ = -1;  // the transaction barriers, if any load is TMA
   int stage_bars_ = 0;            // barriers of the pipeline's stages (0, or stages_)
   int once_bars_ = 0;             // barriers of tiles loaded once, after those

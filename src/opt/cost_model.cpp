@@ -167,6 +167,12 @@ const std::vector<GpuSpec>& gpu_specs() {
   return specs;
 }
 
+int64_t resident_blocks_per_sm(const GpuSpec& gpu, int64_t threads, int64_t shared_bytes) {
+  int64_t resident = std::min(gpu.blocks_per_sm, gpu.threads_per_sm / std::max<int64_t>(1, threads));
+  if (shared_bytes > 0) resident = std::min(resident, gpu.shared_memory_per_sm / shared_bytes);
+  return std::max<int64_t>(1, resident);
+}
+
 const GpuSpec& gpu_spec(std::string_view name) {
   // An arch names its first target (validate.h): sm_80 the A100, sm_90a the H100.
   const std::optional<Target> target = find_target(name);
@@ -238,9 +244,7 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   const int64_t two_stages = pipelined_bytes(body, schedule, target);
   k.pipelined = two_stages > 0;
   const int64_t smem = k.pipelined ? two_stages : planned_bytes(body, schedule, 1, target);
-  int64_t resident = std::min(gpu.blocks_per_sm, gpu.threads_per_sm / threads);
-  if (smem > 0) resident = std::min(resident, gpu.shared_memory_per_sm / smem);
-  k.resident_blocks_per_sm = std::max<int64_t>(1, resident);
+  k.resident_blocks_per_sm = resident_blocks_per_sm(gpu, threads, smem);
   k.blocks_on_busiest_sm = (k.blocks + gpu.sms - 1) / gpu.sms;
 
   // One block's work: tiles loaded (loop-invariant ones once, the others every iteration),

@@ -65,12 +65,13 @@ TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
   // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a. The
   // weight tile W [256, 32] comes from the copy engine and only the matmul reads it, so it is
   // written with the 64-byte swizzle and read in place (B, N-major); A (the mul's result) is
-  // staged, in a scratch area of 1024 + 64 · 128 bytes for one warpgroup at the end of the
-  // kernel's shared memory. mma.sync (mgd::matmul) on sm_80. Tiles row-major.
+  // staged, in a scratch area of 1024 + 2 · 64 · 128 bytes for one warpgroup at the end of the
+  // kernel's shared memory: two stage buffers, k being four chunks. mma.sync (mgd::matmul) on
+  // sm_80. Tiles row-major.
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
   const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a"), row_major()).source;
   EXPECT_NE(hopper.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<32, 1>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, "
-                        "32, 256, 9216, 0, 64>("
+                        "32, 256, 17408, 0, 64, 2>("
                         "t6, t5, t2, scratch);  // matmul -> [16, 32] f16 on wgmma, B in place"),
             std::string::npos)
       << hopper;
@@ -84,8 +85,8 @@ TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
             std::string::npos);
   // (After the tiles, 69,728 bytes as planned (70,752 in separate buffers), and the TMA loads'
   // two barriers; then 896 bytes for the realignment.)
-  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 69744;  // 9216 bytes"), std::string::npos);
-  EXPECT_NE(hopper.find("dim3(128), 79856"), std::string::npos);
+  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 69744;  // 17408 bytes"), std::string::npos);
+  EXPECT_NE(hopper.find("dim3(128), 88048"), std::string::npos);
   const std::string ampere = generate_cuda(g, find_cuda_target("sm_80")).source;
   EXPECT_EQ(count(ampere, "matmul_wgmma"), 0);
   EXPECT_EQ(count(ampere, "scratch"), 0);
@@ -99,6 +100,37 @@ TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
   const std::string two_warps = generate_cuda(narrow, find_cuda_target("sm_90a")).source;
   EXPECT_EQ(count(two_warps, "matmul_wgmma"), 0);
   EXPECT_EQ(count(two_warps, "mgd::matmul<mgd::Block"), 1);
+}
+
+TEST(Codegen, WgmmaStagesTakeASecondBufferWhereItCostsNoResidency) {
+  // Figure 3b's kernel with every wgmma operand staged (k = 512 per iteration: eight chunks).
+  // The second stage buffer is taken where the kernel still fits and an SM holds as many of its
+  // blocks; the cost model plans one (planned_shared_bytes) and assumes that residency.
+  CodegenOptions staged;
+  staged.read_operands_in_place = false;
+  const CudaTarget& hopper = find_cuda_target("sm_90a");
+  const auto shared_bytes = [](const std::string& src) {
+    const size_t at = src.find(" bytes of shared memory");
+    return std::stoll(src.substr(src.rfind(' ', at - 1) + 1, at));
+  };
+  // 158,128 bytes with two buffers: one block per SM either way.
+  const std::string both = generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
+  EXPECT_NE(both.find(", 512, 21504, 0, 0, 2>("), std::string::npos) << both;  // 1024 + 2 · (64 + 16) · 128
+  EXPECT_EQ(shared_bytes(both), 158128);
+  // 112,352 bytes with one: two blocks per SM of 233,472 bytes, which 9,216 more would make one.
+  const std::string two_blocks =
+      generate_cuda(test::rmsnorm_fig3b(8, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
+  EXPECT_EQ(shared_bytes(two_blocks), 112352);
+  EXPECT_EQ(two_blocks.find(", 2>("), std::string::npos) << two_blocks;
+  EXPECT_NE(two_blocks.find("scratch = smem + "), std::string::npos);
+  // 230,592 bytes with one: a second would pass the 232,448 a block may have.
+  const std::string full = generate_cuda(test::rmsnorm_fig3b(24, 4096, 4096, 128, 4, DType::f16), hopper, staged).source;
+  EXPECT_EQ(shared_bytes(full), 230592);
+  EXPECT_EQ(full.find(", 2>("), std::string::npos) << full;
+  // Where k is one chunk there is nothing to overlap: one buffer.
+  const std::string one_chunk =
+      generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 64, DType::f16), hopper, staged).source;
+  EXPECT_EQ(one_chunk.find(", 2>("), std::string::npos) << one_chunk;
 }
 
 TEST(Codegen, PreDefinedOpsGetAKernelEachAndIntermediatesAWorkspace) {

@@ -139,14 +139,15 @@ std::vector<float> randoms(size_t n, unsigned seed) {
 /// arithmetic on the same rounded operands. The tiles sit at odd offsets of shared memory, so
 /// the 1024-byte alignment of the stages is exercised too.
 /// TransOut writes the result transposed within each batch (m innermost), as a layout the
-/// layout pass may choose.
-template <typename T, int M, int N, int K, bool TransA = false, bool TransB = false, bool TransOut = false>
+/// layout pass may choose. Buffers: the stage buffers (two pipeline the chunks of k).
+template <typename T, int M, int N, int K, bool TransA = false, bool TransB = false, bool TransOut = false,
+          int64_t Buffers = 2>
 void check_wgmma_matmul(unsigned threads) {
   constexpr int B = 2;
   constexpr int64_t AM = TransA ? 1 : K, AK = TransA ? M : 1;
   constexpr int64_t BN = TransB ? K : 1, BK = TransB ? 1 : N;
   constexpr int64_t OM = TransOut ? 1 : N, ON = TransOut ? M : 1;
-  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, 0, 0, 2);
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, 0, 0, 2, Buffers);
   const size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{B} * K * N * sizeof(T);
   const size_t a_at = 48, b_at = (a_at + a_bytes + 15) / 16 * 16, scratch_at = (b_at + b_bytes + 15) / 16 * 16 + 16;
   std::vector<float> fa = randoms(size_t{M} * K, 3), fb = randoms(size_t{B} * K * N, 4);
@@ -161,8 +162,8 @@ void check_wgmma_matmul(unsigned threads) {
     for (size_t i = mgd::thread_rank(); i < a.size(); i += mgd::block_threads()) sa[i] = a[i];
     for (size_t i = mgd::thread_rank(); i < b.size(); i += mgd::block_threads()) sb[i] = b[i];
     mgd::sync_block();
-    mgd::matmul_wgmma<Dims<B, M, N>, Dims<M * N, OM, ON>, Dims<0, AM, 0>, AK, Dims<K * N, 0, BN>, BK, K, kScratch>(
-        out.data(), sa, sb, smem + scratch_at);
+    mgd::matmul_wgmma<Dims<B, M, N>, Dims<M * N, OM, ON>, Dims<0, AM, 0>, AK, Dims<K * N, 0, BN>, BK, K, kScratch, 0, 0,
+                      Buffers>(out.data(), sa, sb, smem + scratch_at);
   });
   for (int bi = 0; bi < B; ++bi)
     for (int m = 0; m < M; ++m)
@@ -182,6 +183,15 @@ TEST(TileOps, WgmmaMatmulF16) {
   check_wgmma_matmul<mgd::half, 80, 72, 40>(256);   // padding in M, N and K; two warpgroups, uneven jobs
   check_wgmma_matmul<mgd::half, 8, 8, 16>(128);     // the smallest wgmma
   check_wgmma_matmul<mgd::half, 16, 32, 272>(128);  // LoRA's concat: four whole chunks of k, then one k16 step
+}
+
+TEST(TileOps, WgmmaMatmulWithOneStageBuffer) {
+  // Where a second buffer does not fit, each chunk waits for the one before it.
+  check_wgmma_matmul<mgd::half, 16, 32, 256, false, false, false, 1>(128);
+  check_wgmma_matmul<mgd::half, 80, 72, 136, false, true, false, 1>(256);
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 0, 1, 1) == 1024 + (64 + 16) * 128);  // swapped: n16
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 0, 1, 2) == 1024 + 2 * (64 + 16) * 128);
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 64, 0, 0, 1, 2) == 1024 + (64 + 16) * 128);  // one chunk: one
 }
 
 TEST(TileOps, WgmmaMatmulBf16) { check_wgmma_matmul<mgd::bfloat16, 24, 48, 96>(128); }
@@ -284,11 +294,11 @@ TEST(Wgmma, OperandsReadInPlaceWhereEveryJobReadsWholeRowsOfTheTile) {
 /// the copy engine in swizzled panels and read in place, the others loaded densely and staged,
 /// against f32 arithmetic. The operand tiles are cut from larger tensors (a at row 8 and column
 /// 64 of a [M + 8, K + 64] tensor), so the tensor maps' coordinates are exercised too.
-template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB>
+template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB, int64_t Buffers = 2>
 void check_in_place(unsigned threads) {
   static_assert(SwA == 0 || SwA == mgd::wgmma_tile_swizzle(K));
   static_assert(SwB == 0 || SwB == mgd::wgmma_tile_swizzle(N));
-  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2);
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2, Buffers);
   constexpr int AR = M + 8, AC = K + 64, BR = K + 64, BC = N + 64;
   std::vector<float> fa = randoms(size_t{AR} * AC, 5), fb = randoms(size_t{BR} * BC, 6);
   std::vector<T> a(fa.size()), b(fb.size());
@@ -316,8 +326,8 @@ void check_in_place(unsigned threads) {
       mgd::tma_load_panels<2, N / WB, WB, K * WB * sizeof(T)>(sb, &map_b, {64, 64}, bar);
     }
     mgd::mbarrier_wait(bar, 0);
-    mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB>(out.data(), sa, sb,
-                                                                                                   smem + scratch_at);
+    mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB, Buffers>(
+        out.data(), sa, sb, smem + scratch_at);
   });
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -332,11 +342,14 @@ void check_in_place(unsigned threads) {
 
 TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
   check_in_place<mgd::half, 16, 32, 256, 0, 64>(128);      // Figure 3b: W [256, 32] in place, unswapped
+  check_in_place<mgd::half, 16, 32, 256, 0, 64, 1>(128);   // ... with one stage buffer
   check_in_place<mgd::half, 8, 32, 256, 0, 64>(128);       // Figure 10b's W1 and W2
   check_in_place<mgd::bfloat16, 8, 24, 128, 128, 0>(128);  // X [8, 128] in place as the swapped B
   check_in_place<mgd::half, 64, 128, 128, 128, 128>(256);  // both in place, two panels each, two warpgroups
   static_assert(mgd::wgmma_scratch_bytes(64, 128, 128, 128, 128, 2) == 0);            // ... and no stages
-  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1) == 1024 + 64 * 128);  // Figure 3b: A's stage only
+  // Figure 3b: A's stage only, in one buffer or two (four chunks of k).
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1) == 1024 + 64 * 128);
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1, 2) == 1024 + 2 * 64 * 128);
   check_in_place<mgd::half, 128, 16, 32, 64, 32>(128);     // 64- and 32-byte spans, two row jobs
   check_in_place<mgd::bfloat16, 64, 64, 80, 0, 128>(128);  // a partial chunk of k (64 + 16)
 }
@@ -347,7 +360,7 @@ TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
 /// same rounded operands.
 template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB>
 void check_written_in_place(unsigned threads) {
-  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2);  // up to two warpgroups
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2, 2);  // up to two warpgroups
   using LA = std::conditional_t<SwA != 0, mgd::Swizzled<M, K, (SwA ? SwA : 32)>, Dims<K, 1>>;
   using LB = std::conditional_t<SwB != 0, mgd::Swizzled<K, N, (SwB ? SwB : 32)>, Dims<N, 1>>;
   std::vector<float> fa = randoms(size_t{M} * K, 7), fb = randoms(size_t{K} * N, 8);
@@ -366,8 +379,8 @@ void check_written_in_place(unsigned threads) {
     mgd::binary_scalar<mgd::Block, Dims<K, N>, LB, Dims<N, 1>, mgd::op::Add, false>(sb, b.data(), 1.0f);
     mgd::fence_proxy_async();
     mgd::sync_block();
-    mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB>(out.data(), sa, sb,
-                                                                                                   smem + scratch_at);
+    mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB, 2>(
+        out.data(), sa, sb, smem + scratch_at);
   });
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {

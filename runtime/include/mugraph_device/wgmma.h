@@ -15,7 +15,8 @@
 ///
 /// Under the host emulation each thread's share of a wgmma is computed when the thread waits for
 /// it, from shared memory decoded through the descriptors by the PTX definition, so CI checks the
-/// staging layout, the descriptors and the accumulator fragments without a GPU.
+/// staging layout, the descriptors and the accumulator fragments without a GPU, and that no stage
+/// buffer is refilled before every thread's wgmma ops that read it have landed.
 #pragma once
 
 #include <cstring>
@@ -298,22 +299,28 @@ MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t stage_a, uint32_t til
 
 /// Batched matmul of tiles on Hopper's warpgroup tensor cores (the arguments of mgd::matmul,
 /// Block scope; T f16 or bf16). Warpgroup g takes the 64 × wgmma_n(N) result blocks g, g +
-/// warpgroups, ... of every batch; for each, 64 values of k at a time, it stages both operands
-/// into its part of `scratch` (Scratch bytes of shared memory, at least wgmma_scratch_bytes),
-/// then issues up to four wgmma ops and waits for them. When wgmma_swaps(M, N) it computes the
+/// warpgroups, ... of every batch; for each, 64 values of k at a time (a chunk), it stages the
+/// operands it does not read in place into its part of `scratch` (Scratch bytes of shared memory,
+/// at least wgmma_scratch_bytes) and issues up to four wgmma ops as one group. With two stage
+/// buffers (StageBuffers) it stages the next chunk while the tensor cores read this one,
+/// and waits for the chunk before it only; operands all read in place need no wait until the
+/// last chunk. When wgmma_swaps(M, N) it computes the
 /// transpose instead: B's columns are the instruction's 64 rows and A's rows its N, so the
 /// stages swap sources and each accumulator is stored at the transposed position.
 /// SwizzleA (SwizzleB): 0, or the swizzle span with which the copy engine wrote operand A (B),
 /// a [M, K] ([K, N]) tile without batches, in panels (wgmma_rules.h); it is read in place, not
 /// staged, and the orientation is wgmma_orientation_swaps'. Where wgmma is not available
 /// (compiled for another GPU) it is mma.sync (matmul_tc), which takes no swizzled operands.
+/// StageBuffers: 1, or 2 to double-buffer the stages where k takes more than one chunk (Scratch
+/// then at least wgmma_scratch_bytes(..., 2)).
 /// @pre block_threads() % 128 == 0 (whole warpgroups); operands read in place start at a
 /// multiple of 8 · their span in the shared window (where their swizzle pattern starts)
 template <typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
-          int64_t SwizzleA = 0, int64_t SwizzleB = 0, typename TO, typename T>
+          int64_t SwizzleA = 0, int64_t SwizzleB = 0, int64_t StageBuffers = 1, typename TO, typename T>
 MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T* MGD_RESTRICT b,
                              unsigned char* scratch) {
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
+  static_assert(StageBuffers == 1 || StageBuffers == 2, "one or two stage buffers");
   if constexpr (!kWgmmaAvailable) {
     static_assert(SwizzleA == 0 && SwizzleB == 0, "only wgmma reads swizzled operand tiles");
     (void)scratch;
@@ -340,22 +347,26 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
     constexpr int kLastSteps = static_cast<int>((K % kWgmmaStageK + 15) / 16);
     const unsigned t = thread_rank() % 128, warp = t / 32, lane = t % 32;
     const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
-    if (block_threads() % 128 != 0 || wgmma_scratch_bytes(M, N, K, SwizzleA, SwizzleB, groups) > Scratch) {
+    // Two buffers only where k takes more than one chunk.
+    constexpr int64_t kBuffers = StageBuffers < wgmma_stage_buffers(K) ? StageBuffers : wgmma_stage_buffers(K);
+    if (block_threads() % 128 != 0 || wgmma_scratch_bytes(M, N, K, SwizzleA, SwizzleB, groups, kBuffers) > Scratch) {
 #if defined(__CUDACC__)
       __trap();
 #else
       emu::fail("matmul_wgmma: a block of partial warpgroups, or less scratch than wgmma_scratch_bytes");
 #endif
     }
-    // This warpgroup's stages, 1024-byte aligned in the shared window (the swizzle pattern
-    // repeats every 1024 bytes of address).
+    // This warpgroup's stage buffers, 1024-byte aligned in the shared window (the swizzle
+    // pattern repeats every 1024 bytes of address; a buffer is a multiple of 1024 bytes).
     // (None when both operands are read in place: scratch may be null.)
+    constexpr int64_t kStageRows = wgmma_stage_rows(M, N, K, SwizzleA, SwizzleB);
+    constexpr uint32_t kBufferBytes = static_cast<uint32_t>(kStageRows * 128);
     unsigned char* stage_a = scratch;
     unsigned char* stage_b = scratch;
     uint32_t addr_a = 0, addr_b = 0;
     if constexpr (kStages) {
       const uint32_t base = shared_address(scratch);
-      stage_a = scratch + (1024 - base % 1024) % 1024 + group * wgmma_stage_rows(M, N, K, SwizzleA, SwizzleB) * 128;
+      stage_a = scratch + (1024 - base % 1024) % 1024 + group * kBuffers * kBufferBytes;
       stage_b = stage_a + (InstrA::kInPlace ? 0 : kWgmmaM * 128);
       addr_a = shared_address(stage_a);
       addr_b = shared_address(stage_b);
@@ -377,44 +388,66 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       float acc[NT / 2];
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
-      // One chunk of 64 values of k (Steps k16 steps; fewer in a last partial chunk).
-      const auto chunk = [&](int64_t kc, auto steps) {
-        // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction
-        // each is on.
-        // (Operands read in place were written by the copy engine, through the async proxy
-        // the tensor cores read by, and waited for; or by element-wise ops, whose threads each
-        // fenced their stores before the block barrier that precedes this call: they need no
-        // fence here.)
+      // Chunk c (64 values of k; the last may be partial) is staged into buffer c % kBuffers.
+      // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction each
+      // is on. (Operands read in place were written by the copy engine, through the async proxy
+      // the tensor cores read by, and waited for; or by element-wise ops, whose threads each
+      // fenced their stores before the block barrier that precedes this call: they need no
+      // fence here.)
+      const auto stage = [&](int64_t kc, uint32_t buffer) {
         if constexpr (!InstrA::kInPlace) {
           if constexpr (kSwap)
-            wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a, pb, m0, kc, t);
+            wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a + buffer * kBufferBytes, pb, m0, kc, t);
           else
-            wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a, pa, m0, kc, t);
+            wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a + buffer * kBufferBytes, pa, m0, kc, t);
         }
         if constexpr (!InstrB::kInPlace) {
           if constexpr (kSwap)
-            wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b, pa, n0, kc, t);
+            wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b + buffer * kBufferBytes, pa, n0, kc, t);
           else
-            wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b, pb, n0, kc, t);
+            wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b + buffer * kBufferBytes, pb, n0, kc, t);
         }
-        if constexpr (kStages) {
-          fence_proxy_async();
-          warpgroup_sync();
-        }
+        fence_proxy_async();
+        warpgroup_sync();
+      };
+      // Issues chunk kc's Steps k16 ops from `buffer` as one group. The groups accumulate into
+      // acc in issue order while in flight (wgmma ops of one shape on the same accumulators
+      // need no wait between them).
+      const auto issue = [&](int64_t kc, uint32_t buffer, auto steps) {
         fence_registers(acc);
         wgmma_fence();
-        wgmma_chunk<T, NT, decltype(steps)::value, InstrA, InstrB>(acc, addr_a, tile_a, m0, addr_b, tile_b, n0, kc);
+        wgmma_chunk<T, NT, decltype(steps)::value, InstrA, InstrB>(acc, addr_a + buffer * kBufferBytes, tile_a, m0,
+                                                                   addr_b + buffer * kBufferBytes, tile_b, n0, kc);
         wgmma_commit();
-        wgmma_wait<0>();
-        fence_registers(acc);
-        if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before they are refilled
+      };
+      // Before chunk kc is staged into `buffer`: the chunk read from it before (two back, with
+      // two buffers) has landed, in every warp of the group. The chunk just issued stays in
+      // flight while this one is staged.
+      const auto stage_next = [&](int64_t kc, uint32_t buffer) {
+        if constexpr (kStages) {
+          if constexpr (kBuffers == 2)
+            wgmma_wait<1>();
+          else
+            wgmma_wait<0>();
+          fence_registers(acc);
+          warpgroup_sync();
+          stage(kc, buffer);
+        }
       };
       // The partial chunk is peeled off at compile time: a wgmma under a run-time branch is one
       // ptxas cannot prove warpgroup-uniform, and it serializes every wgmma of the kernel
       // ("wgmma.mma_async instructions are serialized due to ... divergent path", C7520).
-      constexpr int64_t kWholeK = K - K % kWgmmaStageK;
-      for (int64_t kc = 0; kc < kWholeK; kc += kWgmmaStageK) chunk(kc, std::integral_constant<int, 4>{});
-      if constexpr (kLastSteps != 0) chunk(kWholeK, std::integral_constant<int, kLastSteps>{});
+      constexpr int64_t kChunks = (K + kWgmmaStageK - 1) / kWgmmaStageK;
+      if constexpr (kStages) stage(0, 0);
+      for (int64_t c = 0; c + 1 < kChunks; ++c) {
+        issue(c * kWgmmaStageK, static_cast<uint32_t>(c % kBuffers), std::integral_constant<int, 4>{});
+        stage_next((c + 1) * kWgmmaStageK, static_cast<uint32_t>((c + 1) % kBuffers));
+      }
+      issue((kChunks - 1) * kWgmmaStageK, static_cast<uint32_t>((kChunks - 1) % kBuffers),
+            std::integral_constant<int, kLastSteps != 0 ? kLastSteps : 4>{});
+      wgmma_wait<0>();
+      fence_registers(acc);
+      if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before the next job refills them
       TO* po = out + offset<OutS, OutSt>(batch * M * N);
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) {

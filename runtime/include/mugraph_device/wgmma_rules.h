@@ -112,12 +112,19 @@ MGD_RULE int64_t wgmma_stage_rows(int64_t m, int64_t n, int64_t k, int64_t swizz
   return (instr_a_staged ? kWgmmaM : 0) + (instr_b_staged ? wgmma_n(swap ? m : n) : 0);
 }
 
-/// Scratch shared memory such a matmul needs on `warpgroups` warpgroups: their stages and 1024
-/// bytes to align them to the swizzle pattern; none when both operands are read in place.
+/// The stage buffers per warpgroup that pay for a contraction of k: two where k takes more than
+/// one chunk, so that the next chunk is staged while the tensor cores read this one (and the wait
+/// for a chunk never drains them); one otherwise.
+MGD_RULE int64_t wgmma_stage_buffers(int64_t k) { return k > kWgmmaStageK ? 2 : 1; }
+
+/// Scratch shared memory such a matmul needs on `warpgroups` warpgroups with up to `buffers`
+/// stage buffers each (as many as pay, wgmma_stage_buffers): the buffers and 1024 bytes to align
+/// them to the swizzle pattern; none when both operands are read in place.
 MGD_RULE int64_t wgmma_scratch_bytes(int64_t m, int64_t n, int64_t k, int64_t swizzle_a, int64_t swizzle_b,
-                                     int64_t warpgroups) {
+                                     int64_t warpgroups, int64_t buffers = 1) {
   const int64_t rows = wgmma_stage_rows(m, n, k, swizzle_a, swizzle_b);
-  return rows == 0 ? 0 : 1024 + warpgroups * rows * 128;
+  const int64_t used = buffers < wgmma_stage_buffers(k) ? buffers : wgmma_stage_buffers(k);
+  return rows == 0 ? 0 : 1024 + warpgroups * used * rows * 128;
 }
 
 }  // namespace mgd
