@@ -15,6 +15,10 @@ namespace mugraph {
 /// inconsistent program; never crashes or hangs on any input.
 Graph parse_program(std::string_view text, const std::string& filename = "<program>");
 
+/// Whether a program cannot define `name` whatever else it holds: a keyword (input, output) or
+/// the name of an op a statement may call.
+bool is_reserved_name(std::string_view name);
+
 /// Reads and parses a program file; throws UserError if it cannot be read.
 Graph load_program_file(const std::string& path);
 

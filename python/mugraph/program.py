@@ -46,6 +46,9 @@ class Tensor:
     def __sub__(self, other: Operand) -> "Tensor":
         return sub(self, other)
 
+    def __neg__(self) -> "Tensor":
+        return self * -1
+
     def __rsub__(self, other: Operand) -> "Tensor":
         return sub(other, self)
 
@@ -97,8 +100,10 @@ class Program:
     Tensor methods) add statements, ``output`` marks outputs. ``text`` is the program in the
     program format; ``graph`` is what the C++ parser made of it."""
 
-    def __init__(self, text: str = "", filename: str = "<program>"):
-        self._lines: list = [text] if text else []
+    def __init__(self, text: Optional[str] = None, filename: str = "<program>"):
+        # No text: a program to build. Text, even empty: a program to parse (which must have an
+        # output statement).
+        self._lines: list = []
         self._names: set = set()
         self._outputs: list = []
         self._filename = filename
@@ -107,7 +112,7 @@ class Program:
         #: function returning the current value.
         self.bindings: dict = {}
         self._graph: Optional[_core.Graph] = None
-        if text:
+        if text is not None:
             self._graph = _core.parse(text, filename)
             self._outputs = [name for name, _, _ in self._graph.outputs()]
             self._names = {name for name, _, _ in self._graph.inputs()}
@@ -223,6 +228,16 @@ class Program:
             raise _core.MugraphError(f"{name!r} is not a name: names match [A-Za-z_][A-Za-z0-9_]*")
         if name in self._names:
             raise _core.MugraphError(f"{name} is already defined")
+
+    def _free_name(self, base: str) -> str:
+        """base if the program can define it, else base_1, base_2, ... (the first it can): for
+        names taken from elsewhere (Python arguments, module paths) that may be keywords, op
+        names or names already used."""
+        name, n = base, 0
+        while name in self._names or _core.is_reserved_name(name):
+            n += 1
+            name = f"{base}_{n}"
+        return name
 
     def _fresh(self) -> str:
         while True:

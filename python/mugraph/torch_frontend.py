@@ -50,10 +50,19 @@ def _safe_name(text: str) -> str:
     return name if re.match(r"[A-Za-z_]", name) else "_" + name
 
 
+class _LinearWeight:
+    """A module tensor that only F.linear reads, as its weight: bound transposed when used."""
+
+    def __init__(self, path: str, value):
+        self.path = path
+        self.value = value
+
+
 class _Builder:
     def __init__(self, module, program: Program):
         self.module = module
         self.p = program
+        self.parameters: dict = {}  # (path, suffix) -> the input bound to it
 
     # --- values --------------------------------------------------------------------------------
 
@@ -62,11 +71,13 @@ class _Builder:
         transform (a transpose, say), re-read when the tensor changes."""
         import torch
 
-        name = _safe_name(path + suffix)
-        if name in self.p.bindings:
-            return self.p.tensor(name)
+        if (path, suffix) in self.parameters:
+            return self.parameters[(path, suffix)]
+        # Distinct paths get distinct inputs even where their safe names agree (a.c and a_c).
+        name = self.p._free_name(_safe_name(path + suffix))
         materialized = transform(value) if transform else value
         t = self.p.input(name, list(materialized.shape), _dtype_of(materialized))
+        self.parameters[(path, suffix)] = t
         module = self.module
         cache: dict = {}  # the last value handed out, and the (storage, version, device) it came from
 
@@ -194,10 +205,18 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             if n.op == "placeholder":
                 if not isinstance(result, torch.Tensor):
                     return result
-                return p.input(_safe_name(n.target), list(result.shape), _dtype_of(result))
+                # An argument called input, sum or t1 (nn.Linear's is `input`) is renamed.
+                return p.input(p._free_name(_safe_name(n.target)), list(result.shape), _dtype_of(result))
             if n.op == "get_attr":
                 value = _lookup(gm, n.target)
-                return b.parameter(n.target, value) if isinstance(value, torch.Tensor) else value
+                if not isinstance(value, torch.Tensor):
+                    return value
+                # A weight only F.linear reads (a top-level nn.Linear traces to one) is bound
+                # transposed there, as nn.Linear's is, not as it is here.
+                if n.users and all(u.target is F.linear and len(u.args) > 1 and u.args[1] is n
+                                   and n not in u.args[:1] + u.args[2:] for u in n.users):
+                    return _LinearWeight(n.target, value)
+                return b.parameter(n.target, value)
             if n.op == "output":
                 outs = self.arg(n.args[0])
                 outs = outs if isinstance(outs, (list, tuple)) else [outs]
@@ -261,6 +280,10 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         return x
 
     def pow_(n, x, e):
+        if not isinstance(x, Tensor) and not isinstance(e, Tensor):
+            return x ** e  # shape arithmetic, such as q.shape[-1] ** 0.5: known when captured
+        if not isinstance(x, Tensor):
+            raise _Unsupported("pow with a tensor exponent is not supported")
         if e == 2:
             return mg.sqr(x)
         if e == 0.5:
@@ -297,6 +320,9 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     def rms_norm(n, x, normalized_shape, weight=None, eps=None):
         return b.rms_norm(x, normalized_shape, weight, eps if eps is not None else 1.1920928955078125e-07)
 
+    def neg(n, x):
+        return -operand(x)
+
     def rsqrt(n, x):
         return 1 / mg.sqrt(x)
 
@@ -306,8 +332,13 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         return x[i]
 
     def linear(n, x, weight, bias=None):
-        # F.linear(x, W) with W a traced tensor: only parameters (bound, so transposable) work.
-        raise _Unsupported("torch.nn.functional.linear on a computed weight is not supported (use nn.Linear)")
+        # F.linear(x, W) takes W [out, in]: a parameter is bound transposed; a computed W would
+        # need a transpose op, which the program format does not have.
+        if not isinstance(weight, _LinearWeight):
+            raise _Unsupported("torch.nn.functional.linear on a computed weight is not supported "
+                               "(its transpose is not an op; use a parameter or nn.Linear)")
+        w = b.parameter(weight.path, weight.value, lambda t: t.t(), suffix="_t")
+        return b.linear(x, w, bias)
 
     FUNCTIONS = {
         operator.add: binary(operator.add), torch.add: binary(operator.add),
@@ -320,6 +351,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         torch.rsqrt: rsqrt, torch.relu: unary(mg.relu), F.relu: unary(mg.relu), F.silu: unary(mg.silu),
         F.gelu: unary(mg.gelu), torch.sum: reduce(False), torch.mean: reduce(True), torch.cat: cat,
         torch.concat: cat, operator.pow: pow_, torch.pow: pow_, operator.getitem: getitem,
+        operator.neg: neg, torch.neg: neg,
         F.linear: linear,
     }
     if hasattr(F, "rms_norm"):
@@ -328,7 +360,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         "add": FUNCTIONS[operator.add], "sub": FUNCTIONS[operator.sub], "mul": FUNCTIONS[operator.mul],
         "div": FUNCTIONS[operator.truediv], "matmul": FUNCTIONS[operator.matmul], "exp": unary(mg.exp),
         "sqrt": unary(mg.sqrt), "rsqrt": rsqrt, "square": unary(mg.sqr), "relu": unary(mg.relu),
-        "sum": reduce(False), "mean": reduce(True), "pow": pow_,
+        "sum": reduce(False), "mean": reduce(True), "pow": pow_, "neg": neg,
     }
 
     def convert_function(n, target, args, kwargs, result):

@@ -174,9 +174,16 @@ class UGraph:
         if missing:
             raise _core.MugraphError(f"missing input{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
         device = _device_of(values.values())
+        # Bound values follow the caller's: NumPy arrays where every value given is one.
+        as_numpy = bool(values) and device is None
         for name in names:
             if name not in values:
-                values[name] = bindings[name](device)
+                value = bindings[name](device)
+                if as_numpy:
+                    import torch
+
+                    value = value.to(torch.float32).numpy()
+                values[name] = value
         return [values[n] for n in names]
 
 
@@ -255,5 +262,11 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
 
 
 def load_ugraph(path: str, program: Optional[Program] = None) -> UGraph:
-    """A μGraph from a JSON file (UGraph.save, mugraph search's best.json) or a program file."""
-    return UGraph(_core.load(os.fspath(path)), program=program)
+    """A μGraph from a JSON file (UGraph.save, mugraph search's best.json) or a program file,
+    checked to be a valid μGraph for the default target (h100) as the command line does: a file
+    that breaks the shape rules or a target limit is refused here, not run."""
+    graph = _core.load(os.fspath(path))
+    rejection = graph.validate("h100")
+    if rejection is not None:
+        raise _core.MugraphError(f"{os.fspath(path)}: not a valid μGraph for h100: {rejection}")
+    return UGraph(graph, program=program)

@@ -77,8 +77,12 @@ std::optional<std::pair<ShapeTuple, std::string>> named_type(const Graph& g, con
 std::vector<Float32Array> run(const Graph& g, const std::vector<Float32Array>& arrays, int threads) {
   std::vector<HostTensor> inputs;
   std::vector<TensorType> types;
+  std::vector<std::string> names;
   for (const Op& op : g.ops)
-    if (op.kind == OpKind::input) types.push_back(TensorType{op.attrs.shape, op.attrs.dtype});
+    if (op.kind == OpKind::input) {
+      types.push_back(TensorType{op.attrs.shape, op.attrs.dtype});
+      names.push_back(g.tensors[op.outputs[0].index()].name);
+    }
   if (arrays.size() != types.size())
     throw UserError("the μGraph takes " + std::to_string(types.size()) + " inputs, " + std::to_string(arrays.size()) +
                     " given");
@@ -86,8 +90,8 @@ std::vector<Float32Array> run(const Graph& g, const std::vector<Float32Array>& a
     const Float32Array& a = arrays[i];
     ShapeTuple given(a.shape_ptr(), a.shape_ptr() + a.ndim());
     if (given != types[i].shape.to_vector())
-      throw UserError("input " + std::to_string(i) + " has shape " + Shape(given).str() + ", the μGraph's input " +
-                      std::to_string(i) + " has shape " + types[i].shape.str());
+      throw UserError("input " + (names[i].empty() ? std::to_string(i) : names[i]) + " has shape " +
+                      types[i].shape.str() + ", given " + Shape(given).str());
     HostTensor t(types[i]);
     std::copy(a.data(), a.data() + t.numel(), t.data.begin());
     round_tensor(t);  // values become the input's dtype, as a cast would make them
@@ -212,6 +216,7 @@ NB_MODULE(_core, m) {
           "target"_a);
 
   m.def("parse", &parse_program, "text"_a, "filename"_a = "<program>");
+  m.def("is_reserved_name", &is_reserved_name, "name"_a);
   m.def("load", &load_graph_file, "path"_a);
   m.def("from_json", &from_json, "text"_a, "filename"_a = "<json>");
   m.def("run", &run, "graph"_a, "inputs"_a, "threads"_a = 0);

@@ -552,6 +552,8 @@ class Parser {
 
 Graph parse_program(std::string_view text, const std::string& filename) { return Parser(text, filename).parse(); }
 
+bool is_reserved_name(std::string_view name) { return is_keyword(name) || callable_op(name).has_value(); }
+
 Graph load_program_file(const std::string& path) {
   return parse_program(read_text_file(path, kMaxFileBytes), path);
 }

@@ -2,6 +2,7 @@
 #include "generator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 #include <span>
@@ -161,6 +162,11 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   in_range("max_block_ops", options.max_block_ops, kMaxBlockOpsRange);
   in_range("max_graph_kernels", options.max_graph_kernels, kMaxGraphKernelsRange);
   in_range("max_kernel_inputs", options.max_kernel_inputs, kMaxKernelInputsRange);
+  // The command line checks these too; library and Python callers get the same refusal.
+  if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
+  if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
+    throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
+  if (options.threads < 0) throw UserError("search: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
   std::set<OpKind> kinds;
   int matmuls = 0;
   for (const Op& op : program.ops) {
@@ -172,6 +178,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       throw UserError("search: programs with " + std::string(op_name(op.kind)) +
                       " are not searched yet (the generator enumerates no layout ops besides the "
                       "concat of the LoRA rewrite)");
+    if (op.kind == OpKind::sum && op.attrs.to > 1)
+      throw UserError("search: programs with sum(..., to=" + std::to_string(op.attrs.to) +
+                      ") are not searched yet (the generator enumerates sums to one value only)");
     kinds.insert(op.kind);
     matmuls += op.kind == OpKind::matmul;
     if (op.attrs.has_scalar) {

@@ -404,6 +404,16 @@ void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) 
 
 std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<const Graph*>& candidates,
                                      const VerifyOptions& options, ReferenceRuns* runs, const std::atomic<bool>* stop) {
+  // The command line checks these too; library and Python callers get the same refusal.
+  if (!(options.delta > 0 && options.delta <= 1)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", options.delta);
+    throw UserError(std::string("verify: delta must be in (0, 1], got ") + got);
+  }
+  if (options.max_tests < 1)
+    throw UserError("verify: max_tests is " + std::to_string(options.max_tests) + ", expected 1 or more");
+  if (options.threads < 0)
+    throw UserError("verify: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
   ReferenceRuns::Impl* cache = runs ? &runs->impl() : nullptr;
   if (cache) cache->bind(reference);
   std::vector<lax::Form> ref_forms;

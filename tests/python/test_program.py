@@ -83,6 +83,14 @@ def test_parse_errors_carry_file_line_and_column(tmp_path):
     assert e.message.startswith("matmul: [4, 8] times [4, 8]")
     with pytest.raises(mugraph.MugraphError, match=r"^<program>:1:6: error: expected .=. after the name .bogus."):
         mugraph.parse("bogus\n")
+    # Empty text is a program without outputs, like any other text without an output line.
+    for text in ("", "\n", "# nothing\n"):
+        with pytest.raises(mugraph.MugraphError, match="output"):
+            mugraph.parse(text)
+    empty = tmp_path / "empty.mg"
+    empty.write_text("")
+    with pytest.raises(mugraph.MugraphError, match="output"):
+        mugraph.load(str(empty))
 
 
 def test_load_and_save_round_trip(tmp_path, examples_dir):

@@ -124,3 +124,60 @@ def test_unsupported_ops_name_the_op_and_the_source_line():
 
     with pytest.raises(mugraph.MugraphError, match="Conv1d"):
         mugraph.from_torch(Conv(), (torch.randn(1, 4, 8),))
+
+
+def test_argument_and_parameter_names_the_program_cannot_take_are_renamed():
+    import torch
+
+    # nn.Linear's forward argument is `input`, a keyword of the program format.
+    torch.manual_seed(2)
+    lin = torch.nn.Linear(64, 32, bias=False).half()
+    x = torch.randn(8, 64, dtype=torch.float16)
+    p = mugraph.from_torch(lin, (x,))
+    assert [n for n, _, _ in p.inputs()] == ["input_1", "weight_t"]
+    assert_close_f16(p(x).float().numpy(), lin.float()(x.float()).detach().numpy())
+    lin.half()
+
+    # Parameters at a.c and a_c share a safe name; each keeps its own input and value. A
+    # parameter called t1 does not meet the temporaries' names either.
+    class Clash(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Module()
+            self.a.c = torch.nn.Parameter(torch.full((8,), 2.0))
+            self.a_c = torch.nn.Parameter(torch.full((8,), 3.0))
+            self.t1 = torch.nn.Parameter(torch.full((8,), 5.0))
+
+        def forward(self, sum):  # an op's name as the argument
+            return (sum * self.a.c + self.a_c) * self.t1
+
+    m = Clash()
+    s = torch.ones(4, 8)
+    p = mugraph.from_torch(m, (s,))
+    assert len({n for n, _, _ in p.inputs()}) == 4
+    np.testing.assert_allclose(p(s).numpy(), m(s).detach().numpy())  # (2 + 3) · 5 = 25
+
+
+def test_a_module_program_runs_on_numpy_arrays_too():
+    import torch
+
+    m = make_rmsnorm_linear()
+    x = torch.randn(16, 256, dtype=torch.float16)
+    p = mugraph.from_torch(m, (x,))
+    want = p(x).float().numpy()
+    got = p(x.numpy())  # the bound weights follow the caller's kind
+    assert isinstance(got, np.ndarray) and got.dtype == np.float16
+    np.testing.assert_array_equal(got.astype(np.float32), want)
+
+
+def test_shape_arithmetic_and_negation():
+    import torch
+
+    def scaled(q, k):
+        return torch.exp(-(q @ k) / q.shape[-1] ** 0.5)
+
+    q, k = torch.randn(8, 16) * 0.5, torch.randn(16, 8) * 0.5
+    p = mugraph.from_torch(scaled, (q, k))
+    np.testing.assert_allclose(p(q, k).numpy(), scaled(q, k).numpy(), rtol=1e-5, atol=1e-6)
+    x = p.inputs()[0]
+    assert x[0] == "q"

@@ -165,7 +165,7 @@ def test_call_errors_are_clear(rmsnorm_best):
         rmsnorm_best(x, g, Q=w)
     with pytest.raises(mugraph.MugraphError, match="given twice"):
         rmsnorm_best(x, g, w, X=x)
-    with pytest.raises(mugraph.MugraphError, match=r"shape \[16, 255\]"):
+    with pytest.raises(mugraph.MugraphError, match=r"input X has shape \[16, 256\], given \[16, 255\]"):
         rmsnorm_best(x[:, :255], g, w)
 
 
@@ -180,6 +180,35 @@ def test_superoptimize_errors():
         mugraph.superoptimize(42)
     with pytest.raises(mugraph.MugraphError, match="unknown cost bound 'fast'; the cost bounds are bytes, model and both"):
         mugraph.superoptimize(rmsnorm_linear(), cost_bound="fast")
+    # Checked before the search runs, as the command line checks them.
+    with pytest.raises(mugraph.MugraphError, match="top is 0, expected 1 or more"):
+        mugraph.superoptimize(rmsnorm_linear(), top=0)
+    with pytest.raises(mugraph.MugraphError, match="finite number of seconds"):
+        mugraph.superoptimize(rmsnorm_linear(), time_limit=float("nan"))
+    with pytest.raises(mugraph.MugraphError, match="threads is -1"):
+        mugraph.superoptimize(rmsnorm_linear(), threads=-1)
+    p = mugraph.Program()
+    X = p.input("X", [8, 64])
+    p.output(mugraph.sum(X, dim=1, to=4), "E")
+    with pytest.raises(mugraph.MugraphError, match=r"sum\(\.\.\., to=4\) are not searched yet"):
+        mugraph.superoptimize(p)
+
+
+def test_load_ugraph_refuses_an_invalid_ugraph(rmsnorm_best, tmp_path):
+    # A block-graph matmul given the same [16, k] tile twice: well-formed JSON that breaks the
+    # shape rules. Running or verifying it would read out of bounds; loading refuses it.
+    import json
+
+    d = json.loads(rmsnorm_best.graph.to_json())
+    body = d["graph"]["bodies"][0]
+    mm = next(op for op in body["ops"] if op["op"] == "matmul")
+    mm["inputs"] = [mm["inputs"][0], mm["inputs"][0]]
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(mugraph.MugraphError, match="bad.json: not a valid μGraph for h100"):
+        mugraph.load_ugraph(str(path))
+    with pytest.raises(mugraph.MugraphError, match="max_tests is 0"):
+        rmsnorm_best.verify(max_tests=0)
 
 
 def test_ctrl_c_stops_the_search_and_keeps_its_checkpoint(tmp_path):

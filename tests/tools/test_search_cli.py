@@ -255,6 +255,13 @@ def test_program_the_search_cannot_take(mugraph_bin, tmp_path):
     no_crash(r)
     assert r.returncode == 1
     assert "reshape" in r.stderr
+    # A sum to several partial sums: refused with the reason, not an internal error.
+    prog = write_program(tmp_path, "input X[8, 64]\nE = sum(X, dim=1, to=4)\noutput E\n")
+    r = search(mugraph_bin, prog, tmp_path / "out2")
+    no_crash(r)
+    assert r.returncode == 1
+    assert "sum(..., to=4) are not searched yet" in r.stderr
+    assert "internal error" not in r.stderr
 
 
 def test_ugraph_json_is_not_a_program(mugraph_bin, tmp_path):
