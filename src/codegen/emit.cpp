@@ -1042,7 +1042,7 @@ class BlockKernelEmitter {
   int64_t shared_bytes_ = 0;
   int64_t scratch_offset_ = -1;  // the wgmma operand stages, shared by the kernel's wgmma matmuls
   int64_t scratch_bytes_ = 0;
-  int64_t stage_buffers_ = 1;  ///< most stage buffers a wgmma matmul takes (mgd::wgmma_stage_buffers)
+  int64_t stage_buffers_ = 1;     ///< most stage buffers a wgmma matmul takes (mgd::wgmma_stage_buffers)
   int64_t tma_bars_offset_ = -1;  // the transaction barriers, if any load is TMA
   int stage_bars_ = 0;            // barriers of the pipeline's stages (0, or stages_)
   int once_bars_ = 0;             // barriers of tiles loaded once, after those

@@ -114,7 +114,8 @@ TEST(Codegen, WgmmaStagesTakeASecondBufferWhereItCostsNoResidency) {
     return std::stoll(src.substr(src.rfind(' ', at - 1) + 1, at));
   };
   // 158,128 bytes with two buffers: one block per SM either way.
-  const std::string both = generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
+  const std::string both =
+      generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
   EXPECT_NE(both.find(", 512, 21504, 0, 0, 2>("), std::string::npos) << both;  // 1024 + 2 · (64 + 16) · 128
   EXPECT_EQ(shared_bytes(both), 158128);
   // 112,352 bytes with one: two blocks per SM of 233,472 bytes, which 9,216 more would make one.
@@ -124,7 +125,8 @@ TEST(Codegen, WgmmaStagesTakeASecondBufferWhereItCostsNoResidency) {
   EXPECT_EQ(two_blocks.find(", 2>("), std::string::npos) << two_blocks;
   EXPECT_NE(two_blocks.find("scratch = smem + "), std::string::npos);
   // 230,592 bytes with one: a second would pass the 232,448 a block may have.
-  const std::string full = generate_cuda(test::rmsnorm_fig3b(24, 4096, 4096, 128, 4, DType::f16), hopper, staged).source;
+  const std::string full =
+      generate_cuda(test::rmsnorm_fig3b(24, 4096, 4096, 128, 4, DType::f16), hopper, staged).source;
   EXPECT_EQ(shared_bytes(full), 230592);
   EXPECT_EQ(full.find(", 2>("), std::string::npos) << full;
   // Where k is one chunk there is nothing to overlap: one buffer.
