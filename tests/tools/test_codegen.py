@@ -179,13 +179,15 @@ def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, n
         # The weight tiles [256, 32] are written by the copy engine with the 64-byte swizzle and
         # read in place as the instruction's B, N-major (transpose flag 1), which keeps the
         # results [16, 32] and [8, 32] unswapped (mgd::wgmma_orientation_swaps): m64n32k16, four
-        # k16 steps per chunk of k; only A (the mul's result, or X) is staged and fenced to the
-        # async proxy; no mma.sync left.
+        # k16 steps per chunk of k, issued at two places (the loop over chunks, then the last
+        # chunk); only A (the mul's result, or X) is staged, in two buffers (each chunk waits for
+        # the one before it only), and fenced to the async proxy; no mma.sync left.
         wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, "
                            r"1, 1, 1, (\d), (\d);", ptx)
-        assert len(wgmma) == ptx.count("wgmma.mma_async") == 4 * (2 if "mlp" in name else 1), ptx
+        assert len(wgmma) == ptx.count("wgmma.mma_async") == 8 * (2 if "mlp" in name else 1), ptx
         assert set(wgmma) == {("m64n32k16", "0", "1")}, wgmma
-        assert "fence.proxy.async.shared::cta" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
+        assert "fence.proxy.async.shared::cta" in ptx
+        assert "wgmma.wait_group.sync.aligned 1" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
         assert "mma.sync" not in ptx
         # Tensor copies counted against a barrier per stage, waited for by phase.
         assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
@@ -214,10 +216,12 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
     if target == "sm_90a":
         # Both read their weight tile in place, N-major (.tnspB), as the instruction's B: 64 rows
         # (16 or 8 of them the result's) by 32 columns; four k16 steps per chunk of k at least
-        # (ptxas may unroll the loop over chunks).
-        hgmma = re.findall(r"HGMMA\.(\w+)\.F32 R\d+, gdesc\[UR\d+\](\.\w+)?, R\d+", sass)
+        # (ptxas may unroll the loop over chunks; the first step of a job may start from zero,
+        # RZ, instead of the accumulators). The chunks wait for the one before them only.
+        hgmma = re.findall(r"HGMMA\.(\w+)\.F32 R\d+, gdesc\[UR\d+\](\.\w+)?, (?:R\d+|RZ, !UPT)", sass)
         assert len(hgmma) == sass.count("HGMMA.") >= 4 * (2 if "mlp" in name else 1), sass
         assert set(hgmma) == {("64x32x16", ".tnspB")}, hgmma
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
         assert "HMMA" not in sass
         assert "UTMALDG.2D" in sass and "LDGSTS" not in sass
     else:
