@@ -105,16 +105,21 @@ std::optional<Scalar> parse_scalar(std::string_view text) {
   int64_t mantissa = 0;
   int significant = 0;
   int64_t exp10 = 0;
+  int64_t trailing_zeros = 0;  // zeros after the last non-zero digit: an exponent, not digits
   bool any_digit = false;
   auto take_digit = [&](char c, bool after_point) {
     any_digit = true;
-    if (mantissa == 0 && c == '0') {
-      if (after_point) --exp10;
+    if (after_point) --exp10;
+    if (c == '0') {
+      trailing_zeros += mantissa != 0;
       return true;
+    }
+    for (; trailing_zeros > 0; --trailing_zeros) {
+      if (++significant > 18) return false;
+      mantissa *= 10;
     }
     if (++significant > 18) return false;
     mantissa = mantissa * 10 + (c - '0');
-    if (after_point) --exp10;
     return true;
   };
   while (i < text.size() && text[i] >= '0' && text[i] <= '9')
@@ -125,6 +130,7 @@ std::optional<Scalar> parse_scalar(std::string_view text) {
       if (!take_digit(text[i++], true)) return std::nullopt;
   }
   if (!any_digit) return std::nullopt;
+  exp10 += trailing_zeros;
   if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
     ++i;
     bool eneg = false;
@@ -138,10 +144,13 @@ std::optional<Scalar> parse_scalar(std::string_view text) {
     exp10 += eneg ? -e : e;
   }
   if (i != text.size()) return std::nullopt;
-  Scalar s{neg ? -mantissa : mantissa, 0};
   if (mantissa == 0) return Scalar{0, 0};
-  if (exp10 > 300 || exp10 < -300) return std::nullopt;
-  s.exp10 = static_cast<int32_t>(exp10);
+  // Magnitudes from 1e-300 to 1e300: the leading digit's exponent decides, then 1e300 itself.
+  const int64_t leading = exp10 + significant - 1;
+  int64_t power = 1;
+  for (int k = 1; k < significant; ++k) power *= 10;
+  if (leading < -300 || leading > 300 || (leading == 300 && mantissa != power)) return std::nullopt;
+  Scalar s{neg ? -mantissa : mantissa, static_cast<int32_t>(exp10)};
   s = s.normalized();
   if (!std::isfinite(s.value()) || s.value() == 0.0) return std::nullopt;
   return s;

@@ -21,8 +21,21 @@ TEST(Scalar, ParsesDecimalsExactly) {
 
 TEST(Scalar, RejectsNonNumbers) {
   for (const char* bad : {"", "-", ".", "e5", "1e", "1e+", "1.2.3", "0x10", "1f", "1e999", "1e-999",
-                          "1234567890123456789"})
+                          "1234567890123456789", "1.5e300", "9.9e-301", "0.5e-300"})
     EXPECT_FALSE(parse_scalar(bad)) << bad;
+}
+
+TEST(Scalar, TrailingZerosAreAnExponentAndTheRangeIsTheMagnitudes) {
+  // 10^18 has one significant digit: 19 digits of text, mantissa 1.
+  EXPECT_EQ(parse_scalar("1000000000000000000")->mantissa, 1);
+  EXPECT_EQ(parse_scalar("1000000000000000000")->exp10, 18);
+  EXPECT_EQ(parse_scalar("120000000000000000000000.00")->str(), parse_scalar("1.2e23")->str());
+  EXPECT_EQ(parse_scalar("1.50"), parse_scalar("1.5"));
+  EXPECT_EQ(parse_scalar("100.5")->mantissa, 1005);  // zeros between digits are digits
+  EXPECT_FALSE(parse_scalar("1000000000000000001"));  // 19 significant digits
+  // From 1e-300 to 1e300 by magnitude, whatever the spelling of the mantissa.
+  for (const char* ok : {"1.5e-300", "15e-301", "1e-300", "1e300", "0.1e301", "9.99e299"})
+    EXPECT_TRUE(parse_scalar(ok)) << ok;
 }
 
 TEST(Scalar, TextRoundTrips) {
