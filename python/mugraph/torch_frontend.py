@@ -368,6 +368,8 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             return mg.reshape(args[0], list(result.shape))
         if target is getattr and not isinstance(args[0], Tensor):
             return result
+        if target is getattr and args[1] in ("T", "mT", "H", "mH"):
+            raise _Unsupported(f"the transpose x.{args[1]} is not supported (the program format has no transpose op)")
         if target is getattr and args[1] in ("shape", "dtype", "device"):
             return result if args[1] != "shape" else tuple(result)
         f = FUNCTIONS.get(target)

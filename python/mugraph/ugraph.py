@@ -190,6 +190,8 @@ class UGraph:
 def _kind_of(values: list) -> str:
     kinds = set()
     for v in values:
+        if v is None:
+            raise _core.MugraphError("an input is None; give an array or tensor for every input")
         module = type(v).__module__
         if module.startswith("torch"):
             kinds.add("cuda" if v.is_cuda else "torch")

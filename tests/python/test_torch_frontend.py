@@ -181,3 +181,13 @@ def test_shape_arithmetic_and_negation():
     np.testing.assert_allclose(p(q, k).numpy(), scaled(q, k).numpy(), rtol=1e-5, atol=1e-6)
     x = p.inputs()[0]
     assert x[0] == "q"
+
+
+def test_transposes_and_missing_inputs_say_what_is_wrong():
+    import torch
+
+    with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T is not supported"):
+        mugraph.from_torch(lambda x: x.T @ x, (torch.randn(8, 4),))
+    p = mugraph.from_torch(lambda x, y: x + y, (torch.randn(2, 4), torch.randn(2, 4)))
+    with pytest.raises(mugraph.MugraphError, match="an input is None"):
+        p(np.ones((2, 4)), None)
