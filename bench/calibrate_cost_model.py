@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The cost model against GPU timings (issue 7): reads the report.json of searches run with
-`mugraph search --measure K` on a GPU and prints, per search, the Spearman rank correlation
-between predicted and measured times over the candidates that checked, and how far the model's
-top choice is from the fastest measured. Optionally writes a Markdown table and a scatter plot
-(PNG, needs matplotlib).
+`mugraph search --measure K` on a GPU, or the --json file of `bench/paper/run.py --measure K`
+(each configuration's saved candidates timed alike, as the GPU session's calibrate step runs it
+over bench/paper/results_top100), and prints, per search, the Spearman rank correlation between
+predicted and measured times over the candidates that checked, and how far the model's top
+choice is from the fastest measured. Optionally writes a Markdown table and a scatter plot (PNG,
+needs matplotlib).
 
     bench/calibrate_cost_model.py OUT/calibrate_rmsnorm_linear OUT/calibrate_gated_mlp \\
         --markdown calibration.md --png calibration.png
+    bench/calibrate_cost_model.py OUT/calibration_runs.json --markdown calibration.md
 
 Targets (issue 7): Spearman >= 0.8 and the model's choice within 10% of the fastest."""
 import argparse
@@ -39,13 +42,41 @@ def summarize(report_dir):
     }
 
 
+def summarize_runs(path):
+    """One summary per configuration of a run.py --json file whose candidates were timed."""
+    doc = json.loads(Path(path).read_text())
+    gpu = doc.get("gpu") or {}
+    found = []
+    for row in doc.get("rows", []):
+        cands = row.get("candidates") or []
+        ok = [c for c in cands if c.get("ok") and c.get("estimated_us") is not None and "median_us" in c]
+        if len(cands) < 2 or not ok:
+            continue
+        fastest = min(c["median_us"] for c in ok)
+        found.append({
+            "name": row["name"],
+            "device": gpu.get("gpu", "?"),
+            "emulated": bool(gpu.get("emulated")),
+            "candidates": len(cands),
+            "checked": len(ok),
+            "spearman": row.get("spearman"),
+            "model_pick_us": ok[0]["median_us"],
+            "fastest_us": fastest,
+            "gap": ok[0]["median_us"] / fastest - 1,
+            "points": [(c["estimated_us"], c["median_us"]) for c in ok],
+        })
+    if not found:
+        raise SystemExit(f"{path}: no configuration with two or more timed candidates that checked")
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("dirs", nargs="+", help="output directories of mugraph search --measure")
+    ap.add_argument("dirs", nargs="+", help="output directories of mugraph search --measure, or run.py --json files")
     ap.add_argument("--markdown", help="write the table here")
     ap.add_argument("--png", help="write the scatter plot here (needs matplotlib)")
     args = ap.parse_args()
-    rows = [summarize(d) for d in args.dirs]
+    rows = [r for d in args.dirs for r in (summarize_runs(d) if Path(d).is_file() else [summarize(d)])]
     lines = ["| search | device | candidates (checked) | Spearman | model's pick | fastest | gap |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:

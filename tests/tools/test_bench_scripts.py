@@ -321,3 +321,32 @@ def test_torch_module_vs_mugraph_says_what_it_needs_without_a_gpu():
     assert r.returncode == 2, r.stdout + r.stderr
     assert "needs PyTorch" in r.stderr or "needs a CUDA GPU" in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+CALIBRATE = SOURCE_DIR / "bench" / "calibrate_cost_model.py"
+
+
+def test_calibrate_cost_model_reads_paper_run_json(tmp_path):
+    # The GPU session's calibrate step times bench/paper/results_top100's candidates with run.py
+    # and hands its --json to calibrate_cost_model.py: per configuration, Spearman (as run.py
+    # computed it), the model's pick (the first candidate that checked) against the fastest.
+    def cand(rank, est, med, ok=True):
+        return {"rank": rank, "estimated_us": est, "median_us": med, "ok": ok}
+
+    doc = {"gpu": {"gpu": "NVIDIA H200"}, "rows": [
+        {"name": "rmsnorm_bs1", "spearman": 0.9,
+         "candidates": [cand(0, 10.0, 12.0, ok=False), cand(1, 10.5, 11.0), cand(2, 11.0, 10.0), cand(3, 12.0, 13.0)]},
+        {"name": "lora", "candidates": [cand(0, 3.0, 4.0)]},  # one candidate: nothing to rank
+    ]}
+    path = tmp_path / "calibration_runs.json"
+    path.write_text(json.dumps(doc))
+    r = run_script(CALIBRATE, str(path), "--markdown", str(tmp_path / "c.md"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = [line for line in r.stdout.splitlines() if line.startswith("| rmsnorm_bs1")]
+    assert rows == ["| rmsnorm_bs1 | NVIDIA H200 | 4 (3) | 0.900 | 11.00 us | 10.00 us | 10.0% |"], r.stdout
+    assert "lora" not in r.stdout
+    assert (tmp_path / "c.md").read_text().strip() == r.stdout.strip()
+    doc["rows"] = doc["rows"][1:]
+    path.write_text(json.dumps(doc))
+    r = run_script(CALIBRATE, str(path))
+    assert r.returncode != 0 and "no configuration with two or more timed candidates" in r.stderr
