@@ -211,6 +211,8 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
                 value = _lookup(gm, n.target)
                 if not isinstance(value, torch.Tensor):
                     return value
+                if value.dim() == 0:  # a scalar constant (x * torch.tensor(2.0)): a number
+                    return value.item()
                 # A weight only F.linear reads (a top-level nn.Linear traces to one) is bound
                 # transposed there, as nn.Linear's is, not as it is here.
                 if n.users and all(u.target is F.linear and len(u.args) > 1 and u.args[1] is n

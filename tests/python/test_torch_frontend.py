@@ -178,6 +178,8 @@ def test_shape_arithmetic_and_negation():
 
     q, k = torch.randn(8, 16) * 0.5, torch.randn(16, 8) * 0.5
     p = mugraph.from_torch(scaled, (q, k))
+    doubled = mugraph.from_torch(lambda x: x * torch.tensor(2.0), (q,))  # a 0-d constant: a number
+    np.testing.assert_allclose(doubled(q).numpy(), (q * 2).numpy())
     np.testing.assert_allclose(p(q, k).numpy(), scaled(q, k).numpy(), rtol=1e-5, atol=1e-6)
     x = p.inputs()[0]
     assert x[0] == "q"
