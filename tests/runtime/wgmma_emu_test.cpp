@@ -183,6 +183,9 @@ TEST(TileOps, WgmmaMatmulF16) {
   check_wgmma_matmul<mgd::half, 80, 72, 40>(256);   // padding in M, N and K; two warpgroups, uneven jobs
   check_wgmma_matmul<mgd::half, 8, 8, 16>(128);     // the smallest wgmma
   check_wgmma_matmul<mgd::half, 16, 32, 272>(128);  // LoRA's concat: four whole chunks of k, then one k16 step
+  // Two warpgroups with uneven jobs, each job three chunks of k (the last partial) through two
+  // stage buffers per warpgroup.
+  check_wgmma_matmul<mgd::half, 80, 72, 136, false, true>(256);
 }
 
 TEST(TileOps, WgmmaMatmulWithOneStageBuffer) {
