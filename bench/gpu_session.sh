@@ -167,6 +167,9 @@ run_step() {
         bench_line "$W/operands.jsonl" name="$name" wgmma_operands="$operands" -- "$ROOT/examples/ugraphs/$name.json" \
           --cache-dir "$CACHE" --wgmma-operands "$operands" --seed 1 --warmup 20 --repeats 200
       done
+      # One stage buffer: each chunk of k waits for the one before it (two is the default).
+      bench_line "$W/operands.jsonl" name="$name" wgmma_operands=in-place stage_buffers=1 -- \
+        "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --wgmma-stage-buffers 1 --seed 1 --warmup 20 --repeats 200
       for layouts in chosen row-major; do
         bench_line "$W/layouts.jsonl" name="$name" layouts="$layouts" -- "$ROOT/examples/ugraphs/$name.json" \
           --cache-dir "$CACHE" --layouts "$layouts" --seed 1 --warmup 20 --repeats 200

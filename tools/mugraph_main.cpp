@@ -597,6 +597,11 @@ int run_main(int argc, char** argv) {
                     "swizzled (in-place, the default), or staged like the others (staged)")
         ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"in-place", true}, {"staged", false}},
                                             CLI::ignore_case));
+    sub->add_option("--wgmma-stage-buffers", o.wgmma_stage_buffers,
+                    "sm_90a: stage buffers per warpgroup for wgmma operands staged over several chunks of k: 2 (the "
+                    "default, where the kernel fits and keeps its blocks per SM: the next chunk is staged while the "
+                    "tensor cores read this one) or 1 (each chunk waits for the one before)")
+        ->check(CLI::Range(1, 2));
   };
   add_codegen_options(cgen, cgopts);
 

@@ -73,6 +73,11 @@ struct CodegenOptions {
   /// On sm_90a, let wgmma matmuls read the operand tiles the copy engine loads for them alone in
   /// place, written swizzled (wgmma_rules.h); false stages every operand (to measure the two).
   bool read_operands_in_place = true;
+  /// On sm_90a, the most stage buffers per warpgroup for wgmma operands staged over several
+  /// chunks of k: 2 stages the next chunk while the tensor cores read this one (taken where the
+  /// kernel fits and an SM holds as many of its blocks); 1 makes each chunk wait for the one
+  /// before it (to measure the two).
+  int wgmma_stage_buffers = 2;
 };
 inline constexpr int kMaxPipelineStages = 4;
 

@@ -159,6 +159,7 @@ std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {
   j["pipeline_stages"] = opt.codegen.pipeline_stages;  // 0: chosen per kernel
   j["layouts"] = opt.codegen.choose_layouts ? "chosen" : "row-major";
   j["wgmma_operands"] = opt.codegen.read_operands_in_place ? "in-place" : "staged";
+  j["wgmma_stage_buffers"] = opt.codegen.wgmma_stage_buffers;  // the most a matmul may take
   j["ok"] = r.ok;
   j["runs"] = r.runs;
   j["median_us"] = r.median_us;

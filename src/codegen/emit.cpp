@@ -257,7 +257,8 @@ class BlockKernelEmitter {
         tma_(target.tma),
         requested_stages_(options.pipeline_stages),
         choose_layouts_(options.choose_layouts),
-        read_operands_in_place_(options.read_operands_in_place) {}
+        read_operands_in_place_(options.read_operands_in_place),
+        max_stage_buffers_(options.wgmma_stage_buffers) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -624,7 +625,7 @@ class BlockKernelEmitter {
     for (size_t i = 0; i < body_.ops.size(); ++i)
       pays = pays || (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i) && wgmma_stage_buffers(i) == 2);
     stage_buffers_ = 1;
-    if (pays && shared_bytes_ <= limits_.shared_memory_bytes) {
+    if (pays && max_stage_buffers_ >= 2 && shared_bytes_ <= limits_.shared_memory_bytes) {
       const int64_t one_buffer = shared_bytes_;
       stage_buffers_ = 2;
       lay_out(stages);
@@ -1026,6 +1027,7 @@ class BlockKernelEmitter {
   int requested_stages_;             // CodegenOptions::pipeline_stages
   bool choose_layouts_;              // CodegenOptions::choose_layouts
   bool read_operands_in_place_;      // CodegenOptions::read_operands_in_place
+  int64_t max_stage_buffers_;        // CodegenOptions::wgmma_stage_buffers
   std::vector<TileLayout> layouts_;  // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;
   int stages_ = 1;

@@ -523,6 +523,26 @@ def test_operand_tiles_read_in_place_match_the_interpreter(mugraph_bin, sanitize
     assert "in place" not in staged and "tma_load_panels" not in staged and staged.count("on wgmma") == 2
 
 
+def test_staged_operands_take_two_buffers_or_one(mugraph_bin, sanitized_build, tmp_path):
+    # GatedMLP with k = 192 per iteration: X's [8, 192] tile is staged in three chunks of k, the
+    # next staged while the tensor cores read this one (two buffers, the default where it costs no
+    # resident block), or with --wgmma-stage-buffers 1 each waiting for the one before it. Both
+    # match the interpreter on the emulation.
+    need_emulation(sanitized_build)
+    path = rescaled_gated_mlp(tmp_path, 8, 3072, 128, 4)
+    for buffers, marker in (("2", 2), ("1", 0)):
+        codegen(mugraph_bin, path, "sm_90a", tmp_path / f"cuda{buffers}", "--wgmma-stage-buffers", buffers)
+        source = (tmp_path / f"cuda{buffers}" / "ugraph.cu").read_text()
+        assert source.count(", 192, ") == 2 and source.count("0, 64, 2>(") == marker, source
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "2", "--wgmma-stage-buffers", buffers, "--json",
+                    "--cache-dir", tmp_path / "cache", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["wgmma_stage_buffers"] == int(buffers), result
+    r = run_cli(mugraph_bin, "codegen", path, "--target", "sm_90a", "-o", tmp_path / "bad", "--wgmma-stage-buffers", "3")
+    assert r.returncode == 2 and "--wgmma-stage-buffers" in r.stderr, r.stderr
+
+
 def test_tiles_longer_than_a_box_load_through_a_split_view(mugraph_bin, sanitized_build, tmp_path):
     # The paper's RMSNorm at batch 1 (bench/paper/results/rmsnorm_bs1): tiles [2, 1024] of X,
     # [1024] of G and [1024, 32] of W, longer than a tensor-map box (256). Each is one box of a
