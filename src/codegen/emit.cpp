@@ -1130,6 +1130,11 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       code.inputs.push_back({op.attrs.name, g.type(t)});
       buf[t.index()] = "d" + std::to_string(t.value);
       ++n_inputs;
+      // An input nothing reads (the program ignores it) is still taken, in its place.
+      bool read = std::find(g.outputs.begin(), g.outputs.end(), t) != g.outputs.end();
+      for (size_t i = 0; i < g.ops.size() && !read; ++i)
+        read = live[i] && std::find(g.ops[i].inputs.begin(), g.ops[i].inputs.end(), t) != g.ops[i].inputs.end();
+      if (!read) host << "  (void)d" << t.value << ";  // read by nothing\n";
     }
   // Program outputs written in place by the kernel that makes them; an output that is an input,
   // or a tensor output twice, is copied at the end.
@@ -1259,7 +1264,7 @@ GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const Code
       << "extern \"C\" int64_t mugraph_workspace_bytes(void) { return " << ws_bytes << "; }\n\n"
       << "extern \"C\" int mugraph_run(const void* const* inputs, void* const* outputs, void* workspace,\n"
       << "                             cudaStream_t stream) {\n"
-      << host.str() << "  cudaError_t err = cudaSuccess;\n";
+      << host.str() << (n_kernels > 0 ? "  cudaError_t err = cudaSuccess;\n" : "");
   for (const Launch& l : launches) {
     if (!l.host_call.empty()) {
       src << "  // " << l.comment << "\n  if (const int e = " << l.host_call << "; e != 0) return e;\n";

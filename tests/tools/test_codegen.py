@@ -523,6 +523,28 @@ def test_operand_tiles_read_in_place_match_the_interpreter(mugraph_bin, sanitize
     assert "in place" not in staged and "tma_load_panels" not in staged and staged.count("on wgmma") == 2
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_host_code_of_blas_only_programs_and_unread_inputs_compiles_without_warnings(mugraph_bin, tmp_path, target):
+    # A program of one matmul is one cuBLAS call (no kernel launch, so no launch error to keep);
+    # an input the program ignores (Y) is still taken, in its place, and said to be unread.
+    if NVCC is None:
+        pytest.skip("nvcc not found (install the CUDA toolkit)")
+    programs = {"blas": "input X[2, 512]\ninput W[512, 48]\nO = matmul(X, W)\noutput O\n",
+                "unread": "input X[16, 64]\ninput Y[16, 64]\ninput W[64, 32]\nO = exp(matmul(X, W))\noutput O\n"}
+    arch = target.removeprefix("sm_")
+    for name, text in programs.items():
+        path = tmp_path / f"{name}.mg"
+        path.write_text(text)
+        codegen(mugraph_bin, path, target, tmp_path / name)
+        source = (tmp_path / name / "ugraph.cu").read_text()
+        assert ("cudaError_t err" in source) == (name != "blas"), source
+        assert ("(void)d1;  // read by nothing" in source) == (name == "unread"), source
+        r = subprocess.run([NVCC, "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Werror",
+                            "all-warnings", f"-I{tmp_path / name}", "-c", str(tmp_path / name / "ugraph.cu"), "-o",
+                            str(tmp_path / f"{name}.o")], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_staged_operands_take_two_buffers_or_one(mugraph_bin, sanitized_build, tmp_path):
     # GatedMLP with k = 192 per iteration: X's [8, 192] tile is staged in three chunks of k, the
     # next staged while the tensor cores read this one (two buffers, the default where it costs no
