@@ -167,7 +167,7 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   return s.str();
 }
 
-void CheckpointWriter::write(const std::string& path, const CheckpointState& st) {
+bool CheckpointWriter::write(const std::string& path, const CheckpointState& st, const std::function<bool()>& abandon) {
   ++writes_;
   // The document is assembled as text around the kept graph texts: byte for byte the dump of
   // the one Json object this function used to build (checked on an 8-MB nTrans checkpoint).
@@ -191,7 +191,9 @@ void CheckpointWriter::write(const std::string& path, const CheckpointState& st)
   out += ",\"prefixes\":[";
   std::unordered_map<const Graph*, size_t> prefix_index;
   std::string pending;
+  size_t done = 0;
   for (const Task& t : st.pending) {
+    if (abandon && ++done % 4096 == 0 && abandon()) return false;
     auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
     if (fresh) {
       if (it->second > 0) out += ',';
@@ -229,6 +231,7 @@ void CheckpointWriter::write(const std::string& path, const CheckpointState& st)
     if (!f.flush()) throw UserError(tmp + ": cannot write the checkpoint");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError(path + ": cannot replace the checkpoint");
+  return true;
 }
 
 void write_checkpoint(const std::string& path, const CheckpointState& st) { CheckpointWriter().write(path, st); }

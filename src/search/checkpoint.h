@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -35,7 +36,9 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& option
 class CheckpointWriter {
  public:
   /// Writes the state to `path` atomically. Throws UserError if the file cannot be written.
-  void write(const std::string& path, const CheckpointState& state);
+  /// `abandon`, asked every few thousand tasks, gives the write up (the file stays as it was;
+  /// returns false): a periodic write of a large frontier must not hold a stop back.
+  bool write(const std::string& path, const CheckpointState& state, const std::function<bool()>& abandon = {});
 
  private:
   struct Text {

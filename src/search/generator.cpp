@@ -457,7 +457,7 @@ uint64_t Generator::vars_of(ExprId e) {
 
 bool Generator::run(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   if (stop.load(std::memory_order_relaxed)) return false;
-  return task.is_block() ? run_block_task(task, out, stop) : run_kernel_task(task, out);
+  return task.is_block() ? run_block_task(task, out, stop) : run_kernel_task(task, out, stop);
 }
 
 namespace {
@@ -519,7 +519,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
 
 }  // namespace
 
-bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
+bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   const SearchOptions& opt = ctx_.options();
   ++out.stats.kernel_states;
@@ -564,6 +564,9 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out) {
     std::stable_sort(subsets.begin(), subsets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
     const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
     for (const std::vector<TensorId>& subset : subsets) {
+      // A kernel task can make hundreds of thousands of block tasks (one per chunk of each
+      // operand set's configurations): a stop leaves it to run again, its children dropped.
+      if (stop.load(std::memory_order_relaxed)) return false;
       OpRank head;
       head.kind = static_cast<int32_t>(OpKind::graph_kernel);
       head.max_input = subset.back().value;

@@ -274,7 +274,7 @@ class Generator {
   bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
 
  private:
-  bool run_kernel_task(const Task& task, TaskOutput& out);
+  bool run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
   bool run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
 
   SearchContext& ctx_;

@@ -317,6 +317,7 @@ class Driver {
   void monitor() {
     auto last_progress = Clock::now();
     auto last_checkpoint = Clock::now();
+    double checkpoint_interval = opt_.checkpoint_seconds;
     std::unique_lock lock(mu_);
     while (true) {
       monitor_cv_.wait_for(lock, std::chrono::milliseconds(50));
@@ -350,7 +351,7 @@ class Driver {
         lock.lock();
       }
       if (!opt_.checkpoint_path.empty() &&
-          std::chrono::duration<double>(now - last_checkpoint).count() >= opt_.checkpoint_seconds) {
+          std::chrono::duration<double>(now - last_checkpoint).count() >= checkpoint_interval) {
         last_checkpoint = now;
         // A copy of the state under the lock (milliseconds: tasks share their prefixes), the
         // file written without it, so that the workers need not wait for the disk.
@@ -358,7 +359,16 @@ class Driver {
         lock.unlock();
         std::exception_ptr failed;
         try {
-          checkpoint_writer_.write(opt_.checkpoint_path, state);
+          // This thread also enforces the limits: a write of a large frontier (hundreds of
+          // thousands of tasks take seconds) is given up when one is reached, and the final
+          // write at the stop saves the state. The next periodic write waits at least four
+          // times as long as this one took, so that writing stays a small share of the search.
+          const auto started = Clock::now();
+          checkpoint_writer_.write(opt_.checkpoint_path, state, [&] {
+            return time_limit_reached() || (control_ && control_->stop.load());
+          });
+          checkpoint_interval = std::max(opt_.checkpoint_seconds,
+                                         4 * std::chrono::duration<double>(Clock::now() - started).count());
         } catch (...) {
           failed = std::current_exception();
         }

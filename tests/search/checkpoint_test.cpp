@@ -160,6 +160,25 @@ TEST(Checkpoint, AWriterThatKeepsGraphTextsWritesWhatAFreshOneWrites) {
   }
 }
 
+TEST(Checkpoint, AnAbandonedWriteLeavesTheFileAsItWas) {
+  // The search gives a periodic write of a large frontier up when a limit is reached (the
+  // abandon callback is asked every 4096 tasks); the file keeps the previous write.
+  TempDir dir;
+  const std::string path = dir.file("checkpoint.json");
+  CheckpointState st = sample_state();
+  write_checkpoint(path, st);
+  const std::string before = read_text_file(path, kMaxGraphFileBytes);
+  CheckpointState big = st;
+  while (big.pending.size() < 5000) big.pending.push_back(st.pending[big.pending.size() % st.pending.size()]);
+  CheckpointWriter writer;
+  int asked = 0;
+  EXPECT_FALSE(writer.write(path, big, [&] { return ++asked > 0; }));
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(read_text_file(path, kMaxGraphFileBytes), before);
+  EXPECT_TRUE(writer.write(path, big, [] { return false; }));
+  EXPECT_EQ(read_checkpoint(path, default_target()).pending.size(), 5000u);
+}
+
 TEST(Checkpoint, EmptyStateRoundTrips) {
   TempDir dir;
   CheckpointState st;
