@@ -425,7 +425,13 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   std::cout << "), candidates " << r.stats.candidates << ", verified " << r.stats.verified << ", rejected "
             << r.stats.rejected << "\n";
   if (r.top.empty()) {
-    std::cout << "  no equivalent μGraph found within the limits\n";
+    if (r.stop_reason == StopReason::interrupted && r.stats.candidates > 0)
+      // Found but not verified yet: nothing is lost, the checkpoint holds them.
+      std::cout << "  interrupted before any of the " << r.stats.candidates
+                << " candidates found was verified; --resume continues from " << (dir / "checkpoint.json").string()
+                << "\n";
+    else
+      std::cout << "  no equivalent μGraph found within the limits\n";
     return r.stop_reason == StopReason::interrupted ? 130 : kExitUser;
   }
   std::cout << "  rank  kernels  graph-defined  device bytes   block ops  shared mem  model (" << options.target.name

@@ -395,6 +395,9 @@ def test_sigint_writes_report_and_checkpoint_then_resume_finishes(mugraph_bin, t
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "interrupted"
     assert "pending" in report["stop_detail"]
+    if report["verified"] == 0 and report["candidates"] > 0:
+        # Found and not verified yet: the checkpoint keeps them, and the message says so.
+        assert "--resume continues from" in stdout and "no equivalent" not in stdout, stdout
     checkpoint = json.loads((out / "checkpoint.json").read_text())
     assert checkpoint["format"] == "mugraph-search-checkpoint"
     assert checkpoint["pending"], "an interrupted search has pending tasks"
