@@ -79,7 +79,7 @@ int cmd_check(const std::string& path, const std::string& target_name) {
 std::pair<std::string, std::string> split_assignment(const std::string& text) {
   auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    throw UserError("--input expects NAME=PATH.npy, got '" + text + "'");
+    throw UserError("expects NAME=PATH.npy, got '" + text + "'");
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
@@ -470,18 +470,18 @@ std::string version_line() {
   return line + ")";
 }
 
-/// A check of a real-valued option: "OPTION expects NUMBER" when the text is no number, "OPTION
-/// must be RANGE" when `ok` rejects it.
-std::function<std::string(const std::string&)> real_check(const std::string& option, const std::string& number,
-                                                          const std::string& range, bool (*ok)(double)) {
+/// A check of a real-valued option: "expects NUMBER" when the text is no number, "must be RANGE"
+/// when `ok` rejects it (the command line parser puts the option's name before it).
+std::function<std::string(const std::string&)> real_check(const std::string& number, const std::string& range,
+                                                          bool (*ok)(double)) {
   return [=](const std::string& text) {
     double v = 0;
     try {
       v = std::stod(text);
     } catch (const std::exception&) {
-      return option + " expects " + number;
+      return "expects " + number;
     }
-    return ok(v) ? std::string() : option + " must be " + range;
+    return ok(v) ? std::string() : "must be " + range;
   };
 }
 
@@ -496,17 +496,36 @@ int run_main(int argc, char** argv) {
   double input_scale = 1.0;
   const char* const kInputScaleHelp =
       "standard deviation of the inputs that are not given (default 1; 0.25 keeps attention's exp within f16)";
-  const auto positive_scale = real_check("--input-scale", "a positive number", "a positive number",
+  const auto positive_scale = real_check("a positive number", "a positive number",
                                          [](double v) { return v > 0 && std::isfinite(v); });
   int threads = 0;
+  // Option values that are usage errors (exit 2) when wrong, checked as the command line is read.
+  const auto gpu_target = [](const std::string& text) {
+    return find_target(text) ? std::string() : "unknown target '" + text + "'; the targets are a100, h100, h200 (or sm_80, sm_90a)";
+  };
+  const auto code_target = [](const std::string& text) {
+    try {
+      find_cuda_target(text);
+      return std::string();
+    } catch (const UserError&) {
+      return "unknown code-generation target '" + text + "'; the targets are sm_80 and sm_90a";
+    }
+  };
+  const auto named_file = [](const std::string& text) {
+    const size_t eq = text.find('=');
+    return eq != std::string::npos && eq > 0 && eq + 1 < text.size()
+               ? std::string()
+               : "expects NAME=PATH.npy, got '" + text + "'";
+  };
 
   auto* check = app.add_subcommand("check", "Validate a program or μGraph JSON file and print every tensor's shape");
   check->add_option("FILE", file, "program (.mg) or μGraph (.json)")->required();
-  check->add_option("--target", target, "target GPU: a100, h100, h200 (or sm_80, sm_90a)");
+  check->add_option("--target", target, "target GPU: a100, h100, h200 (or sm_80, sm_90a)")->check(gpu_target);
 
   auto* run = app.add_subcommand("run", "Run a program or μGraph on the CPU interpreter and write its outputs as NPY");
   run->add_option("FILE", file, "program (.mg) or μGraph (.json)")->required();
-  run->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal");
+  run->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal")
+      ->check(named_file);
   run->add_option("--seed", seed, "seed for the inputs that are not given (default 0)");
   run->add_option("--input-scale", input_scale, kInputScaleHelp)->check(positive_scale);
   run->add_option("--threads", threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
@@ -525,7 +544,7 @@ int run_main(int argc, char** argv) {
   ver->add_option("A", file, "reference: program (.mg) or μGraph (.json)")->required();
   ver->add_option("B", file_b, "candidate: program (.mg) or μGraph (.json)")->required();
   ver->add_option("--delta", vopts.delta, "wanted bound on accepting non-equivalent graphs (default 1e-9)")
-      ->check(real_check("--delta", "a number in (0, 1]", "in (0, 1]", [](double v) { return v > 0 && v <= 1; }));
+      ->check(real_check("a number in (0, 1]", "in (0, 1]", [](double v) { return v > 0 && v <= 1; }));
   ver->add_option("--seed", vopts.seed, "seed of the random tests; a verdict replays from it (default 0)");
   ver->add_option("--max-tests", vopts.max_tests, "most finite-field tests to run (default 64)")
       ->check(CLI::Range(1, 1000000));
@@ -554,11 +573,13 @@ int run_main(int argc, char** argv) {
       ->check(CLI::Range(kMaxKernelInputsRange.lo, kMaxKernelInputsRange.hi));
   srch->add_option("--threads", sopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(real_check("a number of seconds", "a finite number of seconds, 0 or more",
+                         [](double v) { return v >= 0 && std::isfinite(v); }));
   srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8)")
       ->check(CLI::Range(1, 100));
   srch->add_option("--target", search_target,
-                   "target GPU: its shared memory bounds block graphs, its cost model ranks candidates (default h100)");
+                   "target GPU: its shared memory bounds block graphs, its cost model ranks candidates (default h100)")
+      ->check(gpu_target);
   srch->add_option("--cost-bound", cost_bound,
                    "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast), "
                    "model (the cost model's lower bound; never prunes a prefix that could rank ahead, but slow: give "
@@ -584,7 +605,7 @@ int run_main(int argc, char** argv) {
                                   "Generate CUDA for a μGraph: writes DIR/ugraph.cu, ugraph.h, CMakeLists.txt, "
                                   "manifest.json and the device library");
   cgen->add_option("FILE", file, "μGraph (.json) or program (.mg, one pre-defined kernel per op)")->required();
-  cgen->add_option("--target", codegen_target, "sm_80 or sm_90a (default sm_90a)");
+  cgen->add_option("--target", codegen_target, "sm_80 or sm_90a (default sm_90a)")->check(code_target);
   cgen->add_option("-o,--output", out_dir, "output directory")->required();
   CodegenOptions cgopts;
   // The code generator's choices, which codegen and bench both take.
@@ -617,10 +638,11 @@ int run_main(int argc, char** argv) {
                          "Build a μGraph's generated code, run it on the GPU (or --emulate on the CPU), check it "
                          "against the interpreter and print the median time");
   bnch->add_option("FILE", file, "μGraph (.json) or program (.mg)")->required();
-  bnch->add_option("--target", bopts.target, "sm_80 or sm_90a (default sm_90a)");
+  bnch->add_option("--target", bopts.target, "sm_80 or sm_90a (default sm_90a)")->check(code_target);
   bnch->add_flag("--emulate", bopts.emulate,
                  "build against the host emulation (checks without a GPU; times mean nothing)");
-  bnch->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal");
+  bnch->add_option("--input", input_args, "NAME=PATH.npy; inputs not given are drawn from a seeded standard normal")
+      ->check(named_file);
   bnch->add_option("--seed", seed, "seed for the inputs that are not given (default 0)");
   bnch->add_option("--input-scale", input_scale, kInputScaleHelp)->check(positive_scale);
   add_codegen_options(bnch, bopts.codegen);

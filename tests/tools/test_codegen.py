@@ -370,7 +370,7 @@ def test_codegen_writes_a_self_contained_directory(mugraph_bin, tmp_path):
 
 def test_codegen_errors(mugraph_bin, tmp_path):
     r = run_cli(mugraph_bin, "codegen", EXAMPLES / "rmsnorm.mg", "--target", "sm_70", "-o", tmp_path)
-    assert r.returncode == 1 and "unknown code-generation target 'sm_70'" in r.stderr and "sm_90a" in r.stderr
+    assert r.returncode == 2 and "unknown code-generation target 'sm_70'" in r.stderr and "sm_90a" in r.stderr
     r = run_cli(mugraph_bin, "codegen", tmp_path / "missing.json", "-o", tmp_path)
     assert r.returncode == 1 and "missing.json" in r.stderr
 
