@@ -620,10 +620,9 @@ class BlockKernelEmitter {
     // (the next chunk is staged while the tensor cores read this one), where the kernel still
     // fits and an SM holds as many of its blocks: the cost model plans one (planned_shared_bytes,
     // an upper bound of this plan with one), and its occupancy must stay what it assumed.
-    stage_buffers_ = 2;
     bool pays = false;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      pays = pays || (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i) && wgmma_stage_buffers(i) == 2);
+      pays = pays || (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i) && stages_chunks(i));
     stage_buffers_ = 1;
     if (pays && max_stage_buffers_ >= 2 && shared_bytes_ <= limits_.shared_memory_bytes) {
       const int64_t one_buffer = shared_bytes_;
@@ -668,14 +667,18 @@ class BlockKernelEmitter {
                                     body_.threads.volume() / kWarpgroupThreads, stage_buffers_);
   }
 
-  /// The stage buffers wgmma matmul op i uses: stage_buffers_ where it stages an operand over
-  /// several chunks of k, else 1.
-  int64_t wgmma_stage_buffers(size_t i) const {
+  /// Whether wgmma matmul op i stages an operand over several chunks of k (where a second stage
+  /// buffer pays).
+  bool stages_chunks(size_t i) const {
     const Op& op = body_.ops[i];
     const Shape& a = body_.type(op.inputs[0]).shape;
     const bool stages = swizzle_[op.inputs[0].index()] == 0 || swizzle_[op.inputs[1].index()] == 0;
-    return stages ? std::min(stage_buffers_, mgd::wgmma_stage_buffers(a[a.rank() - 1])) : 1;
+    return stages && mgd::wgmma_stage_buffers(a[a.rank() - 1]) == 2;
   }
+
+  /// The stage buffers wgmma matmul op i uses: stage_buffers_ where it stages an operand over
+  /// several chunks of k, else 1.
+  int64_t wgmma_stage_buffers(size_t i) const { return stages_chunks(i) ? stage_buffers_ : 1; }
 
   /// Which tiles are written swizzled for the wgmma matmuls to read in place, with `stages`
   /// pipeline stages (swizzle_, per tensor: the span, or 0): tiles the copy engine loads (TMA)

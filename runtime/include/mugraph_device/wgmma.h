@@ -443,8 +443,9 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
         issue(c * kWgmmaStageK, static_cast<uint32_t>(c % kBuffers), std::integral_constant<int, 4>{});
         stage_next((c + 1) * kWgmmaStageK, static_cast<uint32_t>((c + 1) % kBuffers));
       }
-      issue((kChunks - 1) * kWgmmaStageK, static_cast<uint32_t>((kChunks - 1) % kBuffers), std::integral_constant < int,
-            kLastSteps != 0 ? kLastSteps : 4 > {});
+      constexpr int kFinalSteps = kLastSteps != 0 ? kLastSteps : 4;
+      issue((kChunks - 1) * kWgmmaStageK, static_cast<uint32_t>((kChunks - 1) % kBuffers),
+            std::integral_constant<int, kFinalSteps>{});
       wgmma_wait<0>();
       fence_registers(acc);
       if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before the next job refills them
