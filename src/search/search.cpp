@@ -262,9 +262,13 @@ class Driver {
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return stop_.load() || !pending_.empty() || in_flight_.empty(); });
-        // The time limit is checked here too, not only by the monitor: the monitor wakes every
-        // 50 ms, and a search shorter than that would run past a smaller limit to its end.
-        if (!stop_.load() && time_limit_reached()) {
+        // The limits are checked here too, not only by the monitor: the monitor wakes every
+        // 50 ms (and may be writing a checkpoint), and a search shorter than that would run
+        // past a smaller time limit, or a stop requested before it began, to its end.
+        if (!stop_.load() && control_ && control_->stop.load()) {
+          stop_reason_ = StopReason::interrupted;
+          stop_.store(true);
+        } else if (!stop_.load() && time_limit_reached()) {
           stop_reason_ = StopReason::time_limit;
           stop_.store(true);
         }
