@@ -18,6 +18,16 @@ import sys
 from pathlib import Path
 
 
+def summary(name, device, emulated, candidates, points, spearman):
+    """One search's row: points are (predicted, measured) of the candidates that checked, in the
+    model's order (the first is the model's pick)."""
+    fastest = min(measured for _, measured in points)
+    pick = points[0][1]
+    return {"name": name, "device": device, "emulated": emulated, "candidates": candidates, "checked": len(points),
+            "spearman": spearman, "model_pick_us": pick, "fastest_us": fastest, "gap": pick / fastest - 1,
+            "points": points}
+
+
 def summarize(report_dir):
     report = json.loads((Path(report_dir) / "report.json").read_text())
     m = report.get("measured")
@@ -26,20 +36,8 @@ def summarize(report_dir):
     ok = [c for c in m["candidates"] if c["ok"]]
     if not ok:
         raise SystemExit(f"{report_dir}: no candidate checked")
-    fastest = min(c["measured_us"] for c in ok)
-    model_pick = ok[0]  # the model's best candidate that checked
-    return {
-        "name": Path(report_dir).name.removeprefix("calibrate_"),
-        "device": m["device"],
-        "emulated": m["emulated"],
-        "candidates": len(m["candidates"]),
-        "checked": len(ok),
-        "spearman": m["spearman"],
-        "model_pick_us": model_pick["measured_us"],
-        "fastest_us": fastest,
-        "gap": model_pick["measured_us"] / fastest - 1,
-        "points": [(c["predicted_us"], c["measured_us"]) for c in ok],
-    }
+    return summary(Path(report_dir).name.removeprefix("calibrate_"), m["device"], m["emulated"],
+                   len(m["candidates"]), [(c["predicted_us"], c["measured_us"]) for c in ok], m["spearman"])
 
 
 def summarize_runs(path):
@@ -52,19 +50,8 @@ def summarize_runs(path):
         ok = [c for c in cands if c.get("ok") and c.get("estimated_us") is not None and "median_us" in c]
         if len(cands) < 2 or not ok:
             continue
-        fastest = min(c["median_us"] for c in ok)
-        found.append({
-            "name": row["name"],
-            "device": gpu.get("gpu", "?"),
-            "emulated": bool(gpu.get("emulated")),
-            "candidates": len(cands),
-            "checked": len(ok),
-            "spearman": row.get("spearman"),
-            "model_pick_us": ok[0]["median_us"],
-            "fastest_us": fastest,
-            "gap": ok[0]["median_us"] / fastest - 1,
-            "points": [(c["estimated_us"], c["median_us"]) for c in ok],
-        })
+        found.append(summary(row["name"], gpu.get("gpu", "?"), bool(gpu.get("emulated")), len(cands),
+                             [(c["estimated_us"], c["median_us"]) for c in ok], row.get("spearman")))
     if not found:
         raise SystemExit(f"{path}: no configuration with two or more timed candidates that checked")
     return found

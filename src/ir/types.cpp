@@ -145,11 +145,10 @@ std::optional<Scalar> parse_scalar(std::string_view text) {
   }
   if (i != text.size()) return std::nullopt;
   if (mantissa == 0) return Scalar{0, 0};
-  // Magnitudes from 1e-300 to 1e300: the leading digit's exponent decides, then 1e300 itself.
+  // Magnitudes from 1e-300 to 1e300: the leading digit's exponent decides, then 1e300 itself
+  // (the mantissa ends in a non-zero digit, so 1 is its only power of ten).
   const int64_t leading = exp10 + significant - 1;
-  int64_t power = 1;
-  for (int k = 1; k < significant; ++k) power *= 10;
-  if (leading < -300 || leading > 300 || (leading == 300 && mantissa != power)) return std::nullopt;
+  if (leading < -300 || leading > 300 || (leading == 300 && mantissa != 1)) return std::nullopt;
   Scalar s{neg ? -mantissa : mantissa, static_cast<int32_t>(exp10)};
   s = s.normalized();
   if (!std::isfinite(s.value()) || s.value() == 0.0) return std::nullopt;

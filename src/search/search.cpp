@@ -120,7 +120,12 @@ class Driver {
 
  private:
   double elapsed() const { return offset_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
-  bool time_limit_reached() const { return opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds; }
+  /// What stops the search now, if anything: a requested stop, then the time limit.
+  std::optional<StopReason> limit_reached() const {
+    if (control_ && control_->stop.load()) return StopReason::interrupted;
+    if (opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds) return StopReason::time_limit;
+    return std::nullopt;
+  }
 
   /// Works the pending tasks with every thread until they are done or a limit stops them.
   void run_tasks() {
@@ -265,12 +270,11 @@ class Driver {
         // The limits are checked here too, not only by the monitor: the monitor wakes every
         // 50 ms (and may be writing a checkpoint), and a search shorter than that would run
         // past a smaller time limit, or a stop requested before it began, to its end.
-        if (!stop_.load() && control_ && control_->stop.load()) {
-          stop_reason_ = StopReason::interrupted;
-          stop_.store(true);
-        } else if (!stop_.load() && time_limit_reached()) {
-          stop_reason_ = StopReason::time_limit;
-          stop_.store(true);
+        if (!stop_.load()) {
+          if (auto reason = limit_reached()) {
+            stop_reason_ = *reason;
+            stop_.store(true);
+          }
         }
         if (stop_.load() || (pending_.empty() && in_flight_.empty())) {
           cv_.notify_all();
@@ -333,14 +337,11 @@ class Driver {
       }
       if (error_) return;
       if (!stop_.load()) {
-        if (control_ && control_->stop.load()) {
-          stop_reason_ = StopReason::interrupted;
+        if (auto reason = limit_reached()) {
+          stop_reason_ = *reason;
           stop_.store(true);
-        } else if (time_limit_reached()) {
-          stop_reason_ = StopReason::time_limit;
-          stop_.store(true);
+          cv_.notify_all();
         }
-        if (stop_.load()) cv_.notify_all();
       }
       if (stop_.load()) {
         if (in_flight_.empty()) return;
@@ -368,9 +369,7 @@ class Driver {
           // write at the stop saves the state. The next periodic write waits at least four
           // times as long as this one took, so that writing stays a small share of the search.
           const auto started = Clock::now();
-          checkpoint_writer_.write(opt_.checkpoint_path, state, [&] {
-            return time_limit_reached() || (control_ && control_->stop.load());
-          });
+          checkpoint_writer_.write(opt_.checkpoint_path, state, [&] { return limit_reached().has_value(); });
           checkpoint_interval = std::max(opt_.checkpoint_seconds,
                                          4 * std::chrono::duration<double>(Clock::now() - started).count());
         } catch (...) {
