@@ -20,10 +20,13 @@
 #                                                                           -> sanitizer.txt
 #   paper      bench/paper/run.py on the saved searches (issue 9; $PAPER_ARGS adds arguments,
 #              e.g. "--benchmarks gqa,qknorm --compile-mode default")  -> paper.{md,json,png}
-#   module     bench/torch_module_vs_mugraph.py (issue 8)                  -> torch_module.md
+#   module     bench/torch_module_vs_mugraph.py (issue 8; $MODULE_ARGS adds arguments, e.g.
+#              "--time-limit 20"; the extension module is built in the background from the start
+#              when the packed one does not import)                         -> torch_module.md
 #   calibrate  the top 100 candidates of the paper's RMSNorm (bs 1) and GatedMLP searches,
 #              verified beforehand (bench/paper/results_top100, which has RMSNorm bs 8 too), each
-#              timed: the model's calibration (issue 7; $CALIBRATE_BENCHMARKS)
+#              timed: the model's calibration (issue 7; $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE
+#              candidates of each, default 100)
 #                                        -> calibration_runs.{md,json}, calibration.{md,png}
 #   paper_bytes  the bytes-bound searches' bests of GQA and QKNorm     -> paper_bytes.{md,json}
 #
@@ -89,7 +92,8 @@ min_seconds() {
 min_seconds_of() {
   case $1 in
     build) echo 20 ;; check) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; torch) echo 90 ;;
-    sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;; calibrate) echo 240 ;; paper_bytes) echo 60 ;;
+    sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
+    calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s paper_bytes) echo 60 ;;
     *) echo "unknown step '$1' (steps: $ALL_STEPS)" >&2; return 1 ;;
   esac
 }
@@ -208,16 +212,23 @@ run_step() {
     # libraries --pack put beside the binary ($MUGRAPH_DEPS, default $(dirname $BIN)/deps).
     if ! PYTHONPATH=$pypath python3 -c 'import mugraph._core' 2> /dev/null; then
       echo "mugraph._core does not import in $(python3 --version) from $pypath: building it here"
-      pypath=$(build_python_package "$W") || { echo "building the extension failed: see python_build.txt"; return 1; }
+      if [[ -f $CACHE/python-build.started ]]; then  # started with the session (below): wait for it
+        while [[ ! -f $CACHE/python-build.result ]]; do sleep 1; done
+        pypath=$(cat "$CACHE/python-build.result")
+      else
+        pypath=$(build_python_package "$W")
+      fi
+      [[ -n $pypath ]] || { echo "building the extension failed: see python_build.txt"; return 1; }
     fi
-    PYTHONPATH=$pypath python3 "$ROOT/bench/torch_module_vs_mugraph.py" --markdown "$W/torch_module.md"
+    # shellcheck disable=SC2086  # MODULE_ARGS is a list of arguments
+    PYTHONPATH=$pypath python3 "$ROOT/bench/torch_module_vs_mugraph.py" ${MODULE_ARGS:-} --markdown "$W/torch_module.md"
     ;;
   calibrate)
     # The top 100 verified candidates of the paper's RMSNorm and GatedMLP searches were searched
     # and verified beforehand (bench/paper/results_top100): the lease only builds and times them.
     MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never \
       --results "$ROOT/bench/paper/results_top100" --benchmarks "${CALIBRATE_BENCHMARKS:-rmsnorm_bs1,gated_mlp}" \
-      --measure 100 --compile-mode '' --markdown "$W/calibration_runs.md" --json "$W/calibration_runs.json"
+      --measure "${CALIBRATE_MEASURE:-100}" --compile-mode '' --markdown "$W/calibration_runs.md" --json "$W/calibration_runs.json"
     python3 "$ROOT/bench/calibrate_cost_model.py" "$W/calibration_runs.json" --markdown "$W/calibration.md" \
       --png "$W/calibration.png"
     ;;
@@ -243,6 +254,10 @@ build_python_package() {
     echo "$build/python"
 }
 
+if [[ "${1:-}" == "--build-python" ]]; then  # the script calling itself, in the background
+  build_python_package "$2"
+  exit $?
+fi
 if [[ "${1:-}" == "--one-step" ]]; then  # the script calling itself for one step, under timeout
   run_step "$2" "$3"
   exit $?
@@ -272,6 +287,16 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 nvcc --version | tail -1
 date -u
 echo "steps: ${STEPS[*]} (deadline ${DEADLINE_S} s)"
+# The module step may have to build the extension module (minutes of CPU): that starts now, at
+# low priority, while the GPU steps before it run, and the step waits for it.
+rm -f "$CACHE/python-build.started" "$CACHE/python-build.result"
+if [[ " ${STEPS[*]} " == *" module "* ]] &&
+   ! PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 -c 'import mugraph._core' 2> /dev/null; then
+  echo "building the extension module for $(python3 --version) in the background"
+  touch "$CACHE/python-build.started"
+  (nice -n 19 bash "$0" --build-python "$WORK" > "$CACHE/python-build.result.part" 2> /dev/null
+   mv "$CACHE/python-build.result.part" "$CACHE/python-build.result") &
+fi
 for step in "${STEPS[@]}"; do
   left=$((DEADLINE_S - (SECONDS - START)))
   need=$(min_seconds "$step")
@@ -281,7 +306,7 @@ for step in "${STEPS[@]}"; do
   fi
   echo "== $step (${left} s left)"
   t0=$SECONDS
-  timeout -k 5 "$left" bash "$0" --one-step "$WORK" "$step"
+  timeout -k 15 "$left" bash "$0" --one-step "$WORK" "$step"
   rc=$?
   case $rc in
     0) verdict=ok ;; 124 | 137) verdict="cut at the deadline" ;; *) verdict="failed (exit $rc)" ;;

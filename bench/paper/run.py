@@ -35,6 +35,7 @@ import os
 import pathlib
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -485,12 +486,14 @@ def chart(doc, path):
 
 
 def write_outputs(args, doc):
+    # JSON first: a run stopped at a deadline has seconds to write, and the tables and the chart
+    # can be made again from it (--from-json).
+    if args.json and not args.from_json:
+        pathlib.Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     text = markdown(doc)
     print(text, end="")
     if args.markdown:
         pathlib.Path(args.markdown).write_text(text, encoding="utf-8")
-    if args.json and not args.from_json:
-        pathlib.Path(args.json).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     if args.chart:
         chart(doc, args.chart)
 
@@ -498,8 +501,15 @@ def write_outputs(args, doc):
 # --------------------------------------------------------------------------------------------------
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     args = parse_args(argv)
+    # A timeout (bench/gpu_session.sh's deadline) stops the run with SIGTERM: it is handled as
+    # Ctrl-C, so that what was measured so far is written.
+    signal.signal(signal.SIGTERM, _interrupt)
     if args.from_json:
         write_outputs(args, json.loads(pathlib.Path(args.from_json).read_text(encoding="utf-8")))
         return 0
