@@ -88,6 +88,23 @@ def time_calls(torch, call, copies, warmup, repeats):
     return statistics.median(us), min(us)
 
 
+def time_graphs(torch, fn, copies, warmup, repeats):
+    """time_calls of fn with each input copy's call captured once as a CUDA graph and replayed."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for a in copies:  # warm up on the side stream before capture, as CUDA graphs require
+            fn(*a)
+    torch.cuda.current_stream().wait_stream(stream)
+    graphs = {}
+    for a in copies:
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):  # the outputs live in the graph's own memory pool
+            fn(*a)
+        graphs[id(a)] = g
+    return time_calls(torch, lambda a: graphs[id(a)].replay(), copies, warmup, repeats)
+
+
 def copy_bandwidth(torch, warmup, repeats):
     """Bytes per second of a device-to-device copy of a 2 GiB buffer, read and written."""
     n = 1 << 30  # f16 elements: 2 GiB
@@ -174,19 +191,29 @@ def main():
                 scale = reference.abs().max().item()
                 med, mn = time_calls(torch, lambda a: fn(*a), copies, args.warmup, args.repeats)
                 row["variants"].append({"name": "PyTorch eager", "median_us": med, "min_us": mn, "ok": True})
+                med, mn = time_graphs(torch, fn, copies, args.warmup, args.repeats)
+                row["variants"].append({"name": "PyTorch eager + CUDA graph", "median_us": med, "min_us": mn,
+                                        "ok": True})
                 for mode in [m for m in args.compile_modes.split(",") if m]:
                     torch._dynamo.reset()
                     compiled = torch.compile(fn, mode=None if mode == "default" else mode)
                     err = (compiled(*base).float() - reference).abs().max().item()
-                    med, mn = time_calls(torch, lambda a: compiled(*a), copies, args.warmup, args.repeats)
-                    row["variants"].append({"name": f"torch.compile ({mode})", "median_us": med, "min_us": mn,
-                                            "ok": err <= 1e-2 * scale, "max_rel_error_vs_eager": err / scale})
+                    for graph in (False, True):
+                        med, mn = (time_graphs(torch, compiled, copies, args.warmup, args.repeats) if graph else
+                                   time_calls(torch, lambda a: compiled(*a), copies, args.warmup, args.repeats))
+                        row["variants"].append({"name": f"torch.compile ({mode})" + (" + CUDA graph" if graph else ""),
+                                                "median_us": med, "min_us": mn, "ok": err <= 1e-2 * scale,
+                                                "max_rel_error_vs_eager": err / scale})
             for stages in [int(s) for s in args.stages.split(",")]:
                 m = run_mugraph(args, case, npy, stages)
                 rel = max((o["max_abs_error"] / max(o["max_abs_reference"], 1e-30)) for o in m["outputs"])
-                row["variants"].append({"name": "mugraph" + (f" ({stages} stages)" if stages else ""),
-                                        "median_us": m["median_us"], "min_us": m["min_us"], "ok": m["ok"],
+                name = "mugraph" + (f" ({stages} stages)" if stages else "")
+                row["variants"].append({"name": name, "median_us": m["median_us"], "min_us": m["min_us"], "ok": m["ok"],
                                         "max_rel_error_vs_interpreter": rel, "device": m["device"]})
+                if "graph_median_us" in m:  # the harness's replays of the same runs from CUDA graphs
+                    row["variants"].append({"name": name + " + CUDA graph", "median_us": m["graph_median_us"],
+                                            "min_us": m["graph_min_us"], "ok": m["ok"],
+                                            "max_rel_error_vs_interpreter": rel, "device": m["device"]})
             failed = failed or not all(v["ok"] for v in row["variants"])
             results.append(row)
 

@@ -29,6 +29,8 @@
 #              candidates of each, default 100)
 #                                        -> calibration_runs.{md,json}, calibration.{md,png}
 #   paper_bytes  the bytes-bound searches' bests of GQA and QKNorm     -> paper_bytes.{md,json}
+#   profile    Nsight Compute (speed of light, warp states, memory) on one run of the paper's
+#              RMSNorm (bs 1) and GatedMLP bests ($PROFILE_FILES: others)          -> ncu.txt
 #
 # A step starts only while the deadline (default 540 s after the start) leaves it the time it
 # needs at least, and runs under a timeout at the deadline: the call ends inside the device
@@ -49,7 +51,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check sass operands torch sanitize paper module calibrate paper_bytes"
+ALL_STEPS="build check sass operands torch sanitize paper module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -93,7 +95,8 @@ min_seconds_of() {
   case $1 in
     build) echo 20 ;; check) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; torch) echo 90 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
-    calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s paper_bytes) echo 60 ;;
+    calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
+    paper_bytes) echo 60 ;; profile) echo 30 ;;
     *) echo "unknown step '$1' (steps: $ALL_STEPS)" >&2; return 1 ;;
   esac
 }
@@ -238,6 +241,22 @@ run_step() {
     MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never \
       --results "$ROOT/bench/paper/results_bytes" --benchmarks gqa_bs1,gqa_bs8,qknorm_bs1 --compile-mode '' \
       --markdown "$W/paper_bytes.md" --json "$W/paper_bytes.json"
+    ;;
+  profile)
+    local files=${PROFILE_FILES:-$ROOT/bench/paper/results/rmsnorm_bs1/best.json $ROOT/bench/paper/results/gated_mlp/best.json}
+    for f in $files; do
+      dir=$(build_dir "$f")
+      "$BIN" bench "$f" --cache-dir "$CACHE" --warmup 0 --repeats 1 > /dev/null 2>&1  # writes io/args.txt
+      read -r -a args < "$dir/io/args.txt"
+      {
+        echo "== ncu ${f#"$ROOT"/}"
+        # The checked run's launches (the first of each kernel); the card's clocks as they are.
+        (cd "$dir/io" && timeout 120 ncu --clock-control none --launch-count 4 --section SpeedOfLight \
+           --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --section Occupancy \
+           "$dir/bench" --warmup 0 --repeats 1 "${args[@]}") 2>&1
+        echo "exit $?"
+      } >> "$W/ncu.txt"
+    done
     ;;
   esac
 }

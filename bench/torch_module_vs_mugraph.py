@@ -51,7 +51,7 @@ def main() -> int:
     with torch.no_grad():
         block.norm.weight.uniform_(0.5, 1.5)
     x = torch.randn(args.rows, args.hidden, dtype=torch.float16, device="cuda")
-    program = mugraph.from_torch(block, (x.cpu(),))
+    program = mugraph.from_torch(block, (x,))
     best = mugraph.superoptimize(program, time_limit=args.time_limit, target=args.target)
 
     with torch.no_grad():

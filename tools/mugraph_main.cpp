@@ -192,6 +192,8 @@ int cmd_bench(const std::string& path, const std::vector<std::string>& input_arg
     }
   std::printf("  time: median %.2f us, min %.2f us over %d runs (inputs rotated over %d copies)%s\n", r.median_us,
               r.min_us, r.runs, r.input_copies, options.emulate ? " -- host emulation, not a GPU time" : "");
+  if (r.graph_median_us)
+    std::printf("  replayed from CUDA graphs: median %.2f us, min %.2f us\n", *r.graph_median_us, *r.graph_min_us);
   std::printf("  build: %s\n", r.build_dir.c_str());
   for (const std::string& line : written) std::printf("  output %s\n", line.c_str());
   return r.ok ? 0 : kExitUser;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,9 @@ struct BenchResult {
   std::vector<BenchOutputCheck> outputs;
   bool ok = false;  ///< every output within tolerance and finite
   int runs = 0;
-  double median_us = 0, min_us = 0;
+  double median_us = 0, min_us = 0;  ///< runs launched one after another, queued back to back
+  /// The same runs replayed from CUDA graphs (absent in the emulation, or where capture failed).
+  std::optional<double> graph_median_us, graph_min_us;
   int input_copies = 1;  ///< how many copies of the inputs the timed runs rotate over
   /// What the generated code computed, one per output (in the outputs' dtypes, as floats), for a
   /// caller that checks it against another reference (mugraph bench --out).

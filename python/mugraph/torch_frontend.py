@@ -172,6 +172,12 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
     module = fn if isinstance(fn, torch.nn.Module) else None
+    # The examples only give shapes and dtypes; running the module on them needs them where its
+    # tensors are (CPU examples of a CUDA module, say).
+    devices = {t.device for t in (*module.parameters(), *module.buffers())} if module is not None else set()
+    if len(devices) == 1:
+        (device,) = devices
+        example_inputs = tuple(t.to(device) if isinstance(t, torch.Tensor) else t for t in example_inputs)
     tracer = _tracer_class()()
     tracer.record_stack_traces = True
     graph = tracer.trace(fn)

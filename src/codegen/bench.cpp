@@ -119,6 +119,10 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
     result.median_us = j.at("median_us").get<double>();
     result.min_us = j.at("min_us").get<double>();
     result.input_copies = j.at("copies").get<int>();
+    if (j.contains("graph_median_us")) {
+      result.graph_median_us = j.at("graph_median_us").get<double>();
+      result.graph_min_us = j.at("graph_min_us").get<double>();
+    }
   } catch (const nlohmann::json::exception& e) {
     throw UserError("the benchmark harness printed something other than its JSON line: " + r.out);
   }
@@ -164,6 +168,10 @@ std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {
   j["runs"] = r.runs;
   j["median_us"] = r.median_us;
   j["min_us"] = r.min_us;
+  if (r.graph_median_us) {
+    j["graph_median_us"] = *r.graph_median_us;
+    j["graph_min_us"] = *r.graph_min_us;
+  }
   j["input_copies"] = r.input_copies;
   j["cached"] = r.cached;
   j["build_dir"] = r.build_dir;

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mugraph
-from conftest import assert_close_f16, needs_torch
+from conftest import assert_close_f16, needs_cuda, needs_torch
 
 pytestmark = needs_torch
 
@@ -26,6 +26,18 @@ def make_rmsnorm_linear(k=256, n=64):
     with torch.no_grad():
         m.norm.weight.uniform_(0.5, 1.5)
     return m
+
+
+@needs_cuda
+def test_a_cuda_module_is_captured_from_cpu_examples():
+    import torch
+
+    m = make_rmsnorm_linear().cuda()
+    p = mugraph.from_torch(m, (torch.randn(16, 256, dtype=torch.float16),))  # moved to the module's device
+    assert p.outputs() == [("out", [16, 64], "f16")]
+    x = torch.randn(16, 256, dtype=torch.float16)
+    want = m(x.cuda()).float().detach().cpu().numpy()
+    assert_close_f16(p(x).float().numpy(), want)  # the interpreter, on the weights brought over
 
 
 def gated_mlp_fn(x, w1, w2):

@@ -242,6 +242,49 @@ TEST(TileOps, SumToGroups) {
     }
 }
 
+TEST(TileOps, SumLanesSplitLongGroupsOnly) {
+  EXPECT_EQ(mgd::sum_lanes(2, 128, 1024), 32);  // RMSNorm's row sums: a warp per row
+  EXPECT_EQ(mgd::sum_lanes(5, 64, 256), 8);     // 8 lanes each for 5 outputs fit 64 threads
+  EXPECT_EQ(mgd::sum_lanes(2, 128, 40), 4);     // 8 elements a lane at least
+  EXPECT_EQ(mgd::sum_lanes(128, 128, 1024), 1);  // an output per thread already
+  EXPECT_EQ(mgd::sum_lanes(2, 128, 15), 1);
+}
+
+TEST(TileOps, ShuffleXorExchangesWithinTheWarp) {
+  std::vector<float> got(64, NAN);
+  run_block(64, 0, [&] {
+    const unsigned t = mgd::thread_rank();
+    float v = static_cast<float>(t);
+    v = mgd::shfl_xor(v, 1);  // twice in a row: the emulation's alternating buffers
+    got[t] = mgd::shfl_xor(v, 16);
+  });
+  for (unsigned t = 0; t < 64; ++t) EXPECT_EQ(got[t], static_cast<float>(t ^ 1u ^ 16u)) << t;
+}
+
+/// sum over groups long enough to be split among lanes: rows (stride 1 along the group) and
+/// columns (stride 40), with as many threads as outputs need and with more.
+TEST(TileOps, SumSplitAmongLanesMatchesPlainLoop) {
+  std::vector<float> in = randoms(3 * 1024, 9);
+  for (unsigned threads : {32u, 64u, 128u, 96u}) {
+    std::vector<float> rows(3, NAN);  // [3, 1024] summed along dim 1 to 1
+    std::vector<float> cols(40, NAN);  // [3072 / 40 = 76 (first 76·40 elements), 40] summed along dim 0
+    run_block(threads, 0, [&] {
+      mgd::sum<mgd::Block, Dims<3, 1>, Dims<1, 1>, Dims<1024, 1>, 1, 1024>(rows.data(), in.data());
+      mgd::sum<mgd::Block, Dims<1, 40>, Dims<40, 1>, Dims<40, 1>, 0, 76>(cols.data(), in.data());
+    });
+    for (int r = 0; r < 3; ++r) {
+      double want = 0;
+      for (int k = 0; k < 1024; ++k) want += in[static_cast<size_t>(r * 1024 + k)];
+      EXPECT_NEAR(rows[static_cast<size_t>(r)], want, 1e-3) << threads << " threads, row " << r;
+    }
+    for (int c = 0; c < 40; ++c) {
+      double want = 0;
+      for (int k = 0; k < 76; ++k) want += in[static_cast<size_t>(k * 40 + c)];
+      EXPECT_NEAR(cols[static_cast<size_t>(c)], want, 1e-3) << threads << " threads, column " << c;
+    }
+  }
+}
+
 TEST(TileOps, RepeatCopiesAlongADim) {
   std::vector<float> in = randoms(6, 4), out(18, NAN);  // [2, 3] repeated 3 times along dim 1
   run_block(5, 0, [&] { mgd::repeat<mgd::Block, Dims<2, 9>, Dims<9, 1>, Dims<3, 1>, 1, 3>(out.data(), in.data()); });

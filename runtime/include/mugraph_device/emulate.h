@@ -101,6 +101,9 @@ struct MmaStage {
   // ldmatrix: the row address each lane provides, alternating buffers likewise.
   const unsigned char* rows[2][32];
   unsigned ldsm_calls[32] = {};
+  // shfl_xor: the value each lane offers, alternating buffers likewise.
+  float shfl[2][32];
+  unsigned shfl_calls[32] = {};
 };
 
 /// One thread's asynchronous operations of one kind, committed in groups and performed only
@@ -423,6 +426,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
         for (MmaStage& m : s.mma) {
           std::fill(std::begin(m.calls), std::end(m.calls), 0u);
           std::fill(std::begin(m.ldsm_calls), std::end(m.ldsm_calls), 0u);
+          std::fill(std::begin(m.shfl_calls), std::end(m.shfl_calls), 0u);
         }
         for (AsyncCopies& q : s.async) q = AsyncCopies{};
         for (WgmmaOps& q : s.wgmma) q = WgmmaOps{};

@@ -88,6 +88,23 @@ MGD_DEVICE void mma_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2
 #endif
 }
 
+/// The value v of lane (this lane ^ lane_mask) of the calling warp (__shfl_xor_sync over the
+/// whole warp). Every lane of the warp must call it.
+MGD_DEVICE float shfl_xor(float v, unsigned lane_mask) {
+#if defined(__CUDACC__)
+  return __shfl_xor_sync(0xffffffffu, v, static_cast<int>(lane_mask));
+#else
+  // Host emulation: the lanes publish their values, meet, and each reads its partner's.
+  emu::BlockState* st = emu::state();
+  const unsigned rank = st->current, lane = rank % 32;
+  emu::MmaStage& m = st->mma[rank / 32];
+  const unsigned buf = m.shfl_calls[lane]++ % 2;
+  m.shfl[buf][lane] = v;
+  emu::warp_barrier();
+  return m.shfl[buf][(lane ^ lane_mask) % 32];
+#endif
+}
+
 /// ldmatrix.sync.aligned.m8n8.x{Count}{.trans}.shared.b16: the warp loads Count 8×8 matrices of
 /// 16-bit elements from shared memory; lane 8·j + i gives the address of row i of matrix j (16
 /// bytes, 16-byte aligned; lanes beyond 8·Count repeat valid addresses), and lane l receives in

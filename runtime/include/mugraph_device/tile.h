@@ -74,12 +74,54 @@ MGD_DEVICE void binary_scalar(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, fl
   });
 }
 
+/// Each lane of a split sum adds at least this many elements before the shuffles.
+inline constexpr int64_t kSumMinPerLane = 8;
+
+/// Lanes per output of a block sum of `outputs` groups of `group` elements over `threads`
+/// threads: the largest power of two up to 32 such that every output gets its lanes in one
+/// round and each lane at least kSumMinPerLane elements (1: one thread per output).
+MGD_HOST_DEVICE int64_t sum_lanes(int64_t outputs, int64_t threads, int64_t group) {
+  int64_t lanes = 32;
+  while (lanes > 1 && (outputs * lanes > threads || group < lanes * kSumMinPerLane)) lanes /= 2;
+  return lanes;
+}
+
+/// The split form of sum (Block scope, whole warps): `lanes` consecutive lanes share an output,
+/// lane l adding the group's elements l, l + lanes, ...; the partial sums meet by butterfly
+/// shuffles within the lanes' aligned slice of the warp. Every thread takes part in every
+/// shuffle (rounds are the same for the whole block), as __shfl_xor_sync requires.
+template <typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, typename TO, typename TI>
+MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
+  const int64_t threads = block_threads(), lanes = sum_lanes(OutS::numel, threads, Group);
+  const int64_t per_round = threads / lanes, t = thread_rank(), lane = t % lanes;
+  const int64_t stride = InSt::get(Dim);
+  for (int64_t first = 0; first < OutS::numel; first += per_round) {
+    const int64_t e = first + t / lanes;
+    float acc = 0.0f;
+    if (e < OutS::numel) {
+      const int64_t base = offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * stride;
+      for (int64_t g = lane; g < Group; g += lanes) acc += to_float(in[base + g * stride]);
+    }
+    for (int64_t m = lanes / 2; m >= 1; m /= 2) acc += shfl_xor(acc, static_cast<unsigned>(m));
+    if (e < OutS::numel && lane == 0) out[offset<OutS, OutSt>(e)] = from_float<TO>(acc);
+  }
+}
+
 /// sum(dim = Dim, to): out has shape OutS (written through strides OutSt); out element e sums the
 /// Group = extent / to input elements along Dim that fold into it. InSt are the input's strides;
 /// element e of the output starts at offset<OutS, InSt>(e) with its Dim coordinate scaled by Group.
 template <typename Scope, typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, typename TO,
           typename TI>
 MGD_DEVICE void sum(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
+  // Few outputs with long groups (RMSNorm's row sums: 2 outputs of 1024 elements for 128
+  // threads) would leave most threads idle while a few add a thousand numbers one after another:
+  // there, lanes of a warp split each group and combine their sums by shuffles.
+  if constexpr (std::is_same_v<Scope, Block> && Group >= 2 * kSumMinPerLane) {
+    if (block_threads() % 32 == 0 && sum_lanes(OutS::numel, block_threads(), Group) > 1) {
+      sum_split<OutS, OutSt, InSt, Dim, Group>(out, in);
+      return;
+    }
+  }
   for_each<Scope, OutS>([&](int64_t e) {
     const int64_t base = offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * InSt::get(Dim);
     float acc = 0.0f;
