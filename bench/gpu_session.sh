@@ -13,6 +13,8 @@
 #                                                                  -> sass.txt, sass_NAME.txt
 #   operands   wgmma operands in place against staged, chosen tile layouts against row-major
 #              (Figure 3b and 10b)                          -> operands.jsonl, layouts.jsonl
+#   threads    the search's 128 threads per block against 256 and 512 (--block-threads), on Figures
+#              3b and 10b and the paper's RMSNorm, GatedMLP, QKNorm and nTrans bests  -> threads.jsonl
 #   torch      bench/codegen_vs_torch.py: Figure 3b and 10b against PyTorch (issue 6; $TORCH_ARGS
 #              replaces "--stages 0,1,3,4", e.g. "--stages 0 --compile-modes default")
 #                                                                  -> codegen.md, codegen.json
@@ -21,8 +23,8 @@
 #   paper      bench/paper/run.py on the saved searches (issue 9; $PAPER_ARGS adds arguments,
 #              e.g. "--benchmarks gqa,qknorm --compile-mode default")  -> paper.{md,json,png}
 #   module     bench/torch_module_vs_mugraph.py (issue 8; $MODULE_ARGS adds arguments, e.g.
-#              "--time-limit 20"; the extension module is built in the background from the start
-#              when the packed one does not import)                         -> torch_module.md
+#              "--time-limit 20"; where the packed extension module does not import, one is
+#              built from the start, beside the build step, which waits for it) -> torch_module.md
 #   calibrate  the top 100 candidates of the paper's RMSNorm (bs 1) and GatedMLP searches,
 #              verified beforehand (bench/paper/results_top100, which has RMSNorm bs 8 too), each
 #              timed: the model's calibration (issue 7; $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE
@@ -51,7 +53,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check sass operands torch sanitize paper module calibrate paper_bytes profile"
+ALL_STEPS="build check sass operands threads torch sanitize paper module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -93,7 +95,7 @@ min_seconds() {
 }
 min_seconds_of() {
   case $1 in
-    build) echo 20 ;; check) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; torch) echo 90 ;;
+    build) echo 20 ;; check) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
     paper_bytes) echo 60 ;; profile) echo 30 ;;
@@ -142,6 +144,13 @@ run_step() {
   build)
     printf '%s\n' "${FILES[@]}" |
       xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --build-only > /dev/null 2> /dev/null || echo 'build failed: {}'"
+    # The extension module's build (started with the session, below) ends here too, before any
+    # step times anything: a compiler on every core inflates host-bound timings (eager PyTorch
+    # took 133 us instead of 77 beside it, 2026-11-26).
+    if [[ -f $CACHE/python-build.started ]]; then
+      while [[ ! -f $CACHE/python-build.result ]]; do sleep 1; done
+      echo "extension module: $(cat "$CACHE/python-build.result")"
+    fi
     ;;
   check)
     # Inputs on which the f16 reference stays finite (bench/bench_inputs.py: attention overflows
@@ -180,6 +189,19 @@ run_step() {
       for layouts in chosen row-major; do
         bench_line "$W/layouts.jsonl" name="$name" layouts="$layouts" -- "$ROOT/examples/ugraphs/$name.json" \
           --cache-dir "$CACHE" --layouts "$layouts" --seed 1 --warmup 20 --repeats 200
+      done
+    done
+    ;;
+  threads)
+    # The kernels are instruction-bound with one warp per scheduler (ncu, 2026-11-26): more warps
+    # per block should hide more of that latency. Timed as the other variants, inputs alike.
+    for f in "$ROOT"/examples/ugraphs/{rmsnorm_fig3b,gated_mlp_fig10b}.json \
+             "$ROOT"/bench/paper/results/{rmsnorm_bs1,gated_mlp,qknorm_bs1,ntrans_bs1}/best.json; do
+      for threads in 0 256 512; do  # 0: the block graph's own
+        local extra=()
+        ((threads == 0)) || extra=(--block-threads "$threads")
+        bench_line "$W/threads.jsonl" file="${f#"$ROOT"/}" block_threads="$threads" -- "$f" --cache-dir "$CACHE" \
+          "${extra[@]}" --seed 1 --warmup 20 --repeats 200
       done
     done
     ;;
@@ -224,7 +246,9 @@ run_step() {
       [[ -n $pypath ]] || { echo "building the extension failed: see python_build.txt"; return 1; }
     fi
     # shellcheck disable=SC2086  # MODULE_ARGS is a list of arguments
-    PYTHONPATH=$pypath python3 "$ROOT/bench/torch_module_vs_mugraph.py" ${MODULE_ARGS:-} --markdown "$W/torch_module.md"
+    # -X faulthandler: a crash prints the Python stack (a segfault left nothing else, 2026-11-26).
+    PYTHONPATH=$pypath python3 -X faulthandler "$ROOT/bench/torch_module_vs_mugraph.py" ${MODULE_ARGS:-} \
+      --markdown "$W/torch_module.md"
     ;;
   calibrate)
     # The top 100 verified candidates of the paper's RMSNorm and GatedMLP searches were searched
@@ -306,14 +330,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 nvcc --version | tail -1
 date -u
 echo "steps: ${STEPS[*]} (deadline ${DEADLINE_S} s)"
-# The module step may have to build the extension module (minutes of CPU): that starts now, at
-# low priority, while the GPU steps before it run, and the step waits for it.
+# The module step may have to build the extension module (a minute on 16 cores): that starts now,
+# beside the harness builds, and the build step (or else the module step) waits for it.
 rm -f "$CACHE/python-build.started" "$CACHE/python-build.result"
 if [[ " ${STEPS[*]} " == *" module "* ]] &&
    ! PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 -c 'import mugraph._core' 2> /dev/null; then
   echo "building the extension module for $(python3 --version) in the background"
   touch "$CACHE/python-build.started"
-  (nice -n 19 bash "$0" --build-python "$WORK" > "$CACHE/python-build.result.part" 2> /dev/null
+  (bash "$0" --build-python "$WORK" > "$CACHE/python-build.result.part" 2> /dev/null
    mv "$CACHE/python-build.result.part" "$CACHE/python-build.result") &
 fi
 for step in "${STEPS[@]}"; do

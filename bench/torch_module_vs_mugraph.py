@@ -51,13 +51,22 @@ def main() -> int:
     with torch.no_grad():
         block.norm.weight.uniform_(0.5, 1.5)
     x = torch.randn(args.rows, args.hidden, dtype=torch.float16, device="cuda")
+    # Progress on stderr, so that a crash says which stage it ended (a segfault with nothing
+    # else, on the first lease: docs/python.md).
+    def stage(what):
+        print(f"[{datetime.datetime.now():%H:%M:%S}] {what}", file=sys.stderr, flush=True)
+
+    stage("capturing the module")
     program = mugraph.from_torch(block, (x,))
+    stage("superoptimizing")
     best = mugraph.superoptimize(program, time_limit=args.time_limit, target=args.target)
+    stage(f"searched: {best.report.get('stop_reason')}; compiling and running the μGraph on CUDA tensors")
 
     with torch.no_grad():
         want = block(x)
         got = best(x)
     torch.cuda.synchronize()
+    stage("ran; timing")
     err = (got.float() - want.float()).abs().max().item()
     scale = want.float().abs().max().item()
     ok = err <= 1e-2 * scale

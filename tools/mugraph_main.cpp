@@ -631,6 +631,17 @@ int run_main(int argc, char** argv) {
                     "default, where the kernel fits and keeps its blocks per SM: the next chunk is staged while the "
                     "tensor cores read this one) or 1 (each chunk waits for the one before)")
         ->check(CLI::Range(1, 2));
+    sub->add_option("--block-threads", o.block_threads,
+                    "threads per block of every graph-defined kernel, a multiple of 32 up to 1024 (default: each "
+                    "block graph's own; wgmma needs a multiple of 128)")
+        ->check([](const std::string& v) -> std::string {
+          try {
+            const int n = std::stoi(v);
+            if (n >= 32 && n <= 1024 && n % 32 == 0) return "";
+          } catch (const std::exception&) {
+          }
+          return "a multiple of 32 from 32 to 1024, not " + v;
+        });
   };
   add_codegen_options(cgen, cgopts);
 

@@ -78,6 +78,11 @@ struct CodegenOptions {
   /// kernel fits and an SM holds as many of its blocks); 1 makes each chunk wait for the one
   /// before it (to measure the two).
   int wgmma_stage_buffers = 2;
+  /// Threads per block of every graph-defined kernel: 0 keeps each block graph's own (the
+  /// search's 128); a multiple of 32 up to 1024 replaces it. Block ops are cooperative, so the
+  /// μGraph computes the same; more warps hide more of the portable tile ops' latency, which
+  /// bounds the kernels on an H200 (docs/codegen.md). wgmma needs a multiple of 128.
+  int block_threads = 0;
 };
 inline constexpr int kMaxPipelineStages = 4;
 

@@ -1101,12 +1101,25 @@ struct Launch {
   std::vector<std::string> args;
 };
 
+/// g with every block graph's threads replaced by (threads, 1, 1) (CodegenOptions::block_threads).
+Graph with_block_threads(const Graph& g, int threads) {
+  Graph out = g;
+  for (const Op& op : out.ops)
+    if (op.kind == OpKind::graph_kernel) out.bodies[static_cast<size_t>(op.attrs.body)].threads = Dim3{threads, 1, 1};
+  return out;
+}
+
 }  // namespace
 
-GeneratedCode generate_cuda(const Graph& g, const CudaTarget& target, const CodegenOptions& options) {
+GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const CodegenOptions& options) {
   if (options.pipeline_stages < 0 || options.pipeline_stages > kMaxPipelineStages)
     throw UserError("codegen: pipeline stages must be 1 to " + std::to_string(kMaxPipelineStages) +
                     " (or 0 to choose), not " + std::to_string(options.pipeline_stages));
+  if (options.block_threads != 0 &&
+      (options.block_threads < 32 || options.block_threads > 1024 || options.block_threads % 32 != 0))
+    throw UserError("codegen: threads per block must be a multiple of 32 from 32 to 1024 (or 0 for the μGraph's), "
+                    "not " + std::to_string(options.block_threads));
+  const Graph g = options.block_threads != 0 ? with_block_threads(ugraph, options.block_threads) : ugraph;
   if (g.level != Level::kernel) throw UserError("codegen: the μGraph's top graph must be a kernel graph");
   if (auto r = validate(g, *target.limits))
     throw UserError("codegen: the μGraph is not valid for " + std::string(target.arch) + ": " + r->str());

@@ -309,6 +309,48 @@ TEST(TileOps, ElementwiseBroadcastAndScalars) {
   for (int i = 0; i < 32; ++i) EXPECT_NEAR(mgd::to_float(h[i]), a[i] / (1 + std::exp(-a[i])), 2e-3);
 }
 
+/// 16-bit element-wise ops over rows of 8 and more take 8 elements per access (vector_rows_ok):
+/// row-major, padded by a multiple of 8, broadcast along rows or along the last dim. Padding of
+/// another width, an unaligned tile, or other element types take the element path. Both give
+/// the plain loop's results.
+TEST(TileOps, ElementwiseEightAtATimeMatchesPlainLoop) {
+  using H = mgd::half;
+  auto halves = [](const std::vector<float>& v) {
+    std::vector<H> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = mgd::from_float<H>(v[i]);
+    return h;
+  };
+  auto f = [](H x) { return mgd::to_float(x); };
+  auto r = [](float x) { return mgd::to_float(mgd::from_float<H>(x)); };
+  static_assert(mgd::vector_rows_ok<Dims<4, 16>, Dims<24, 1>, false>() && mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 0>>() &&
+                !mgd::vector_rows_ok<Dims<4, 16>, Dims<18, 1>>() && !mgd::vector_rows_ok<Dims<4, 12>, Dims<12, 1>>() &&
+                !mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 4>>() && !mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 0>, false>());
+  const std::vector<H> a = halves(randoms(64, 11)), row = halves(randoms(16, 12)), col = halves(randoms(4, 13));
+  alignas(16) H sq[4 * 24], prod[4 * 16], scaled[4 * 18], shifted[1 + 64], copied[4 * 24];
+  for (unsigned threads : {32u, 96u}) {
+    std::fill(std::begin(sq), std::end(sq), mgd::from_float<H>(NAN));
+    run_block(threads, 0, [&] {
+      mgd::unary<mgd::Block, Dims<4, 16>, Dims<24, 1>, Dims<16, 1>, mgd::op::Sqr>(sq, a.data());  // padded by 8
+      mgd::binary<mgd::Block, Dims<4, 16>, Dims<16, 1>, Dims<16, 1>, Dims<0, 1>, mgd::op::Mul>(prod, a.data(), row.data());
+      mgd::binary<mgd::Block, Dims<4, 16>, Dims<18, 1>, Dims<16, 1>, Dims<1, 0>, mgd::op::Div>(scaled, a.data(), col.data());
+      mgd::binary<mgd::Block, Dims<4, 16>, Dims<16, 1>, Dims<1, 0>, Dims<16, 1>, mgd::op::Sub>(shifted + 1, col.data(),
+                                                                                              a.data());
+      mgd::copy<mgd::Block, Dims<4, 16>, Dims<24, 1>, Dims<16, 1>>(copied, a.data());
+    });
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 16; ++j) {
+        const float x = f(a[static_cast<size_t>(i * 16 + j)]);
+        EXPECT_EQ(f(sq[i * 24 + j]), r(x * x)) << threads << ": " << i << ", " << j;
+        EXPECT_EQ(f(prod[i * 16 + j]), r(x * f(row[static_cast<size_t>(j)])));
+        EXPECT_EQ(f(scaled[i * 18 + j]), r(x / f(col[static_cast<size_t>(i)])));
+        EXPECT_EQ(f(shifted[1 + i * 16 + j]), r(f(col[static_cast<size_t>(i)]) - x));
+        EXPECT_EQ(f(copied[i * 24 + j]), x);
+      }
+    for (int i = 0; i < 4; ++i)
+      for (int j = 16; j < 24; ++j) EXPECT_TRUE(std::isnan(f(sq[i * 24 + j])));  // the padding is left alone
+  }
+}
+
 TEST(TileOps, StridedCopyAndAccumulate) {
   // A [3, 4] tile at column 2 of a [3, 10] tensor, into a dense tile, converted to f16.
   std::vector<float> whole = randoms(30, 6);

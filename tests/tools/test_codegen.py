@@ -565,6 +565,29 @@ def test_staged_operands_take_two_buffers_or_one(mugraph_bin, sanitized_build, t
     assert r.returncode == 2 and "--wgmma-stage-buffers" in r.stderr, r.stderr
 
 
+def test_block_threads_replace_every_block_graphs_own(mugraph_bin, sanitized_build, tmp_path):
+    # --block-threads: the paper's RMSNorm at batch 1 with two warpgroups (the wgmma scratch per
+    # warpgroup doubles: 33,792 bytes) and a GatedMLP with three warps (no warpgroup: the tile
+    # matmul, on mma.sync)
+    # both match the interpreter on the emulation; other counts are refused.
+    need_emulation(sanitized_build)
+    rmsnorm = SOURCE_DIR / "bench" / "paper" / "results" / "rmsnorm_bs1" / "best.json"
+    gated = rescaled_gated_mlp(tmp_path, 8, 1024, 128, 4)
+    for path, threads, marker in ((rmsnorm, "256", ", 33792, 0, 64, 2>("), (gated, "96", "mgd::matmul<mgd::Block,")):
+        codegen(mugraph_bin, path, "sm_90a", tmp_path / f"cuda{threads}", "--block-threads", threads)
+        source = (tmp_path / f"cuda{threads}" / "ugraph.cu").read_text()
+        assert f"MGD_LAUNCH_BOUNDS({threads})" in source and f"dim3({threads}), " in source, source
+        assert marker in source and (threads == "256") == ("on wgmma" in source), source
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "3", "--block-threads", threads, "--json",
+                    "--cache-dir", tmp_path / "cache", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["block_threads"] == int(threads), result
+    for bad in ("100", "2048", "0"):
+        r = run_cli(mugraph_bin, "codegen", gated, "-o", tmp_path / "bad", "--block-threads", bad)
+        assert r.returncode == 2 and "a multiple of 32 from 32 to 1024" in r.stderr, r.stderr
+
+
 def test_tiles_longer_than_a_box_load_through_a_split_view(mugraph_bin, sanitized_build, tmp_path):
     # The paper's RMSNorm at batch 1 (bench/paper/results/rmsnorm_bs1): tiles [2, 1024] of X,
     # [1024] of G and [1024, 32] of W, longer than a tensor-map box (256). Each is one box of a

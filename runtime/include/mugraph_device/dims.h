@@ -56,8 +56,38 @@ inline constexpr bool kIsSwizzled = false;
 template <int64_t Rows, int64_t Cols, int64_t Span>
 inline constexpr bool kIsSwizzled<Swizzled<Rows, Cols, Span>> = true;
 
+/// Whether every element index of shape S and every offset it reaches through strides St fit
+/// 32 bits: then the index arithmetic below runs in 32 bits (shared-memory tiles always do), half
+/// the instructions of 64-bit divisions and products, which the portable tile ops are bound by
+/// (docs/codegen.md, "Measured on an H200").
+template <typename S, typename St>
+MGD_HOST_DEVICE constexpr bool fits_32_bits() {
+  constexpr int64_t kMax = int64_t{1} << 31;
+  if (S::numel >= kMax) return false;
+  if constexpr (!kIsSwizzled<St>) {
+    int64_t last = 0;
+    for (int d = 0; d < S::rank; ++d) last += (S::get(d) - 1) * St::get(d);
+    return last >= 0 && last < kMax;
+  } else {
+    return true;
+  }
+}
+
 /// Offset of element e (row-major linear index over shape S) in a tensor with strides St (or
-/// the Swizzled layout of a tile whose dims other than the last two are 1).
+/// the Swizzled layout of a tile whose dims other than the last two are 1), computed in the
+/// integer type I.
+template <typename S, typename St, typename I>
+MGD_HOST_DEVICE I offset_in(I e) {
+  I off = 0;
+  MGD_UNROLL
+  for (int d = S::rank - 1; d >= 0; --d) {
+    const I c = e % static_cast<I>(S::get(d));
+    e /= static_cast<I>(S::get(d));
+    off += c * static_cast<I>(St::get(d));
+  }
+  return off;
+}
+
 template <typename S, typename St>
 MGD_HOST_DEVICE int64_t offset(int64_t e) {
   if constexpr (kIsSwizzled<St>) {
@@ -66,27 +96,32 @@ MGD_HOST_DEVICE int64_t offset(int64_t e) {
   } else {
     static_assert(S::rank == St::rank, "a stride per dim");
     if constexpr (is_row_major<S, St>()) return e;
-    int64_t off = 0;
-    MGD_UNROLL
-    for (int d = S::rank - 1; d >= 0; --d) {
-      const int64_t c = e % S::get(d);
-      e /= S::get(d);
-      off += c * St::get(d);
-    }
-    return off;
+    if constexpr (fits_32_bits<S, St>())  // unsigned: divisions by powers of two are shifts
+      return static_cast<int64_t>(offset_in<S, St, uint32_t>(static_cast<uint32_t>(e)));
+    return offset_in<S, St, int64_t>(e);
   }
 }
 
 /// Coordinate d of element e of shape S.
 template <typename S>
 MGD_HOST_DEVICE int64_t coord(int64_t e, int d) {
-  int64_t c = 0;
-  MGD_UNROLL
-  for (int k = S::rank - 1; k >= 0; --k) {
-    if (k == d) c = e % S::get(k);
-    e /= S::get(k);
+  if constexpr (S::numel < (int64_t{1} << 31)) {
+    uint32_t x = static_cast<uint32_t>(e), c = 0;
+    MGD_UNROLL
+    for (int k = S::rank - 1; k >= 0; --k) {
+      if (k == d) c = x % static_cast<uint32_t>(S::get(k));
+      x /= static_cast<uint32_t>(S::get(k));
+    }
+    return c;
+  } else {
+    int64_t c = 0;
+    MGD_UNROLL
+    for (int k = S::rank - 1; k >= 0; --k) {
+      if (k == d) c = e % S::get(k);
+      e /= S::get(k);
+    }
+    return c;
   }
-  return c;
 }
 
 }  // namespace mgd

@@ -11,6 +11,8 @@
 /// tensor-core and asynchronous-copy forms specialize them on a GPU.
 #pragma once
 
+#include <cstring>
+
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"
 #include "mugraph_device/mma.h"
@@ -35,29 +37,139 @@ struct Grid {
 /// f(e) for every element e of shape S, spread over the scope's threads.
 template <typename Scope, typename S, typename F>
 MGD_DEVICE void for_each(F&& f) {
-  for (int64_t e = Scope::first(); e < S::numel; e += Scope::step()) f(e);
+  if constexpr (S::numel < (int64_t{1} << 31)) {  // 32-bit counting (e + step stays below 2^32)
+    const uint32_t step = static_cast<uint32_t>(Scope::step());
+    for (uint32_t e = static_cast<uint32_t>(Scope::first()); e < static_cast<uint32_t>(S::numel); e += step)
+      f(static_cast<int64_t>(e));
+  } else {
+    for (int64_t e = Scope::first(); e < S::numel; e += Scope::step()) f(e);
+  }
+}
+
+/// Eight consecutive 16-bit elements, moved as one 16-byte access.
+template <typename T>
+struct alignas(16) Vec8 {
+  T v[8];
+};
+
+/// Whether element-wise ops over shape S may take 8 elements of a row at a time through strides
+/// St: the last dim a multiple of 8, and the operand contiguous along it (stride 1) with every
+/// other stride a multiple of 8, so that each group of 8 starts 16-byte aligned when the tile
+/// does; or (Broadcast) constant along it (stride 0), one element for all 8.
+template <typename S, typename St, bool Broadcast = true>
+MGD_HOST_DEVICE constexpr bool vector_rows_ok() {
+  if constexpr (kIsSwizzled<St>) {
+    return false;
+  } else {
+    constexpr int last = S::rank - 1;
+    if (S::get(last) % 8 != 0) return false;
+    if (Broadcast && St::get(last) == 0) return true;
+    if (St::get(last) != 1) return false;
+    for (int d = 0; d < last; ++d)
+      if (St::get(d) % 8 != 0) return false;
+    return true;
+  }
+}
+
+template <typename T>
+inline constexpr bool k16Bit = sizeof(T) == 2;
+
+/// Whether p may be read or written 8 elements at a time through strides St: 16-byte aligned
+/// (tiles are, by the memory plan; checked, since callers may pass any pointer), or read one
+/// element for 8 (stride 0 along the last dim).
+template <typename S, typename St>
+MGD_DEVICE bool vector_base_ok(const void* p) {
+  return St::get(S::rank - 1) == 0 || reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+/// The 8 elements at p (16-byte aligned) or, with Broadcast stride, p[0] 8 times.
+template <bool Splat, typename T>
+MGD_DEVICE Vec8<T> load8(const T* p) {
+  Vec8<T> x;
+  if constexpr (Splat) {
+    MGD_UNROLL
+    for (int i = 0; i < 8; ++i) x.v[i] = p[0];
+  } else {
+#if defined(__CUDACC__)
+    x = *reinterpret_cast<const Vec8<T>*>(p);
+#else
+    std::memcpy(&x, p, sizeof(x));
+#endif
+  }
+  return x;
+}
+
+template <typename T>
+MGD_DEVICE void store8(T* p, const Vec8<T>& x) {
+#if defined(__CUDACC__)
+  *reinterpret_cast<Vec8<T>*>(p) = x;
+#else
+  std::memcpy(p, &x, sizeof(x));
+#endif
+}
+
+/// g(e) for every eighth element e of shape S (the first of each group of 8 along the last dim).
+template <typename Scope, typename S, typename G>
+MGD_DEVICE void for_each_8(G&& g) {
+  for_each<Scope, Dims<S::numel / 8>>([&](int64_t v) { g(v * 8); });
 }
 
 /// dst (strides DstSt) = src (strides SrcSt), both of shape S, converting element types.
 template <typename Scope, typename S, typename DstSt, typename SrcSt, typename TD, typename TS>
 MGD_DEVICE void copy(TD* MGD_RESTRICT dst, const TS* MGD_RESTRICT src) {
+  if constexpr (std::is_same_v<TD, TS> && k16Bit<TD> && vector_rows_ok<S, DstSt, false>() &&
+                vector_rows_ok<S, SrcSt, false>()) {
+    if (vector_base_ok<S, DstSt>(dst) && vector_base_ok<S, SrcSt>(src)) {
+      for_each_8<Scope, S>(
+          [&](int64_t e) { store8(dst + offset<S, DstSt>(e), load8<false>(src + offset<S, SrcSt>(e))); });
+      return;
+    }
+  }
   for_each<Scope, S>([&](int64_t e) { dst[offset<S, DstSt>(e)] = convert<TD>(src[offset<S, SrcSt>(e)]); });
 }
 
 /// out = f(in), both of shape S, out written through strides OutSt, in read through InSt.
+/// 16-bit tiles laid out along their rows go 8 elements at a time (vector_rows_ok).
 template <typename Scope, typename S, typename OutSt, typename InSt, typename F, typename TO, typename TI>
 MGD_DEVICE void unary(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   F f;
+  if constexpr (k16Bit<TO> && k16Bit<TI> && vector_rows_ok<S, OutSt, false>() && vector_rows_ok<S, InSt>()) {
+    if (vector_base_ok<S, OutSt>(out) && vector_base_ok<S, InSt>(in)) {
+      for_each_8<Scope, S>([&](int64_t e) {
+        const Vec8<TI> x = load8<InSt::get(S::rank - 1) == 0>(in + offset<S, InSt>(e));
+        Vec8<TO> y;
+        MGD_UNROLL
+        for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i])));
+        store8(out + offset<S, OutSt>(e), y);
+      });
+      return;
+    }
+  }
   for_each<Scope, S>(
       [&](int64_t e) { out[offset<S, OutSt>(e)] = from_float<TO>(f(to_float(in[offset<S, InSt>(e)]))); });
 }
 
 /// out = f(a, b) of shape S, out written through strides OutSt, a and b read through ASt and BSt
-/// (NumPy broadcasting: stride 0 on the dims an operand does not have).
+/// (NumPy broadcasting: stride 0 on the dims an operand does not have). 16-bit tiles laid out
+/// along their rows go 8 elements at a time (vector_rows_ok).
 template <typename Scope, typename S, typename OutSt, typename ASt, typename BSt, typename F, typename TO, typename TA,
           typename TB>
 MGD_DEVICE void binary(TO* out, const TA* a, const TB* b) {
   F f;
+  if constexpr (k16Bit<TO> && k16Bit<TA> && k16Bit<TB> && vector_rows_ok<S, OutSt, false>() &&
+                vector_rows_ok<S, ASt>() && vector_rows_ok<S, BSt>()) {
+    if (vector_base_ok<S, OutSt>(out) && vector_base_ok<S, ASt>(a) && vector_base_ok<S, BSt>(b)) {
+      for_each_8<Scope, S>([&](int64_t e) {
+        const Vec8<TA> x = load8<ASt::get(S::rank - 1) == 0>(a + offset<S, ASt>(e));
+        const Vec8<TB> z = load8<BSt::get(S::rank - 1) == 0>(b + offset<S, BSt>(e));
+        Vec8<TO> y;
+        MGD_UNROLL
+        for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i]), to_float(z.v[i])));
+        store8(out + offset<S, OutSt>(e), y);
+      });
+      return;
+    }
+  }
   for_each<Scope, S>([&](int64_t e) {
     out[offset<S, OutSt>(e)] = from_float<TO>(f(to_float(a[offset<S, ASt>(e)]), to_float(b[offset<S, BSt>(e)])));
   });
