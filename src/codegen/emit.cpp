@@ -1117,8 +1117,10 @@ GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const
                     " (or 0 to choose), not " + std::to_string(options.pipeline_stages));
   if (options.block_threads != 0 &&
       (options.block_threads < 32 || options.block_threads > 1024 || options.block_threads % 32 != 0))
-    throw UserError("codegen: threads per block must be a multiple of 32 from 32 to 1024 (or 0 for the μGraph's), "
-                    "not " + std::to_string(options.block_threads));
+    throw UserError(
+        "codegen: threads per block must be a multiple of 32 from 32 to 1024 (or 0 for the μGraph's), "
+        "not " +
+        std::to_string(options.block_threads));
   const Graph g = options.block_threads != 0 ? with_block_threads(ugraph, options.block_threads) : ugraph;
   if (g.level != Level::kernel) throw UserError("codegen: the μGraph's top graph must be a kernel graph");
   if (auto r = validate(g, *target.limits))

@@ -243,9 +243,9 @@ TEST(TileOps, SumToGroups) {
 }
 
 TEST(TileOps, SumLanesSplitLongGroupsOnly) {
-  EXPECT_EQ(mgd::sum_lanes(2, 128, 1024), 32);  // RMSNorm's row sums: a warp per row
-  EXPECT_EQ(mgd::sum_lanes(5, 64, 256), 8);     // 8 lanes each for 5 outputs fit 64 threads
-  EXPECT_EQ(mgd::sum_lanes(2, 128, 40), 4);     // 8 elements a lane at least
+  EXPECT_EQ(mgd::sum_lanes(2, 128, 1024), 32);   // RMSNorm's row sums: a warp per row
+  EXPECT_EQ(mgd::sum_lanes(5, 64, 256), 8);      // 8 lanes each for 5 outputs fit 64 threads
+  EXPECT_EQ(mgd::sum_lanes(2, 128, 40), 4);      // 8 elements a lane at least
   EXPECT_EQ(mgd::sum_lanes(128, 128, 1024), 1);  // an output per thread already
   EXPECT_EQ(mgd::sum_lanes(2, 128, 15), 1);
 }
@@ -266,7 +266,7 @@ TEST(TileOps, ShuffleXorExchangesWithinTheWarp) {
 TEST(TileOps, SumSplitAmongLanesMatchesPlainLoop) {
   std::vector<float> in = randoms(3 * 1024, 9);
   for (unsigned threads : {32u, 64u, 128u, 96u}) {
-    std::vector<float> rows(3, NAN);  // [3, 1024] summed along dim 1 to 1
+    std::vector<float> rows(3, NAN);   // [3, 1024] summed along dim 1 to 1
     std::vector<float> cols(40, NAN);  // [3072 / 40 = 76 (first 76·40 elements), 40] summed along dim 0
     run_block(threads, 0, [&] {
       mgd::sum<mgd::Block, Dims<3, 1>, Dims<1, 1>, Dims<1024, 1>, 1, 1024>(rows.data(), in.data());
@@ -322,19 +322,22 @@ TEST(TileOps, ElementwiseEightAtATimeMatchesPlainLoop) {
   };
   auto f = [](H x) { return mgd::to_float(x); };
   auto r = [](float x) { return mgd::to_float(mgd::from_float<H>(x)); };
-  static_assert(mgd::vector_rows_ok<Dims<4, 16>, Dims<24, 1>, false>() && mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 0>>() &&
-                !mgd::vector_rows_ok<Dims<4, 16>, Dims<18, 1>>() && !mgd::vector_rows_ok<Dims<4, 12>, Dims<12, 1>>() &&
-                !mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 4>>() && !mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 0>, false>());
+  static_assert(mgd::vector_rows_ok<Dims<4, 16>, Dims<24, 1>, false>() &&
+                mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 0>>() && !mgd::vector_rows_ok<Dims<4, 16>, Dims<18, 1>>() &&
+                !mgd::vector_rows_ok<Dims<4, 12>, Dims<12, 1>>() && !mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 4>>() &&
+                !mgd::vector_rows_ok<Dims<4, 16>, Dims<1, 0>, false>());
   const std::vector<H> a = halves(randoms(64, 11)), row = halves(randoms(16, 12)), col = halves(randoms(4, 13));
   alignas(16) H sq[4 * 24], prod[4 * 16], scaled[4 * 18], shifted[1 + 64], copied[4 * 24];
   for (unsigned threads : {32u, 96u}) {
     std::fill(std::begin(sq), std::end(sq), mgd::from_float<H>(NAN));
     run_block(threads, 0, [&] {
       mgd::unary<mgd::Block, Dims<4, 16>, Dims<24, 1>, Dims<16, 1>, mgd::op::Sqr>(sq, a.data());  // padded by 8
-      mgd::binary<mgd::Block, Dims<4, 16>, Dims<16, 1>, Dims<16, 1>, Dims<0, 1>, mgd::op::Mul>(prod, a.data(), row.data());
-      mgd::binary<mgd::Block, Dims<4, 16>, Dims<18, 1>, Dims<16, 1>, Dims<1, 0>, mgd::op::Div>(scaled, a.data(), col.data());
+      mgd::binary<mgd::Block, Dims<4, 16>, Dims<16, 1>, Dims<16, 1>, Dims<0, 1>, mgd::op::Mul>(prod, a.data(),
+                                                                                               row.data());
+      mgd::binary<mgd::Block, Dims<4, 16>, Dims<18, 1>, Dims<16, 1>, Dims<1, 0>, mgd::op::Div>(scaled, a.data(),
+                                                                                               col.data());
       mgd::binary<mgd::Block, Dims<4, 16>, Dims<16, 1>, Dims<1, 0>, Dims<16, 1>, mgd::op::Sub>(shifted + 1, col.data(),
-                                                                                              a.data());
+                                                                                               a.data());
       mgd::copy<mgd::Block, Dims<4, 16>, Dims<24, 1>, Dims<16, 1>>(copied, a.data());
     });
     for (int i = 0; i < 4; ++i)

@@ -7,10 +7,10 @@
 // float type) before the first run, so an element the kernels never write shows up, then
 // copied back and written. Timing: `warmup` runs, then `repeats` runs each between its own pair
 // of events, queued back to back (time_runs); then, on a GPU, the same replayed from CUDA graphs
-// (graph_median_us, graph_min_us; left out where capture fails). The inputs rotate over enough copies that together exceed `rotate-bytes` (default:
-// twice the L2 cache), so a run does not find its inputs in L2 from the previous one. Prints one
-// JSON line: device, runs, median_us, min_us, copies[, graph_median_us, graph_min_us]. Exit status: 0 success, 1 bad arguments
-// or files, 2 a CUDA error, 3 no GPU.
+// (graph_median_us, graph_min_us; left out where capture fails). The inputs rotate over enough copies that together
+// exceed `rotate-bytes` (default: twice the L2 cache), so a run does not find its inputs in L2 from the previous one.
+// Prints one JSON line: device, runs, median_us, min_us, copies[, graph_median_us, graph_min_us]. Exit status: 0
+// success, 1 bad arguments or files, 2 a CUDA error, 3 no GPU.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -186,8 +186,8 @@ int main(int argc, char** argv) {
   std::string name = prop.name;
   for (char& c : name)
     if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = ' ';
-  std::printf("{\"device\": \"%s\", \"runs\": %d, \"median_us\": %.3f, \"min_us\": %.3f, \"copies\": %d",
-              name.c_str(), repeats, times[times.size() / 2], times.front(), copies);
+  std::printf("{\"device\": \"%s\", \"runs\": %d, \"median_us\": %.3f, \"min_us\": %.3f, \"copies\": %d", name.c_str(),
+              repeats, times[times.size() / 2], times.front(), copies);
 #if defined(__CUDACC__)
   // The same runs replayed from CUDA graphs, one per input copy, as the PyTorch baselines with
   // CUDA graphs are timed: what is left of the host's launch work is one graph launch.

@@ -61,13 +61,12 @@ MGD_HOST_DEVICE constexpr bool vector_rows_ok() {
   if constexpr (kIsSwizzled<St>) {
     return false;
   } else {
+    // One return, at the end: nvcc warns of unreachable code after a constant early return.
     constexpr int last = S::rank - 1;
-    if (S::get(last) % 8 != 0) return false;
-    if (Broadcast && St::get(last) == 0) return true;
-    if (St::get(last) != 1) return false;
-    for (int d = 0; d < last; ++d)
-      if (St::get(d) % 8 != 0) return false;
-    return true;
+    bool rows_of_8 = true;
+    for (int d = 0; d < last; ++d) rows_of_8 = rows_of_8 && St::get(d) % 8 == 0;
+    const bool broadcast = Broadcast && St::get(last) == 0;
+    return S::get(last) % 8 == 0 && (broadcast || (St::get(last) == 1 && rows_of_8));
   }
 }
 
