@@ -23,8 +23,8 @@
 #   paper      bench/paper/run.py on the saved searches (issue 9; $PAPER_ARGS adds arguments,
 #              e.g. "--benchmarks gqa,qknorm --compile-mode default")  -> paper.{md,json,png}
 #   module     bench/torch_module_vs_mugraph.py (issue 8; $MODULE_ARGS adds arguments, e.g.
-#              "--time-limit 20"; where the packed extension module does not import, one is
-#              built from the start, beside the build step, which waits for it) -> torch_module.md
+#              "--time-limit 20"; where the packed extension module does not import, the step
+#              builds one first)                                            -> torch_module.md
 #   calibrate  the top 100 candidates of the paper's RMSNorm (bs 1) and GatedMLP searches,
 #              verified beforehand (bench/paper/results_top100, which has RMSNorm bs 8 too), each
 #              timed: the model's calibration (issue 7; $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE
@@ -144,13 +144,6 @@ run_step() {
   build)
     printf '%s\n' "${FILES[@]}" |
       xargs -P 8 -I{} sh -c "'$BIN' bench {} --cache-dir '$CACHE' --build-only > /dev/null 2> /dev/null || echo 'build failed: {}'"
-    # The extension module's build (started with the session, below) ends here too, before any
-    # step times anything: a compiler on every core inflates host-bound timings (eager PyTorch
-    # took 133 us instead of 77 beside it, 2026-11-26).
-    if [[ -f $CACHE/python-build.started ]]; then
-      while [[ ! -f $CACHE/python-build.result ]]; do sleep 1; done
-      echo "extension module: $(cat "$CACHE/python-build.result")"
-    fi
     ;;
   check)
     # Inputs on which the f16 reference stays finite (bench/bench_inputs.py: attention overflows
@@ -236,14 +229,10 @@ run_step() {
     # another version) does not import; then it is built here, in $CACHE/python-build, from the
     # libraries --pack put beside the binary ($MUGRAPH_DEPS, default $(dirname $BIN)/deps).
     if ! PYTHONPATH=$pypath python3 -c 'import mugraph._core' 2> /dev/null; then
+      # Built here, in this step, not beside the others: a compiler on every core inflates
+      # host-bound timings (eager PyTorch took 133 us instead of 77 beside it, 2026-11-26).
       echo "mugraph._core does not import in $(python3 --version) from $pypath: building it here"
-      if [[ -f $CACHE/python-build.started ]]; then  # started with the session (below): wait for it
-        while [[ ! -f $CACHE/python-build.result ]]; do sleep 1; done
-        pypath=$(cat "$CACHE/python-build.result")
-      else
-        pypath=$(build_python_package "$W")
-      fi
-      [[ -n $pypath ]] || { echo "building the extension failed: see python_build.txt"; return 1; }
+      pypath=$(build_python_package "$W") || { echo "building the extension failed: see python_build.txt"; return 1; }
     fi
     # shellcheck disable=SC2086  # MODULE_ARGS is a list of arguments
     # -X faulthandler: a crash prints the Python stack (a segfault left nothing else, 2026-11-26).
@@ -297,10 +286,6 @@ build_python_package() {
     echo "$build/python"
 }
 
-if [[ "${1:-}" == "--build-python" ]]; then  # the script calling itself, in the background
-  build_python_package "$2"
-  exit $?
-fi
 if [[ "${1:-}" == "--one-step" ]]; then  # the script calling itself for one step, under timeout
   run_step "$2" "$3"
   exit $?
@@ -330,16 +315,6 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 nvcc --version | tail -1
 date -u
 echo "steps: ${STEPS[*]} (deadline ${DEADLINE_S} s)"
-# The module step may have to build the extension module (a minute on 16 cores): that starts now,
-# beside the harness builds, and the build step (or else the module step) waits for it.
-rm -f "$CACHE/python-build.started" "$CACHE/python-build.result"
-if [[ " ${STEPS[*]} " == *" module "* ]] &&
-   ! PYTHONPATH=${MUGRAPH_PYTHONPATH:-$ROOT/build/python} python3 -c 'import mugraph._core' 2> /dev/null; then
-  echo "building the extension module for $(python3 --version) in the background"
-  touch "$CACHE/python-build.started"
-  (bash "$0" --build-python "$WORK" > "$CACHE/python-build.result.part" 2> /dev/null
-   mv "$CACHE/python-build.result.part" "$CACHE/python-build.result") &
-fi
 for step in "${STEPS[@]}"; do
   left=$((DEADLINE_S - (SECONDS - START)))
   need=$(min_seconds "$step")
