@@ -102,26 +102,25 @@ MGD_HOST_DEVICE int64_t offset(int64_t e) {
   }
 }
 
-/// Coordinate d of element e of shape S.
+/// Coordinate d of element e of shape S, computed in the integer type I.
+template <typename S, typename I>
+MGD_HOST_DEVICE I coord_in(I e, int d) {
+  I c = 0;
+  MGD_UNROLL
+  for (int k = S::rank - 1; k >= 0; --k) {
+    if (k == d) c = e % static_cast<I>(S::get(k));
+    e /= static_cast<I>(S::get(k));
+  }
+  return c;
+}
+
+/// Coordinate d of element e of shape S (in 32 bits where S's indices fit).
 template <typename S>
 MGD_HOST_DEVICE int64_t coord(int64_t e, int d) {
-  if constexpr (S::numel < (int64_t{1} << 31)) {
-    uint32_t x = static_cast<uint32_t>(e), c = 0;
-    MGD_UNROLL
-    for (int k = S::rank - 1; k >= 0; --k) {
-      if (k == d) c = x % static_cast<uint32_t>(S::get(k));
-      x /= static_cast<uint32_t>(S::get(k));
-    }
-    return c;
-  } else {
-    int64_t c = 0;
-    MGD_UNROLL
-    for (int k = S::rank - 1; k >= 0; --k) {
-      if (k == d) c = e % S::get(k);
-      e /= S::get(k);
-    }
-    return c;
-  }
+  if constexpr (S::numel < (int64_t{1} << 31))
+    return static_cast<int64_t>(coord_in<S, uint32_t>(static_cast<uint32_t>(e), d));
+  else
+    return coord_in<S, int64_t>(e, d);
 }
 
 }  // namespace mgd

@@ -197,14 +197,13 @@ MGD_HOST_DEVICE int64_t sum_lanes(int64_t outputs, int64_t threads, int64_t grou
   return lanes;
 }
 
-/// The split form of sum (Block scope, whole warps): `lanes` consecutive lanes share an output,
+/// The split form of sum (Block scope, whole warps): `lanes` (sum_lanes) consecutive lanes share an output,
 /// lane l adding the group's elements l, l + lanes, ...; the partial sums meet by butterfly
 /// shuffles within the lanes' aligned slice of the warp. Every thread takes part in every
 /// shuffle (rounds are the same for the whole block), as __shfl_xor_sync requires.
 template <typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, typename TO, typename TI>
-MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
-  const int64_t threads = block_threads(), lanes = sum_lanes(OutS::numel, threads, Group);
-  const int64_t per_round = threads / lanes, t = thread_rank(), lane = t % lanes;
+MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in, int64_t lanes) {
+  const int64_t per_round = block_threads() / lanes, t = thread_rank(), lane = t % lanes;
   const int64_t stride = InSt::get(Dim);
   for (int64_t first = 0; first < OutS::numel; first += per_round) {
     const int64_t e = first + t / lanes;
@@ -228,8 +227,9 @@ MGD_DEVICE void sum(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   // threads) would leave most threads idle while a few add a thousand numbers one after another:
   // there, lanes of a warp split each group and combine their sums by shuffles.
   if constexpr (std::is_same_v<Scope, Block> && Group >= 2 * kSumMinPerLane) {
-    if (block_threads() % 32 == 0 && sum_lanes(OutS::numel, block_threads(), Group) > 1) {
-      sum_split<OutS, OutSt, InSt, Dim, Group>(out, in);
+    const int64_t lanes = sum_lanes(OutS::numel, block_threads(), Group);
+    if (block_threads() % 32 == 0 && lanes > 1) {
+      sum_split<OutS, OutSt, InSt, Dim, Group>(out, in, lanes);
       return;
     }
   }
