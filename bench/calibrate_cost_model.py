@@ -10,12 +10,39 @@ needs matplotlib).
     bench/calibrate_cost_model.py OUT/calibrate_rmsnorm_linear OUT/calibrate_gated_mlp \\
         --markdown calibration.md --png calibration.png
     bench/calibrate_cost_model.py OUT/calibration_runs.json --markdown calibration.md
+    bench/calibrate_cost_model.py docs/gpu_runs/2026-11-27-h200-a/calibration_runs.json --reestimate h200
+
+--reestimate TARGET ranks the timed candidates of run.py --json files by the cost model of the
+mugraph binary at hand ($MUGRAPH_BIN, default build/bin/mugraph; `mugraph check FILE --target
+TARGET`) instead of the estimates recorded when they were timed: how a changed model would have
+ranked the same measurements.
 
 Targets (issue 7): Spearman >= 0.8 and the model's choice within 10% of the fastest."""
 import argparse
 import json
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from search_common import spearman  # noqa: E402
+
+
+def current_estimate(path, target):
+    """The cost model's estimate (µs) of the μGraph file at `path` (recorded on another machine:
+    looked up under this checkout from its bench/ part) by the mugraph binary at hand."""
+    p = Path(path)
+    if not p.exists() and "/bench/" in path:
+        p = ROOT / ("bench/" + path.split("/bench/", 1)[1])
+    binary = os.environ.get("MUGRAPH_BIN", str(ROOT / "build" / "bin" / "mugraph"))
+    out = subprocess.run([binary, "check", str(p), "--target", target], capture_output=True, text=True)
+    m = re.search(r"cost model on \S+: ([0-9.]+) us", out.stdout)
+    if not m:
+        raise SystemExit(f"{p}: mugraph check gave no estimate: {out.stderr.strip()}")
+    return float(m.group(1))
 
 
 def summary(name, device, emulated, candidates, points, spearman):
@@ -40,8 +67,9 @@ def summarize(report_dir):
                    len(m["candidates"]), [(c["predicted_us"], c["measured_us"]) for c in ok], m["spearman"])
 
 
-def summarize_runs(path):
-    """One summary per configuration of a run.py --json file whose candidates were timed."""
+def summarize_runs(path, reestimate=None):
+    """One summary per configuration of a run.py --json file whose candidates were timed; with
+    `reestimate` (a target), predicted by the current model instead of the recorded one."""
     doc = json.loads(Path(path).read_text())
     gpu = doc.get("gpu") or {}
     found = []
@@ -50,8 +78,12 @@ def summarize_runs(path):
         ok = [c for c in cands if c.get("ok") and c.get("estimated_us") is not None and "median_us" in c]
         if len(cands) < 2 or not ok:
             continue
-        found.append(summary(row["name"], gpu.get("gpu", "?"), bool(gpu.get("emulated")), len(cands),
-                             [(c["estimated_us"], c["median_us"]) for c in ok], row.get("spearman")))
+        if reestimate:
+            points = sorted((current_estimate(c["path"], reestimate), c["median_us"]) for c in ok)
+            rho = spearman([p for p, _ in points], [m for _, m in points])
+        else:
+            points, rho = [(c["estimated_us"], c["median_us"]) for c in ok], row.get("spearman")
+        found.append(summary(row["name"], gpu.get("gpu", "?"), bool(gpu.get("emulated")), len(cands), points, rho))
     if not found:
         raise SystemExit(f"{path}: no configuration with two or more timed candidates that checked")
     return found
@@ -62,8 +94,11 @@ def main():
     ap.add_argument("dirs", nargs="+", help="output directories of mugraph search --measure, or run.py --json files")
     ap.add_argument("--markdown", help="write the table here")
     ap.add_argument("--png", help="write the scatter plot here (needs matplotlib)")
+    ap.add_argument("--reestimate", metavar="TARGET",
+                    help="rank run.py --json files' candidates by the current binary's model on TARGET")
     args = ap.parse_args()
-    rows = [r for d in args.dirs for r in (summarize_runs(d) if Path(d).is_file() else [summarize(d)])]
+    rows = [r for d in args.dirs
+            for r in (summarize_runs(d, args.reestimate) if Path(d).is_file() else [summarize(d)])]
     lines = ["| search | device | candidates (checked) | Spearman | model's pick | fastest | gap |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:

@@ -67,6 +67,25 @@ if [[ "${1:-}" == "--pack" ]]; then
   if [[ -d "$ROOT/build/python/mugraph" ]]; then
     rm -rf "$dest/python" && mkdir -p "$dest/python" && cp -rL "$ROOT/build/python/mugraph" "$dest/python/"
   fi
+  # The extension module for the lent machine's Python too ($MUGRAPH_PACK_PYTHONS: interpreters
+  # here with nanobind, default python3.12), built with this machine's compiler as the binary is:
+  # the module built there with its own GCC crashed inside build_library (2026-11-27).
+  for py in ${MUGRAPH_PACK_PYTHONS:-python3.12}; do
+    # The interpreter itself, where a pyenv shim stands for it (a version pyenv has but has not
+    # selected runs with PYENV_VERSION).
+    exe=$("$py" -c 'import sys; print(sys.executable)' 2> /dev/null) ||
+      exe=$(PYENV_VERSION=$(pyenv versions --bare 2> /dev/null | grep -E "^${py#python}(\.|$)" | tail -1) \
+        "$py" -c 'import sys; print(sys.executable)' 2> /dev/null) || continue
+    py=$exe
+    b=$ROOT/build-pack-$(basename "$py")
+    if cmake -S "$ROOT" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMUGRAPH_PYTHON=ON -DMUGRAPH_TESTS=OFF \
+         -DMUGRAPH_BENCH=OFF -DPython_EXECUTABLE="$py" > "$b.log" 2>&1 &&
+       cmake --build "$b" --target _core >> "$b.log" 2>&1; then
+      cp "$b"/python/mugraph/_core.*.so "$dest/python/mugraph/"
+    else
+      echo "no extension module for $py: see $b.log" >&2
+    fi
+  done
   # What building the extension module there needs and a GPU image lacks (the module step builds it when
   # that Python cannot import the one above): the header-only libraries with their CMake files,
   # and OpenBLAS's headers (its library is already beside the binary).
@@ -236,8 +255,18 @@ run_step() {
     fi
     # shellcheck disable=SC2086  # MODULE_ARGS is a list of arguments
     # -X faulthandler: a crash prints the Python stack (a segfault left nothing else, 2026-11-26).
+    local rc=0
     PYTHONPATH=$pypath python3 -X faulthandler "$ROOT/bench/torch_module_vs_mugraph.py" ${MODULE_ARGS:-} \
-      --markdown "$W/torch_module.md"
+      --markdown "$W/torch_module.md" || rc=$?
+    if [[ $rc -ge 128 ]] && command -v gdb > /dev/null; then
+      # Killed by a signal: once more under gdb, for the native stack and the libraries loaded.
+      echo "exit $rc: again under gdb"
+      # shellcheck disable=SC2086
+      PYTHONPATH=$pypath gdb -q -batch -ex run -ex bt -ex 'info sharedlibrary' --args python3 \
+        "$ROOT/bench/torch_module_vs_mugraph.py" ${MODULE_ARGS:-} > "$W/module_gdb.txt" 2>&1
+      grep -A40 -m1 'received signal' "$W/module_gdb.txt"
+    fi
+    return $rc
     ;;
   calibrate)
     # The top 100 verified candidates of the paper's RMSNorm and GatedMLP searches were searched

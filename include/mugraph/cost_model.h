@@ -38,6 +38,16 @@ struct GpuSpec {
   int64_t blocks_per_sm;  ///< most resident blocks per SM
   double launch_us;       ///< one kernel launched after another on a stream
   double barrier_us;      ///< one block-wide barrier
+  /// Pieces of contiguous device memory (at most 128 bytes each) the memory system serves per
+  /// microsecond, all SMs together: a tile whose rows are narrower than its tensor's is fetched
+  /// row piece by row piece, and narrow pieces cost nearly what full ones do.
+  double pieces_per_us;
+  /// Cycles one thread of the portable tile ops spends per element of CUDA-core work while its
+  /// warp is alone on its scheduler (latency, not issue: shared-memory round trips and index math).
+  double element_latency_cycles;
+  /// Cycles of issue per element and thread: the floor once enough warps share a scheduler to
+  /// hide the latency.
+  double element_issue_cycles;
 };
 
 /// Every GPU the model knows.
@@ -63,6 +73,11 @@ struct KernelCost {
   double shared_us = 0;   ///< the busiest SM's shared-memory traffic
   double tensor_us = 0;   ///< the busiest SM's tensor-core FLOPs (a kernel's, for pre-defined ops)
   double fma_us = 0;      ///< the busiest SM's CUDA-core FLOPs (likewise)
+  double pieces_us = 0;   ///< every block's tile loads and stores as 128-byte pieces, at pieces_per_us
+  /// The busiest SM's tile-op instructions: per round of resident blocks, each thread's share of
+  /// the CUDA-core work at element_latency_cycles, or at element_issue_cycles per warp sharing a
+  /// scheduler once there are enough of them; it does not overlap the memory terms
+  double issue_us = 0;
   double barrier_us = 0;  ///< the busiest SM's barriers, resident blocks overlapping theirs
   /// What the load pipeline leaves exposed: per round of resident blocks, the smaller of one
   /// iteration's loads and one iteration's work (in every iteration where the loop is not
@@ -70,8 +85,9 @@ struct KernelCost {
   double pipeline_us = 0;
   /// A graph-defined kernel with a loop: whether the code generator pipelines it (loop_pipelined)
   bool pipelined = false;
-  double total_us = 0;  ///< launch + the largest throughput term + barriers + pipeline
-  std::string bound;    ///< the largest throughput term: "dram", "l2", "sm_load", "shared", "tensor", "fma"
+  double total_us = 0;  ///< launch + the largest throughput term + issue + barriers + pipeline
+  /// the largest throughput term: "dram", "l2", "sm_load", "shared", "tensor", "fma", "pieces"
+  std::string bound;
 };
 
 /// The estimate of a μGraph: its kernels in launch order and their sum.
@@ -109,6 +125,11 @@ struct LoadTerms {
   double sm_load_us = 0;
 };
 LoadTerms load_terms(int64_t blocks, double bytes_per_block, const GpuSpec& gpu);
+
+/// Pieces of contiguous row-major memory, of at most 128 bytes each, that a tile of a tensor of
+/// shape `whole` spans (the pieces term): its innermost dims as far as they cover the tensor's
+/// whole make one run; every run costs ceil(bytes / 128) pieces.
+double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes);
 
 /// A kernel's compulsory device-memory traffic: the bytes of the distinct DTensors kernel op
 /// `op` of `kernel_graph` reads plus those it writes (re-reads by many blocks are taken to hit

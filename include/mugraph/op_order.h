@@ -9,6 +9,11 @@
 /// to back, and a barrier is needed only between steps: a phase of depth d needs d − 1 barriers,
 /// the fewest any order can have, since its longest dependency chain needs one per link.
 ///
+/// Ops of the loop body whose operands are all loop-invariant (tiles loaded once, fmap φ, and
+/// what such ops compute from them) compute the same in every iteration: they run once, before
+/// the loop, in a phase of their own (`pre`), whose last step ends with a barrier. The
+/// interpreters run them in every iteration, which computes the same values.
+///
 /// Reshapes are aliases (they move nothing), so they take their operand's step and separate
 /// nothing. Input iterators are step 0 of the loop body (loop-invariant ones run once before
 /// the loop, pipelined ones iterations ahead; the emitter decides, the step is the same).
@@ -25,7 +30,7 @@
 namespace mugraph {
 
 /// Where an op of a block graph runs: the phase, and the step within it.
-enum class OpPhase : uint8_t { dead, loop, post };
+enum class OpPhase : uint8_t { dead, pre, loop, post };
 
 /// The order of a block graph's ops.
 struct BlockSchedule {
@@ -33,18 +38,21 @@ struct BlockSchedule {
   /// phase (-1 for dead ops).
   std::vector<OpPhase> phase;
   std::vector<int32_t> step;
-  /// The live ops in the order they run: loop ops by step, then post ops by step; within a step
-  /// in graph order.
+  /// The live ops in the order they run: the tiles loaded once, pre ops by step, the other loop
+  /// ops by step, then post ops by step; within a step in graph order.
   std::vector<int32_t> order;
-  /// Steps in the loop body and after it (each phase needs one barrier fewer than it has steps).
-  int32_t loop_steps = 0, post_steps = 0;
+  /// Steps before the loop, in the loop body and after it (each phase needs one barrier fewer
+  /// than it has steps; the pre phase ends with one more).
+  int32_t pre_steps = 0, loop_steps = 0, post_steps = 0;
 
-  /// Where a time t of the kernel's timeline (lifetimes) falls: step t of the loop is time t,
-  /// step s after the loop is time loop_steps + s.
+  /// Where a time t of the kernel's timeline (lifetimes) falls: step s before the loop is time
+  /// s, step s of the loop pre_steps + s, step s after the loop pre_steps + loop_steps + s.
   int32_t time(OpPhase p, int32_t step_in_phase) const {
-    return p == OpPhase::post ? loop_steps + step_in_phase : step_in_phase;
+    return p == OpPhase::pre    ? step_in_phase
+           : p == OpPhase::loop ? pre_steps + step_in_phase
+                                : pre_steps + loop_steps + step_in_phase;
   }
-  int32_t end_time() const { return loop_steps + post_steps; }
+  int32_t end_time() const { return pre_steps + loop_steps + post_steps; }
 };
 
 /// Schedules the live ops of a block graph (Level::block) in steps of longest-path depth.
@@ -71,8 +79,9 @@ struct TensorLifetime {
 std::vector<TensorLifetime> tensor_lifetimes(const Graph& block_graph, const BlockSchedule& schedule,
                                              bool pipelined_loads);
 
-/// Barriers between block ops per block execution (loop steps − 1 per iteration, one at the end
-/// of each iteration, post steps − 1), for the cost model and reports.
+/// Barriers between block ops per block execution (one after the tiles loaded once, pre steps,
+/// loop steps − 1 per iteration, one at the end of each iteration, post steps − 1), for the cost
+/// model and reports.
 int64_t block_barriers(const Graph& block_graph, const BlockSchedule& schedule);
 
 }  // namespace mugraph

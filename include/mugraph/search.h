@@ -162,14 +162,15 @@ struct CandidateMetrics {
 CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& target = default_target());
 
 /// What ranks a complete μGraph (found by the search, thread graphs not yet fused): the cost
-/// model's estimate (cost_model.h) on `gpu` of the graph with its thread graphs fused, as it
-/// will run. Lower is better.
+/// model's estimate (cost_model.h) on `gpu` of the graph with its thread graphs fused and its
+/// threads per block chosen (block_threads.h), as it will run. Lower is better.
 double rank_estimate_us(const Graph& kernel_graph, const GpuSpec& gpu);
 
 /// What the kernels of `kernel_graph` (a complete μGraph or a search prefix) cost in any μGraph
 /// that contains them, beyond cost_lower_bound_us of their device bytes and kernel count: for a
-/// graph-defined kernel, the largest of its L2, per-SM load and tensor-core terms over its DRAM
-/// term (fusing thread graphs changes none of these: it keeps every iterator, saver and matmul);
+/// graph-defined kernel, the largest of its L2, per-SM load, tensor-core and pieces terms over its
+/// DRAM term (fusing thread graphs or choosing threads per block changes none of these: it keeps
+/// every iterator, saver and matmul);
 /// for a pre-defined kernel, its whole estimate over launch and DRAM.
 double kernels_floor_extra_us(const Graph& kernel_graph, const GpuSpec& gpu);
 

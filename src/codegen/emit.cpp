@@ -356,19 +356,21 @@ class BlockKernelEmitter {
     // each iteration, so the next one does not overwrite tiles still being read. With a
     // pipeline the loop's loads are not in the body: they were issued iterations ahead, and the
     // body starts by waiting for them.
-    std::string loop_body, post;
+    // Loop-invariant ops (the pre phase) run once, after the tiles loaded once and before the
+    // loop, with a barrier after their last step.
+    std::string pre, loop_body, post;
     struct Emitted {
       int32_t step = -1;   // the step of the last statement (-1: none yet)
       bool loads = false;  // that step issued asynchronous copies (cp.async)
-    } in_loop, after;
+    } before, in_loop, after;
     for (int32_t op_index : schedule_.order) {
       const size_t i = static_cast<size_t>(op_index);
       if (hoisted_load(i) || (stages_ > 1 && streamed_load(i))) continue;
-      const bool after_loop = schedule_.phase[i] == OpPhase::post;
-      std::string s = statement(i, loop && !after_loop ? "it" : "");
+      const OpPhase phase = schedule_.phase[i];
+      std::string s = statement(i, loop && phase == OpPhase::loop ? "it" : "");
       if (s.empty()) continue;
-      std::string& text = after_loop ? post : loop_body;
-      Emitted& e = after_loop ? after : in_loop;
+      std::string& text = phase == OpPhase::post ? post : phase == OpPhase::pre ? pre : loop_body;
+      Emitted& e = phase == OpPhase::post ? after : phase == OpPhase::pre ? before : in_loop;
       if (e.step >= 0 && e.step != schedule_.step[i]) {
         text += barrier_after(e.loads, once_waits(false, e.step));
         e.loads = false;
@@ -401,6 +403,8 @@ class BlockKernelEmitter {
       loop_body = head + aliases(true, 0) + loop_body;
     }
     if (stages_ == 1) k << indent(hoisted_barrier, 2);
+    if (!pre.empty())
+      k << "  // Loop-invariant ops: once, before the loop.\n" << indent(pre + "mgd::sync_block();\n", 2);
     if (loop) {
       k << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
         << indent(loop_body + "mgd::sync_block();\n", 4) << "  }\n";

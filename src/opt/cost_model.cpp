@@ -10,13 +10,21 @@
 //   shared   the busiest SM's shared-memory traffic (block_shared_traffic_bytes per block);
 //   tensor   the busiest SM's matmul FLOPs on 16-bit operands, at its share of the tensor peak;
 //   fma      its other FLOPs (element-wise ops, reductions, f32 matmuls) on CUDA cores;
+//   pieces   every block's tile loads and stores cut into pieces of contiguous device memory of
+//            at most 128 bytes (tile_pieces), at the rate the memory system serves pieces: a
+//            tile 8 elements wide costs a piece per row, as a 64-element one does;
+//   issue    the busiest SM's tile-op instructions: per round of resident blocks, each thread's
+//            share of the CUDA-core work at element_latency_cycles per element while few warps
+//            share a scheduler, at element_issue_cycles per element and warp once many do;
 //   barrier  the busiest SM's block barriers (between the steps of the op order, op_order.h),
 //            the blocks resident together overlapping theirs;
 //   pipeline what the load pipeline cannot hide: per round of resident blocks, the smaller of
 //            one iteration's loads and one iteration's work (see graph_defined_cost); in every
 //            iteration where the emitter cannot pipeline the loop (loop_pipelined) and no other
 //            resident block fills the gap.
-// The kernel costs launch + max(dram, l2, sm_load, shared, tensor, fma) + barrier + pipeline. A
+// The kernel costs launch + max(dram, l2, sm_load, shared, tensor, fma, pieces) + issue + barrier
+// + pipeline: the portable tile ops wait for their tiles and then work, so their instructions
+// add to the memory time rather than hide under it. A
 // pre-defined kernel (cuBLAS or a generated element-wise kernel) spreads over the whole GPU:
 // launch + max(dram, tensor, fma) over the whole device.
 //
@@ -28,7 +36,6 @@
 #include <cstdio>
 #include <set>
 
-#include "block_structure.h"
 #include "mugraph/error.h"
 #include "mugraph/op_order.h"
 #include "mugraph/search.h"
@@ -131,12 +138,13 @@ int64_t block_shared_traffic_bytes(const Graph& body) {
     const TensorType& type = body.type(t);
     return type.shape.numel() * dtype_bytes(type.dtype);
   };
-  // Ops after the loop run once, the others once per iteration (block_structure.h).
-  const std::vector<interp::BlockPhase> phase = interp::block_phases(body);
+  // Ops before and after the loop run once, the others once per iteration (op_order.h).
+  const BlockSchedule schedule = schedule_block_ops(body);
   int64_t traffic = 0;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& op = body.ops[i];
-    if (phase[i] == interp::BlockPhase::dead) continue;
+    const OpPhase phase = schedule.phase[i];
+    if (phase == OpPhase::dead) continue;
     // Iterators and savers move device bytes (load_bytes_per_sm, device_bytes); a concat is a
     // placement (its operands are written into adjacent parts of one buffer); an accumulator
     // lives in registers.
@@ -148,7 +156,7 @@ int64_t block_shared_traffic_bytes(const Graph& body) {
     for (TensorId t : op.inputs)
       if (read.insert(t.value).second) op_bytes += bytes(t);
     for (TensorId t : op.outputs) op_bytes += bytes(t);
-    traffic += op_bytes * (phase[i] == interp::BlockPhase::post ? 1 : body.forloop);
+    traffic += op_bytes * (phase == OpPhase::loop ? body.forloop : 1);
   }
   return traffic;
 }
@@ -159,10 +167,14 @@ const std::vector<GpuSpec>& gpu_specs() {
   // calibrated against timings: L2 at about 2.5× H100's HBM (A100: 2.5× its own), one SM
   // reaching 3× its share of HBM bandwidth, 128 bytes per clock of shared memory per SM, a
   // launch of 3 µs (A100) or 2.5 µs (H100, H200) and a barrier of 20 ns.
+  //
+  // Fitted to 80 candidates timed on an H200 (docs/cost_model.md, "Calibration"): 25,000
+  // 128-byte pieces per µs, and 25 cycles per element and thread of tile-op work (8 of issue).
+  // The A100 and H100 rows take the H200's figures until they are measured there.
   static const std::vector<GpuSpec> specs = {
-      {"a100", 108, 1.41, 2.039e6, 5.1e6, 3.0, 128, 312e6, 19.5e6, 167936, 2048, 32, 3.0, 0.02},
-      {"h100", 132, 1.98, 3.35e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02},
-      {"h200", 132, 1.98, 4.8e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02},
+      {"a100", 108, 1.41, 2.039e6, 5.1e6, 3.0, 128, 312e6, 19.5e6, 167936, 2048, 32, 3.0, 0.02, 25e3, 25, 8},
+      {"h100", 132, 1.98, 3.35e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02, 25e3, 25, 8},
+      {"h200", 132, 1.98, 4.8e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02, 25e3, 25, 8},
   };
   return specs;
 }
@@ -222,13 +234,13 @@ void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double
 }
 
 void finish(KernelCost& k) {
-  const std::pair<double, const char*> terms[] = {{k.dram_us, "dram"},       {k.l2_us, "l2"},
-                                                  {k.sm_load_us, "sm_load"}, {k.shared_us, "shared"},
-                                                  {k.tensor_us, "tensor"},   {k.fma_us, "fma"}};
+  const std::pair<double, const char*> terms[] = {
+      {k.dram_us, "dram"},     {k.l2_us, "l2"},   {k.sm_load_us, "sm_load"}, {k.shared_us, "shared"},
+      {k.tensor_us, "tensor"}, {k.fma_us, "fma"}, {k.pieces_us, "pieces"}};
   const auto* top = std::max_element(std::begin(terms), std::end(terms),
                                      [](const auto& a, const auto& b) { return a.first < b.first; });
   k.bound = top->second;
-  k.total_us = k.launch_us + top->first + k.barrier_us + k.pipeline_us;
+  k.total_us = k.launch_us + top->first + k.issue_us + k.barrier_us + k.pipeline_us;
 }
 
 KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) {
@@ -250,21 +262,28 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   // One block's work: tiles loaded (loop-invariant ones once, the others every iteration),
   // tiles stored, FLOPs, and barriers (between the steps of the op order the emitter uses,
   // op_order.h, and one per iteration).
-  double moved = 0, moved_per_iteration = 0, tensor = 0, fma = 0;
+  double moved = 0, moved_per_iteration = 0, tensor = 0, fma = 0, pieces = 0;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& b = body.ops[i];
     if (schedule.phase[i] == OpPhase::dead) continue;
-    const bool post = schedule.phase[i] == OpPhase::post;
-    const double reps = post ? 1.0 : static_cast<double>(body.forloop);
+    const bool once = schedule.phase[i] == OpPhase::post || schedule.phase[i] == OpPhase::pre;
+    const double reps = once ? 1.0 : static_cast<double>(body.forloop);
     if (b.kind == OpKind::input_iterator) {
-      const double tile = static_cast<double>(bytes_of(body.type(b.outputs[0])));
+      const TensorType& type = body.type(b.outputs[0]);
+      const double tile = static_cast<double>(bytes_of(type));
       const bool streamed = b.attrs.fmap != kPhi && body.forloop > 1;
-      moved += tile * (streamed ? static_cast<double>(body.forloop) : 1.0);
+      const double times = streamed ? static_cast<double>(body.forloop) : 1.0;
+      moved += tile * times;
       moved_per_iteration += tile;
+      pieces += times * tile_pieces(type.shape, body.params[static_cast<size_t>(b.attrs.io_index)].shape,
+                                    dtype_bytes(type.dtype));
       continue;
     }
     if (b.kind == OpKind::output_saver) {
-      moved += static_cast<double>(bytes_of(body.type(b.inputs[0])));
+      const TensorType& type = body.type(b.inputs[0]);
+      moved += static_cast<double>(bytes_of(type));
+      pieces += tile_pieces(type.shape, g.type(op.outputs[static_cast<size_t>(b.attrs.io_index)]).shape,
+                            dtype_bytes(type.dtype));
       continue;
     }
     add_flops(body, b, reps, tensor, fma);
@@ -282,8 +301,17 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
                 (gpu.smem_bytes_per_clock * gpu.clock_ghz * 1e3);
   k.tensor_us = busiest * tensor / (gpu.tensor_flops_per_us / sms);
   k.fma_us = busiest * fma / (gpu.fma_flops_per_us / sms);
+  k.pieces_us = static_cast<double>(k.blocks) * pieces / gpu.pieces_per_us;
   const double rounds =
       static_cast<double>((k.blocks_on_busiest_sm + k.resident_blocks_per_sm - 1) / k.resident_blocks_per_sm);
+  // The tile ops' instructions: each thread's share of a block's CUDA-core work, at the latency of
+  // an element while its warp has its scheduler (of 4 per SM) to itself, at the issue cost of every
+  // warp there once enough share it.
+  const double warps_per_scheduler =
+      static_cast<double>(std::min(k.blocks_on_busiest_sm, k.resident_blocks_per_sm) * threads) / 128.0;
+  const double cycles_per_element =
+      std::max(gpu.element_latency_cycles, warps_per_scheduler * gpu.element_issue_cycles);
+  k.issue_us = rounds * fma / static_cast<double>(threads) * cycles_per_element / (gpu.clock_ghz * 1e3);
   k.barrier_us = rounds * barriers * gpu.barrier_us;
   // The load pipeline hides an iteration's loads behind the previous iteration's work, except
   // where it fills: with loads a and work c per iteration, L iterations take
@@ -321,6 +349,16 @@ KernelCost pre_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) {
 }
 
 }  // namespace
+
+double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes) {
+  int64_t run = 1;
+  for (int d = tile.rank() - 1; d >= 0; --d) {
+    run *= tile[d];
+    if (tile[d] != whole[d]) break;
+  }
+  if (run == 0) return 0;
+  return static_cast<double>(tile.numel() / run) * static_cast<double>((run * element_bytes + 127) / 128);
+}
 
 int64_t kernel_device_bytes(const Graph& g, const Op& op) {
   int64_t bytes = 0;
@@ -362,12 +400,12 @@ std::string CostEstimate::str() const {
     if (k.kind == "graph-defined")
       std::snprintf(line, sizeof line,
                     "kernel %zu graph-defined: %.2f us (%s-bound; launch %.2f, dram %.2f, l2 %.2f, sm_load %.2f, "
-                    "shared %.2f, tensor %.2f, fma %.2f, barrier %.2f, pipeline %.2f; %lld blocks, %lld on the "
-                    "busiest SM, %lld resident%s)\n",
+                    "shared %.2f, tensor %.2f, fma %.2f, pieces %.2f, issue %.2f, barrier %.2f, pipeline %.2f; "
+                    "%lld blocks, %lld on the busiest SM, %lld resident%s)\n",
                     i, k.total_us, k.bound.c_str(), k.launch_us, k.dram_us, k.l2_us, k.sm_load_us, k.shared_us,
-                    k.tensor_us, k.fma_us, k.barrier_us, k.pipeline_us, static_cast<long long>(k.blocks),
-                    static_cast<long long>(k.blocks_on_busiest_sm), static_cast<long long>(k.resident_blocks_per_sm),
-                    k.pipelined ? ", loop pipelined" : "");
+                    k.tensor_us, k.fma_us, k.pieces_us, k.issue_us, k.barrier_us, k.pipeline_us,
+                    static_cast<long long>(k.blocks), static_cast<long long>(k.blocks_on_busiest_sm),
+                    static_cast<long long>(k.resident_blocks_per_sm), k.pipelined ? ", loop pipelined" : "");
     else
       std::snprintf(line, sizeof line,
                     "kernel %zu %s: %.2f us (%s-bound; launch %.2f, dram %.2f, tensor %.2f, fma %.2f)\n", i,

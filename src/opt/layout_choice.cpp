@@ -12,6 +12,7 @@
 #include "mugraph/error.h"
 #include "mugraph/ops.h"
 #include "mugraph_device/mma_rules.h"
+#include "mugraph_device/sum_rules.h"
 #include "mugraph_device/wgmma_rules.h"
 
 namespace mugraph {
@@ -536,16 +537,31 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
           const std::vector<int64_t> oe = extents_of(os);
           const int dim = op.attrs.dim;
           const int64_t group = shape[dim] / os[dim], ds = st[static_cast<size_t>(dim)];
-          for (int64_t k = 0; k < group; ++k)
-            w.simt(os.numel(), threads, esz, [&](int64_t e) {
-              int64_t rest = e, off = 0;
-              for (size_t d = oe.size(); d-- > 0;) {
-                const int64_t c = rest % oe[d];
-                rest /= oe[d];
-                off += (static_cast<int>(d) == dim ? c * group : c) * st[d];
-              }
-              return (off + k * ds) * esz;
-            });
+          // Where output e's group starts.
+          auto group_start = [&](int64_t e) {
+            int64_t rest = e, off = 0;
+            for (size_t d = oe.size(); d-- > 0;) {
+              const int64_t c = rest % oe[d];
+              rest /= oe[d];
+              off += (static_cast<int>(d) == dim ? c * group : c) * st[d];
+            }
+            return off;
+          };
+          // As tile.h's sum reads (sum_rules.h): split among `lanes` consecutive lanes of a warp,
+          // lane l of output e reading elements l, l + lanes, ... of its group; else a thread per
+          // output, element k of every group at once.
+          const int64_t lanes = mgd::block_sum_lanes(os.numel(), threads, group);
+          if (lanes > 1) {
+            const int64_t per_round = threads / lanes;
+            for (int64_t first = 0; first < os.numel(); first += per_round)
+              for (int64_t k = 0; k < group; k += lanes)
+                w.simt(std::min(threads, (os.numel() - first) * lanes), threads, esz, [&](int64_t r) {
+                  return (group_start(first + r / lanes) + std::min(k + r % lanes, group - 1) * ds) * esz;
+                });
+          } else {
+            for (int64_t k = 0; k < group; ++k)
+              w.simt(os.numel(), threads, esz, [&](int64_t e) { return (group_start(e) + k * ds) * esz; });
+          }
           break;
         }
         case OpCategory::matmul: {

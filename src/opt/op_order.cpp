@@ -17,11 +17,24 @@ BlockSchedule schedule_block_ops(const Graph& g) {
   // the loop read after it are ready at once (the loop's last barrier separates the phases).
   std::vector<int32_t> ready(g.tensors.size(), 0);
   std::vector<OpPhase> made_in(g.tensors.size(), OpPhase::loop);
+  // invariant[t]: tensor t holds the same value in every iteration (a tile loaded once, or an
+  // op's result computed from such tiles alone).
+  std::vector<bool> invariant(g.tensors.size(), false);
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
-    const OpPhase p = phases[i] == interp::BlockPhase::dead   ? OpPhase::dead
-                      : phases[i] == interp::BlockPhase::loop ? OpPhase::loop
-                                                              : OpPhase::post;
+    OpPhase p = phases[i] == interp::BlockPhase::dead   ? OpPhase::dead
+                : phases[i] == interp::BlockPhase::loop ? OpPhase::loop
+                                                        : OpPhase::post;
+    if (p == OpPhase::loop && g.forloop > 1) {
+      if (op.kind == OpKind::input_iterator) {
+        if (op.attrs.fmap == kPhi)
+          for (TensorId t : op.outputs) invariant[t.index()] = true;
+      } else if (op.kind != OpKind::output_saver && op.kind != OpKind::accum && !op.inputs.empty() &&
+                 std::all_of(op.inputs.begin(), op.inputs.end(), [&](TensorId t) { return invariant[t.index()]; })) {
+        p = OpPhase::pre;
+        for (TensorId t : op.outputs) invariant[t.index()] = true;
+      }
+    }
     s.phase[i] = p;
     if (p == OpPhase::dead) continue;
     int32_t step = 0;
@@ -36,13 +49,20 @@ BlockSchedule schedule_block_ops(const Graph& g) {
       ready[t.index()] = out_ready;
       made_in[t.index()] = accumulated ? OpPhase::post : p;
     }
-    int32_t& steps = p == OpPhase::post ? s.post_steps : s.loop_steps;
+    int32_t& steps = p == OpPhase::post ? s.post_steps : p == OpPhase::pre ? s.pre_steps : s.loop_steps;
     steps = std::max(steps, step + 1);
   }
-  for (const OpPhase p : {OpPhase::loop, OpPhase::post}) {
+  // Tiles loaded once (loop ops of step 0) run first: the pre phase reads them.
+  auto loaded_once = [&](size_t i) {
+    return g.forloop > 1 && s.phase[i] == OpPhase::loop && g.ops[i].kind == OpKind::input_iterator &&
+           g.ops[i].attrs.fmap == kPhi;
+  };
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (loaded_once(i)) s.order.push_back(static_cast<int32_t>(i));
+  for (const OpPhase p : {OpPhase::pre, OpPhase::loop, OpPhase::post}) {
     std::vector<int32_t> ops;
     for (size_t i = 0; i < g.ops.size(); ++i)
-      if (s.phase[i] == p) ops.push_back(static_cast<int32_t>(i));
+      if (s.phase[i] == p && !loaded_once(i)) ops.push_back(static_cast<int32_t>(i));
     std::stable_sort(ops.begin(), ops.end(), [&](int32_t a, int32_t b) {
       return s.step[static_cast<size_t>(a)] < s.step[static_cast<size_t>(b)];
     });
@@ -59,7 +79,7 @@ std::vector<TensorLifetime> tensor_lifetimes(const Graph& g, const BlockSchedule
     return i;
   };
   const bool loop = g.forloop > 1;
-  const int32_t loop_end = std::max(0, s.loop_steps - 1);
+  const int32_t loop_end = s.time(OpPhase::loop, std::max(0, s.loop_steps - 1));
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     if (s.phase[i] == OpPhase::dead) continue;
@@ -76,7 +96,8 @@ std::vector<TensorLifetime> tensor_lifetimes(const Graph& g, const BlockSchedule
       }
       l.stored = true;
       l.first = l.last = now;
-      // Values that must outlive an iteration hold their bytes over the whole loop.
+      // Values that must outlive an iteration hold their bytes over the whole loop (from the
+      // start: tiles loaded once and the pipeline's first loads are issued before the pre phase).
       const bool carried = loop && s.phase[i] == OpPhase::loop &&
                            (op.kind == OpKind::accum ||
                             (op.kind == OpKind::input_iterator && (op.attrs.fmap == kPhi || pipelined_loads)));
@@ -84,6 +105,15 @@ std::vector<TensorLifetime> tensor_lifetimes(const Graph& g, const BlockSchedule
         l.first = 0;
         l.last = std::max(l.last, loop_end);
       }
+    }
+  }
+  // A value of the pre phase that the loop reads is read in every iteration: it holds its bytes
+  // until the loop ends.
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    if (s.phase[i] != OpPhase::loop) continue;
+    for (TensorId t : g.ops[i].inputs) {
+      TensorLifetime& l = life[owner(t)];
+      if (l.stored && l.first < s.pre_steps) l.last = std::max(l.last, loop_end);
     }
   }
   return life;
@@ -97,6 +127,7 @@ int64_t block_barriers(const Graph& g, const BlockSchedule& s) {
     hoisted = hoisted || (loop && s.phase[i] == OpPhase::loop && g.ops[i].kind == OpKind::input_iterator &&
                           g.ops[i].attrs.fmap == kPhi);
   n += hoisted;
+  n += s.pre_steps;  // between its steps, and one before the loop
   const int64_t per_iteration = std::max(0, s.loop_steps - 1) + (loop ? 1 : 0);
   n += per_iteration * g.forloop;
   n += std::max(0, s.post_steps - 1);

@@ -406,7 +406,7 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
 }
 
 double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c, const GpuSpec& gpu) {
-  double moved = 0;
+  double moved = 0, pieces = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorType& type = g.type(inputs[i]);
     Shape tile = type.shape;
@@ -414,10 +414,13 @@ double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, cons
       if (c.imaps[i][static_cast<size_t>(ax)] != kPhi) tile[c.imaps[i][static_cast<size_t>(ax)]] /= c.grid[ax];
     if (c.fmaps[i] != kPhi) tile[c.fmaps[i]] /= c.forloop;
     const double bytes = static_cast<double>(tile.numel() * dtype_bytes(type.dtype));
-    moved += bytes * (c.fmaps[i] == kPhi ? 1.0 : static_cast<double>(c.forloop));
+    const double times = c.fmaps[i] == kPhi ? 1.0 : static_cast<double>(c.forloop);
+    moved += bytes * times;
+    pieces += tile_pieces(tile, type.shape, dtype_bytes(type.dtype)) * times;
   }
   const LoadTerms loads = load_terms(c.grid.volume(), moved, gpu);
-  return gpu.launch_us + std::max(loads.l2_us, loads.sm_load_us);
+  const double pieces_us = static_cast<double>(c.grid.volume()) * pieces / gpu.pieces_per_us;
+  return gpu.launch_us + std::max({loads.l2_us, loads.sm_load_us, pieces_us});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -315,8 +315,9 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
                                          const OperandIndexUse* use = nullptr);
 
 /// A lower bound on the cost model's estimate of any graph-defined kernel with configuration
-/// `c` over tensors of `g`: its launch plus the L2 and busiest-SM terms of the tiles its input
-/// iterators load (every iterator of a closed block graph is used; savers only add to these).
+/// `c` over tensors of `g`: its launch plus the largest of the L2, busiest-SM and pieces terms of
+/// the tiles its input iterators load (every iterator of a closed block graph is used; savers only
+/// add to these).
 double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c, const GpuSpec& gpu);
 
 /// Largest dim extent that kernel_configs() splits into tiles of 1, 2 or 4.

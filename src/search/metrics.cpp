@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "block_structure.h"
+#include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/search.h"
 
@@ -40,14 +41,14 @@ CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
 }
 
 double rank_estimate_us(const Graph& g, const GpuSpec& gpu) {
-  return estimate_cost(fuse_thread_graphs(g), gpu).total_us;
+  return estimate_cost(choose_block_threads(fuse_thread_graphs(g), gpu), gpu).total_us;
 }
 
 double kernels_floor_extra_us(const Graph& g, const GpuSpec& gpu) {
   double extra = 0;
   for (const KernelCost& k : estimate_cost(g, gpu).kernels) {
     const double floor = k.kind == "graph-defined"
-                             ? k.launch_us + std::max({k.dram_us, k.l2_us, k.sm_load_us, k.tensor_us})
+                             ? k.launch_us + std::max({k.dram_us, k.l2_us, k.sm_load_us, k.tensor_us, k.pieces_us})
                              : k.total_us;
     extra += std::max(0.0, floor - k.launch_us - k.dram_us);
   }

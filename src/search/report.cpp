@@ -31,6 +31,8 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
                        {"shared_us", k.shared_us},
                        {"tensor_us", k.tensor_us},
                        {"fma_us", k.fma_us},
+                       {"pieces_us", k.pieces_us},
+                       {"issue_us", k.issue_us},
                        {"barrier_us", k.barrier_us},
                        {"pipeline_us", k.pipeline_us},
                        {"pipelined", k.pipelined},

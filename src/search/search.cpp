@@ -15,6 +15,7 @@
 
 #include "checkpoint.h"
 #include "generator.h"
+#include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/json.h"
 
@@ -482,7 +483,7 @@ class Driver {
         }
         ++result.stats.verified;
         SearchCandidate sc;
-        sc.graph = fuse_thread_graphs(pool_[i].found.graph);
+        sc.graph = choose_block_threads(fuse_thread_graphs(pool_[i].found.graph), ctx_.gpu());
         sc.metrics = candidate_metrics(sc.graph, opt_.target);
         sc.cost = estimate_cost(sc.graph, ctx_.gpu());
         sc.verification = v;

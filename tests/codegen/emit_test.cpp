@@ -113,21 +113,21 @@ TEST(Codegen, WgmmaStagesTakeASecondBufferWhereItCostsNoResidency) {
     const size_t at = src.find(" bytes of shared memory");
     return std::stoll(src.substr(src.rfind(' ', at - 1) + 1, at));
   };
-  // 158,128 bytes with two buffers: one block per SM either way.
+  // 158,320 bytes with two buffers: one block per SM either way.
   const std::string both =
       generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
   EXPECT_NE(both.find(", 512, 21504, 0, 0, 2>("), std::string::npos) << both;  // 1024 + 2 · (64 + 16) · 128
-  EXPECT_EQ(shared_bytes(both), 158128);
-  // 112,352 bytes with one: two blocks per SM of 233,472 bytes, which 9,216 more would make one.
+  EXPECT_EQ(shared_bytes(both), 158320);
+  // 114,368 bytes with one: two blocks per SM of 233,472 bytes, which 9,216 more would make one.
   const std::string two_blocks =
       generate_cuda(test::rmsnorm_fig3b(8, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
-  EXPECT_EQ(shared_bytes(two_blocks), 112352);
+  EXPECT_EQ(shared_bytes(two_blocks), 114368);
   EXPECT_EQ(two_blocks.find(", 2>("), std::string::npos) << two_blocks;
   EXPECT_NE(two_blocks.find("scratch = smem + "), std::string::npos);
-  // 230,592 bytes with one: a second would pass the 232,448 a block may have.
+  // 230,880 bytes with one: a second would pass the 232,448 a block may have.
   const std::string full =
       generate_cuda(test::rmsnorm_fig3b(24, 4096, 4096, 128, 4, DType::f16), hopper, staged).source;
-  EXPECT_EQ(shared_bytes(full), 230592);
+  EXPECT_EQ(shared_bytes(full), 230880);
   EXPECT_EQ(full.find(", 2>("), std::string::npos) << full;
   // Where k is one chunk there is nothing to overlap: one buffer.
   const std::string one_chunk =
@@ -246,21 +246,21 @@ TEST(Codegen, TileLayoutsFollowTheLayoutPass) {
   // Figure 3b on sm_80 (layout_choice_test.cpp has the model's figures): W's [256, 32] tile,
   // read by ldmatrix.trans, and the mul's result, read by ldmatrix, get rows padded by 8
   // halves (16 bytes: cp.async vectors stay aligned; W's stage grows from 8192 to 10240
-  // elements); the sqr's result, whose rows the sum walks down a thread per row, by 2; the
-  // matmul's result is written transposed.
+  // elements); the sqr's result, whose rows the split sum reads 16 bytes of at a time, 4 rows per
+  // warp, by 8 too; the matmul's result is written transposed.
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
   const std::string src = generate_cuda(g, find_cuda_target("sm_80")).source;
   EXPECT_NE(src.find("mgd::load_async<mgd::Dims<256, 32>, mgd::Dims<40, 1>, mgd::Dims<4096, 1>>(t2_stages + (it + 1) % "
                      "2 * 10240"),
             std::string::npos)
       << src;
-  EXPECT_NE(src.find("mgd::sum<mgd::Block, mgd::Dims<16, 1>, mgd::Dims<1, 1>, mgd::Dims<258, 1>, 1, 256>(t4, t3);"),
+  EXPECT_NE(src.find("mgd::sum<mgd::Block, mgd::Dims<16, 1>, mgd::Dims<1, 1>, mgd::Dims<264, 1>, 1, 256>(t4, t3);"),
             std::string::npos);
   EXPECT_NE(src.find("mgd::matmul<mgd::Block, mgd::Dims<16, 32>, mgd::Dims<1, 18>, mgd::Dims<264, 0>, 1, "
                      "mgd::Dims<0, 1>, 40, 256>(t6, t5, t2);"),
             std::string::npos);
-  EXPECT_NE(src.find("// [16, 256] f16, rows padded by 2"), std::string::npos);
-  EXPECT_NE(src.find("// layouts: 26544 shared-memory wavefronts per block modelled, 121520 with every tile row-major"),
+  EXPECT_EQ(count(src, "// [16, 256] f16, rows padded by 8"), 2);
+  EXPECT_NE(src.find("// layouts: 24496 shared-memory wavefronts per block modelled, 64176 with every tile row-major"),
             std::string::npos);
   // Row-major when asked: no padding, no layout line, every tile's strides dense.
   const std::string dense = generate_cuda(g, find_cuda_target("sm_80"), row_major()).source;
@@ -343,7 +343,7 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
   const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/gqa/best.json");
   const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
-  const size_t q = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 2, 1024);");
+  const size_t q = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 2, ");
   const size_t first_stage = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 0, ");
   const size_t q_wait = src.find("mgd::mbarrier_wait(tma_bars + 2, 0);");
   const size_t loop = src.find("for (int64_t it = 0;");
@@ -353,6 +353,28 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   EXPECT_LT(q_wait, loop);
   // Q and K are both read in place by Q·K's wgmma; nothing is staged for it.
   EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
+}
+
+TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
+  // QKNorm at batch 1: Q's [256, 64] tile is loaded once, and its square, row sums and
+  // normalisation (the pre phase, op_order.h) are emitted after its barrier and before the loop;
+  // K's, streamed, are normalised in every iteration.
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) +
+                                  "/bench/paper/results/qknorm_bs1/best.json");
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  const size_t wait_q = src.find("mgd::mbarrier_wait(tma_bars + 2, 0);  // tile [1, 256, 64] f16");
+  const size_t pre = src.find("// Loop-invariant ops: once, before the loop.");
+  const size_t sqr_q = src.find("mgd::op::Sqr>(t3, t0);");
+  const size_t loop = src.find("for (int64_t it = 0;");
+  const size_t sqr_k = src.find("mgd::op::Sqr>(t6, t1);");
+  ASSERT_NE(wait_q, std::string::npos) << src;
+  ASSERT_NE(sqr_k, std::string::npos) << src;
+  EXPECT_LT(wait_q, pre);
+  EXPECT_LT(pre, sqr_q);
+  EXPECT_LT(sqr_q, loop);
+  EXPECT_LT(loop, sqr_k);
+  EXPECT_EQ(count(src, "mgd::op::Sqr>"), 2);
 }
 
 TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {

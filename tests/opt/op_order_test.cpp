@@ -51,6 +51,49 @@ TEST(OpOrder, AChainNeedsAStepPerLink) {
   EXPECT_EQ(block_barriers(b, s), 6);
 }
 
+TEST(OpOrder, LoopInvariantOpsRunOnceBeforeTheLoop) {
+  // QKNorm's shape of loop: a tile loaded once (X, fmap φ) is squared and exp'd before the loop;
+  // the loop multiplies exp(X²) by the tile it streams (Y) and accumulates.
+  Graph k;
+  TensorId x = k.add_input("X", {16, 64});
+  TensorId y = k.add_input("Y", {16, 256});
+  Graph b = make_block_graph({k.type(x), k.type(y)}, Dim3{4, 1, 1}, 4);
+  TensorId xt = b.add(OpKind::input_iterator, {}, test::iter(0, {0, kPhi, kPhi}, kPhi));  // [4, 64]
+  TensorId yt = b.add(OpKind::input_iterator, {}, test::iter(1, {0, kPhi, kPhi}, 1));     // [4, 64]
+  TensorId sq = b.add(OpKind::sqr, {xt});
+  TensorId ex = b.add(OpKind::exp, {sq});
+  TensorId m = b.add(OpKind::mul, {ex, yt});
+  TensorId acc = b.add(OpKind::accum, {m}, test::accum_sum());
+  b.add(OpKind::output_saver, {acc}, test::saver(0, {0, kPhi, kPhi}));
+  const BlockSchedule s = schedule_block_ops(b);
+  EXPECT_EQ(s.phase[2], OpPhase::pre);
+  EXPECT_EQ(s.phase[3], OpPhase::pre);
+  EXPECT_EQ(s.phase[4], OpPhase::loop);
+  EXPECT_EQ(s.step[2], 0);  // the tile loaded once is waited for before the pre phase
+  EXPECT_EQ(s.step[3], 1);
+  EXPECT_EQ(s.pre_steps, 2);
+  EXPECT_EQ(s.step[4], 1);  // after Y's load; exp(X²) was ready before the loop
+  EXPECT_EQ(s.loop_steps, 3);
+  // Tiles loaded once first, then the pre phase, then the loop.
+  EXPECT_EQ(s.order, (std::vector<int32_t>{0, 2, 3, 1, 4, 5, 6}));
+  // Once after the tile loaded once, once after each pre step; per iteration 2 + 1; none after.
+  EXPECT_EQ(block_barriers(b, s), 1 + 2 + 3 * 4);
+  // X² is read only before the loop: its bytes are free once exp has read it. exp(X²) is read in
+  // every iteration: it lives to the loop's end, so the loop's own values never share its bytes.
+  const std::vector<TensorLifetime> life = tensor_lifetimes(b, s, false);
+  EXPECT_EQ(life[sq.index()].first, 0);
+  EXPECT_EQ(life[sq.index()].last, 1);
+  EXPECT_EQ(life[ex.index()].first, 1);
+  EXPECT_EQ(life[ex.index()].last, s.time(OpPhase::loop, s.loop_steps - 1));
+  EXPECT_FALSE(life[m.index()].overlaps(life[sq.index()]));
+  EXPECT_TRUE(life[m.index()].overlaps(life[ex.index()]));
+  // A loop of one iteration has no pre phase.
+  Graph once = b;
+  once.forloop = 1;
+  once.params[1].shape = Shape({16, 64});
+  EXPECT_EQ(schedule_block_ops(once).pre_steps, 0);
+}
+
 TEST(OpOrder, ReshapesSeparateNothing) {
   Graph k;
   TensorId x = k.add_input("X", {16, 64});

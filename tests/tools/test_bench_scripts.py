@@ -350,3 +350,23 @@ def test_calibrate_cost_model_reads_paper_run_json(tmp_path):
     path.write_text(json.dumps(doc))
     r = run_script(CALIBRATE, str(path))
     assert r.returncode != 0 and "no configuration with two or more timed candidates" in r.stderr
+
+
+def test_calibrate_cost_model_reestimates_with_the_current_model(mugraph_bin, tmp_path):
+    # --reestimate ranks recorded timings by the binary's model: the recorded estimates are
+    # ignored (here they are reversed), the candidates' files are re-read (by their bench/ part
+    # when recorded on another machine). bench/paper/results_top100/gated_mlp/top/02.json (W
+    # tiles 8 wide) took 137.9 µs on an H200 and 03.json (64 wide) 30.3 µs.
+    top = "/elsewhere/checkout/bench/paper/results_top100/gated_mlp/top/"
+    doc = {"gpu": {"gpu": "NVIDIA H200"}, "rows": [{"name": "gated_mlp", "candidates": [
+        {"rank": 0, "path": top + "02.json", "estimated_us": 1.0, "median_us": 137.9, "ok": True},
+        {"rank": 1, "path": top + "03.json", "estimated_us": 2.0, "median_us": 30.3, "ok": True}]}]}
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(doc))
+    env_bin = {"MUGRAPH_BIN": mugraph_bin}
+    r = subprocess.run([sys.executable, str(CALIBRATE), str(path), "--reestimate", "h200"], capture_output=True,
+                       text=True, timeout=60, env={**os.environ, **env_bin})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| gated_mlp | NVIDIA H200 | 2 (2) | 1.000 | 30.30 us | 30.30 us | 0.0% |" in r.stdout, r.stdout
+    r = run_script(CALIBRATE, str(path))  # the recorded estimates: the wrong pick
+    assert "| n/a | 137.90 us | 30.30 us | 355.1% |" in r.stdout, r.stdout

@@ -15,7 +15,8 @@ def test_check_prints_shapes_and_outputs(mugraph_bin, source_dir):
 
 def test_check_prints_the_cost_model_estimate(mugraph_bin, source_dir):
     # The fused Figure 3b μGraph: one kernel; the program it implements: one kernel per op (7),
-    # each paying a launch: the model prefers the fused one on every target.
+    # each paying a launch. On an H200 the fused kernel took 70.4 µs and the program in PyTorch
+    # (cuBLAS, replayed from a CUDA graph) 32.9 µs (docs/cost_model.md): the model ranks them so.
     totals = {}
     for name in ["ugraphs/rmsnorm_fig3b.json", "rmsnorm_linear.mg"]:
         for target in ["a100", "h100", "h200"]:
@@ -27,8 +28,7 @@ def test_check_prints_the_cost_model_estimate(mugraph_bin, source_dir):
             kernels = [l for l in r.stdout.splitlines() if l.startswith("kernel ")]
             assert len(kernels) == (1 if name.endswith(".json") else 7), r.stdout
             assert all("-bound; launch " in l for l in kernels), kernels
-    for target in ["a100", "h100", "h200"]:
-        assert totals["ugraphs/rmsnorm_fig3b.json", target] < totals["rmsnorm_linear.mg", target]
+    assert totals["ugraphs/rmsnorm_fig3b.json", "h200"] > totals["rmsnorm_linear.mg", "h200"]
 
 
 def test_check_every_example(mugraph_bin, source_dir):

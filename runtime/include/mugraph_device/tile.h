@@ -16,6 +16,7 @@
 #include "mugraph_device/dims.h"
 #include "mugraph_device/elementwise.h"
 #include "mugraph_device/mma.h"
+#include "mugraph_device/sum_rules.h"
 
 namespace mgd {
 
@@ -185,18 +186,6 @@ MGD_DEVICE void binary_scalar(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, fl
   });
 }
 
-/// Each lane of a split sum adds at least this many elements before the shuffles.
-inline constexpr int64_t kSumMinPerLane = 8;
-
-/// Lanes per output of a block sum of `outputs` groups of `group` elements over `threads`
-/// threads: the largest power of two up to 32 such that every output gets its lanes in one
-/// round and each lane at least kSumMinPerLane elements (1: one thread per output).
-MGD_HOST_DEVICE int64_t sum_lanes(int64_t outputs, int64_t threads, int64_t group) {
-  int64_t lanes = 32;
-  while (lanes > 1 && (outputs * lanes > threads || group < lanes * kSumMinPerLane)) lanes /= 2;
-  return lanes;
-}
-
 /// The split form of sum (Block scope, whole warps): `lanes` (sum_lanes) consecutive lanes share an output,
 /// lane l adding the group's elements l, l + lanes, ...; the partial sums meet by butterfly
 /// shuffles within the lanes' aligned slice of the warp. Every thread takes part in every
@@ -226,9 +215,10 @@ MGD_DEVICE void sum(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   // Few outputs with long groups (RMSNorm's row sums: 2 outputs of 1024 elements for 128
   // threads) would leave most threads idle while a few add a thousand numbers one after another:
   // there, lanes of a warp split each group and combine their sums by shuffles.
+  // The split is block_sum_lanes's rule (sum_rules.h), which the layout pass models.
   if constexpr (std::is_same_v<Scope, Block> && Group >= 2 * kSumMinPerLane) {
-    const int64_t lanes = sum_lanes(OutS::numel, block_threads(), Group);
-    if (block_threads() % 32 == 0 && lanes > 1) {
+    const int64_t lanes = block_sum_lanes(OutS::numel, block_threads(), Group);
+    if (lanes > 1) {
       sum_split<OutS, OutSt, InSt, Dim, Group>(out, in, lanes);
       return;
     }
