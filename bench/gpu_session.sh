@@ -68,9 +68,10 @@ if [[ "${1:-}" == "--pack" ]]; then
     rm -rf "$dest/python" && mkdir -p "$dest/python" && cp -rL "$ROOT/build/python/mugraph" "$dest/python/"
   fi
   # The extension module for the lent machine's Python too ($MUGRAPH_PACK_PYTHONS: interpreters
-  # here with nanobind, default python3.12), built with this machine's compiler as the binary is:
+  # here with nanobind, default python3.12; empty: none), built in $ROOT/build-pack-NAME with
+  # this machine's compiler as the binary is:
   # the module built there with its own GCC crashed inside build_library (2026-11-27).
-  for py in ${MUGRAPH_PACK_PYTHONS:-python3.12}; do
+  for py in ${MUGRAPH_PACK_PYTHONS-python3.12}; do  # set and empty: none
     # The interpreter itself, where a pyenv shim stands for it (a version pyenv has but has not
     # selected runs with PYENV_VERSION).
     exe=$("$py" -c 'import sys; print(sys.executable)' 2> /dev/null) ||
