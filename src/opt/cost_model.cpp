@@ -133,13 +133,15 @@ bool loop_pipelined(const Graph& body, const Target& target) {
   return pipelined_bytes(body, schedule_block_ops(body), target) > 0;
 }
 
-int64_t block_shared_traffic_bytes(const Graph& body) {
+namespace {
+
+/// block_shared_traffic_bytes under the block's schedule (graph_defined_cost has it already).
+int64_t shared_traffic_bytes(const Graph& body, const BlockSchedule& schedule) {
   auto bytes = [&](TensorId t) {
     const TensorType& type = body.type(t);
     return type.shape.numel() * dtype_bytes(type.dtype);
   };
   // Ops before and after the loop run once, the others once per iteration (op_order.h).
-  const BlockSchedule schedule = schedule_block_ops(body);
   int64_t traffic = 0;
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& op = body.ops[i];
@@ -160,6 +162,10 @@ int64_t block_shared_traffic_bytes(const Graph& body) {
   }
   return traffic;
 }
+
+}  // namespace
+
+int64_t block_shared_traffic_bytes(const Graph& body) { return shared_traffic_bytes(body, schedule_block_ops(body)); }
 
 const std::vector<GpuSpec>& gpu_specs() {
   // Peaks from NVIDIA's data sheets (A100 SXM4 80 GB, H100 SXM5, H200 SXM): SMs, boost clock,
@@ -297,7 +303,7 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   const LoadTerms loads = load_terms(k.blocks, moved, gpu);
   k.l2_us = loads.l2_us;
   k.sm_load_us = loads.sm_load_us;
-  k.shared_us = busiest * static_cast<double>(block_shared_traffic_bytes(body)) /
+  k.shared_us = busiest * static_cast<double>(shared_traffic_bytes(body, schedule)) /
                 (gpu.smem_bytes_per_clock * gpu.clock_ghz * 1e3);
   k.tensor_us = busiest * tensor / (gpu.tensor_flops_per_us / sms);
   k.fma_us = busiest * fma / (gpu.fma_flops_per_us / sms);
