@@ -18,7 +18,7 @@ namespace {
 
 using json_reading::Json;
 constexpr const char* kFormat = "mugraph-search-checkpoint";
-constexpr int kVersion = 2;
+constexpr int kVersion = 3;
 /// Deepest bracket nesting accepted: a μGraph needs about 15, and the checkpoint adds 3.
 constexpr int kMaxNesting = 80;
 
@@ -81,6 +81,10 @@ class CheckpointReader : public json_reading::ValueReader {
     return number(v, path, 0, std::numeric_limits<double>::max(), "a number of seconds (0 or more)");
   }
 
+  double floor_us(const Json& v, const std::string& path) const {
+    return number(v, path, 0, std::numeric_limits<double>::max(), "a task's floor in microseconds (0 or more)");
+  }
+
   int64_t count(const Json& v, const std::string& path) const {
     return integer(v, path, 0, std::numeric_limits<int64_t>::max(), "a count (0 or more)");
   }
@@ -113,9 +117,10 @@ class CheckpointReader : public json_reading::ValueReader {
 
   Task task(const Json& v, const std::string& path, const std::vector<std::shared_ptr<const Graph>>& prefixes) const {
     expect_object(v, path, "expected a task: an object with \"path\" and \"prefix\"");
-    allow_keys(v, path, {"path", "prefix", "operands", "chunk", "finish_only"});
+    allow_keys(v, path, {"path", "prefix", "operands", "chunk", "finish_only", "floor_us"});
     Task t;
     t.path = task_path(field(v, path, "path"), path + "/path");
+    if (const Json* f = optional(v, "floor_us")) t.floor_us = floor_us(*f, path + "/floor_us");
     const int64_t index = integer(field(v, path, "prefix"), path + "/prefix", 0, std::numeric_limits<int64_t>::max(),
                                   "a prefix index (0 or more)");
     if (static_cast<uint64_t>(index) >= prefixes.size())
@@ -140,9 +145,10 @@ class CheckpointReader : public json_reading::ValueReader {
 
   FoundCandidate candidate(const Json& v, const std::string& path) const {
     expect_object(v, path, "expected a candidate: an object with \"path\" and \"graph\"");
-    allow_keys(v, path, {"path", "found_seconds", "graph"});
+    allow_keys(v, path, {"path", "found_seconds", "floor_us", "graph"});
     FoundCandidate c;
     c.path = task_path(field(v, path, "path"), path + "/path");
+    if (const Json* f = optional(v, "floor_us")) c.task_floor_us = floor_us(*f, path + "/floor_us");
     if (const Json* s = optional(v, "found_seconds")) c.found_seconds = seconds(*s, path + "/found_seconds");
     c.graph = json_reading::ugraph_from_value(field(v, path, "graph"), path + "/graph", filename());
     if (auto r = validate(c.graph, target_))
@@ -202,6 +208,7 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
     Json tj;
     tj["path"] = t.path;
     tj["prefix"] = it->second;
+    if (t.floor_us > 0) tj["floor_us"] = t.floor_us;
     if (t.is_block()) {
       std::vector<int32_t> operands;
       for (TensorId o : t.operands) operands.push_back(o.value);
@@ -217,6 +224,7 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
     const FoundCandidate& c = st.candidates[i];
     if (i > 0) out += ',';
     out += "{\"path\":" + Json(c.path).dump() + ",\"found_seconds\":" + Json(c.found_seconds).dump() +
+           (c.task_floor_us > 0 ? ",\"floor_us\":" + Json(c.task_floor_us).dump() : std::string()) +
            ",\"graph\":" + text_of(candidates_, c.graph, c.graph) + "}";
   }
   out += "]}\n";

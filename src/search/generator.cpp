@@ -245,7 +245,8 @@ Task SearchContext::root() const {
 }
 
 std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
-                                                   const std::vector<TensorId>& extra_reads, bool another_kernel) {
+                                                   const std::vector<TensorId>& extra_reads, bool another_kernel,
+                                                   int64_t* later_bytes) {
   CandidateMetrics m = candidate_metrics(prefix, options_.target);
   int64_t bytes = m.device_bytes;
   int kernels = m.kernels;
@@ -262,8 +263,9 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
     read[t.index()] = true;
   }
   if (!extra_reads.empty()) ++kernels;
+  int64_t later = 0;
   for (const Op& op : prefix.ops)
-    if (op.kind == OpKind::input && !read[op.outputs[0].index()]) bytes += size(op.outputs[0]);
+    if (op.kind == OpKind::input && !read[op.outputs[0].index()]) later += size(op.outputs[0]);
   // Which tensors already are program outputs (shape and A_eq-equal expression), and which
   // outputs none is yet.
   std::vector<bool> is_output(prefix.tensors.size(), false);
@@ -278,7 +280,9 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
     if (!produced[j]) {
       missing = true;
       const TensorType& type = program_.type(program_.outputs[j]);
-      bytes += type.shape.numel() * dtype_bytes(type.dtype);
+      const int64_t n = type.shape.numel() * dtype_bytes(type.dtype);
+      // The new kernel may write it, unless another kernel must follow.
+      (another_kernel || extra_reads.empty() ? later : bytes) += n;
     }
   if (missing && (extra_reads.empty() || another_kernel)) ++kernels;
   // Intermediate DTensors nobody reads yet must be read by a later kernel (no op is dead).
@@ -287,9 +291,10 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
     const Tensor& tensor = prefix.tensors[t];
     if (read[t] || is_output[t] || !tensor.producer.valid() || prefix.op(tensor.producer).kind == OpKind::input)
       continue;
-    bytes += size(TensorId(static_cast<int32_t>(t)));
+    later += size(TensorId(static_cast<int32_t>(t)));
   }
-  return {bytes, kernels};
+  if (later_bytes) *later_bytes = later;
+  return {bytes + later, kernels};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -509,11 +514,13 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   }
   if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
   auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
-  if (ctx.beyond_bound(bytes, kernels, ctx.floor_extra_us(next))) {
+  const double floor_extra = ctx.floor_extra_us(next);
+  if (ctx.beyond_bound(bytes, kernels, floor_extra)) {
     ++out.stats.pruned["cost_bound"];
     return;
   }
   Task child;
+  if (ctx.model_bound()) child.floor_us = cost_lower_bound_us(bytes, kernels, ctx.gpu()) + floor_extra;
   child.path = path;
   child.path.push_back(child_index++);
   child.prefix = std::make_shared<const Graph>(std::move(next));
@@ -545,11 +552,6 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
     // If this kernel is the last op there is room for, it must compute the outputs from its
     // operands alone: they must hold every program input the outputs depend on.
     const bool last_op = count_kernel_ops(prefix) + 1 >= opt.max_kernel_ops;
-    // With the model bound, model_rest_floor_us indexed by whether the new kernel can finish the
-    // program: it depends on the operand set through that alone.
-    double rest_floor_us[2] = {0, 0};
-    if (ctx_.model_bound())
-      for (bool finishes : {false, true}) rest_floor_us[finishes] = model_rest_floor_us(prefix, finishes, floor_extra);
     // Operand sets, larger first: kernels that read everything they need can finish the program
     // and set the cost bound early.
     std::vector<std::vector<TensorId>> subsets;
@@ -596,30 +598,47 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
           // tightens: the chunks whose configurations are all beyond it now are never made (the
           // block task would skip each configuration with the same test).
           size_t tried = n;
+          const double rest = configs->by_floor ? model_rest_floor_us(prefix, exprs, subset, finishes, floor_extra) : 0;
           if (configs->by_floor) {
-            const double rest = rest_floor_us[finishes], bound = ctx_.bound_us();
+            const double bound = ctx_.bound_us();
             tried = static_cast<size_t>(std::partition_point(configs->floors.begin(), configs->floors.end(),
                                                              [&](double floor) { return !(rest + floor > bound); }) -
                                         configs->floors.begin());
             if (tried < n) out.stats.pruned["cost_bound"] += static_cast<int64_t>(n - tried);
           }
-          for (size_t c = 0; c < tried; c += kConfigsPerTask) {
+          // Beyond the root, the model bound's order chains the chunks of one operand set (see
+          // chains_chunks): only the first is made here, with the indices of all reserved.
+          const bool chained = chains_chunks(prefix, *configs);
+          const size_t made = chained ? std::min(tried, static_cast<size_t>(kConfigsPerTask)) : tried;
+          const int32_t reserved = static_cast<int32_t>((n + kConfigsPerTask - 1) / kConfigsPerTask);
+          // A chain's tasks do not hold the list: its block tasks make it again (configs_for).
+          // Held by the many pending chains of a best-first search, the lists were most of its
+          // memory (RMSNorm: 71 M configurations, 5 GB; 3 GB when cut to those within the bound).
+          std::shared_ptr<const ConfigList> handed = chained ? nullptr : configs;
+          for (size_t c = 0; c < made; c += kConfigsPerTask) {
             Task child;
             child.path = task.path;
             child.prefix = task.prefix;
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
-            child.configs = configs;
+            child.configs = handed;
+            // The chunk's first configuration has its smallest floor (sorted).
+            if (configs->by_floor) child.floor_us = rest + configs->floors[c];
             // Kernels that can finish the program get a first, narrow pass (see Task).
             if (gets_first_pass(opt, prefix, finishes)) {
               Task first = child;
               first.finish_only = true;
-              first.path.push_back(first_pass_index++);
+              // With the model bound's order, the root's run first too (floor 0): narrow and
+              // quick, they set the bound. Deeper ones keep their own floor, their twin's.
+              if (count_kernel_ops(prefix) == 0) first.floor_us = 0;
+              first.path.push_back(first_pass_index + child.chunk);
               out.children.push_back(std::move(first));
             }
-            child.path.push_back(child_index++);
+            child.path.push_back(child_index + child.chunk);
             out.children.push_back(std::move(child));
           }
+          if (gets_first_pass(opt, prefix, finishes)) first_pass_index += reserved;
+          child_index += reserved;
         }
       }
     }
@@ -700,7 +719,6 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       }
     }
   }
-
   return true;
 }
 
@@ -1405,8 +1423,11 @@ bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<T
   return (needed & ~have) == 0;
 }
 
-double Generator::model_rest_floor_us(const Graph& prefix, bool finishes, double floor_extra) const {
-  return cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes,
+double Generator::model_rest_floor_us(const Graph& prefix, const std::vector<ExprId>& exprs,
+                                      const std::vector<TensorId>& operands, bool finishes, double floor_extra) {
+  int64_t later_bytes = 0;
+  ctx_.lower_bound(prefix, exprs, operands, !finishes, &later_bytes);
+  return cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes + later_bytes,
                              count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +
          floor_extra;
 }
@@ -1432,7 +1453,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   const bool model_bound = ctx_.model_bound();
-  const double rest_floor_us = model_bound ? model_rest_floor_us(prefix, finishes, floor_extra) : 0.0;
+  const double rest_floor_us =
+      model_bound ? model_rest_floor_us(prefix, exprs, task.operands, finishes, floor_extra) : 0.0;
   // The operand rules for a kernel that must finish the program (computed once it is known
   // that one must).
   std::optional<std::vector<uint64_t>> unsplittable;
@@ -1468,7 +1490,20 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish, beyond);
     if (!s.run()) return false;
   }
+  // The next chunk of a chain, if the bound has not passed its floor.
+  if (chains_chunks(prefix, *list) && end < configs.size() && !(rest_floor_us + list->floors[end] > ctx_.bound_us())) {
+    Task next = task;
+    next.chunk = task.chunk + 1;
+    next.path.back() = task.path.back() + 1;
+    next.floor_us = rest_floor_us + list->floors[end];
+    next.configs = nullptr;
+    out.children.push_back(std::move(next));
+  }
   return true;
+}
+
+bool chains_chunks(const Graph& prefix, const ConfigList& configs) {
+  return configs.by_floor && count_kernel_ops(prefix) > 0;
 }
 
 }  // namespace mugraph::search_detail

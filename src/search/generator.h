@@ -61,6 +61,14 @@ struct ConfigList {
   bool by_floor = false;  ///< made for the model bound (floors filled, configurations sorted)
 };
 
+/// With the model bound, whether the block tasks of one operand set after `prefix` are chained:
+/// the kernel task makes the first chunk's task, and each chunk's task makes the next one's if
+/// the bound has not passed its floor (the chunks keep the paths and floors they would have if
+/// all were made at once). Best-first order leaves many tasks pending, and each chunk's task
+/// holds the operand set's configuration list; chaining keeps one pending per operand set. The
+/// root's (one prefix, whose tasks set the bound) are all made at once.
+bool chains_chunks(const Graph& prefix, const ConfigList& configs);
+
 /// A node of the search tree: a kernel-graph prefix, and for block tasks the operands of the
 /// graph-defined kernel to grow next and which chunk of their configurations to try.
 struct Task {
@@ -77,6 +85,9 @@ struct Task {
   /// and shared by all its chunks (computing them is most of a short block task's time). Null
   /// for tasks read from a checkpoint: the generator computes the list again (not stored).
   std::shared_ptr<const ConfigList> configs;
+  /// With the model bound, a lower bound on the estimate of every candidate this task can lead
+  /// to; the driver runs pending tasks by (floor, path). 0 with the bytes bound (path order).
+  double floor_us = 0;
   bool is_block() const { return chunk >= 0; }
 };
 
@@ -99,6 +110,9 @@ struct FoundCandidate {
   /// Search time (seconds since the search began, resumed time included) when the driver
   /// committed it.
   double found_seconds = 0;
+  /// The floor of the task that found it (Task::floor_us): with the path, its task's place in
+  /// the search's order (the deterministic mode's cut).
+  double task_floor_us = 0;
 };
 
 /// What running a task produced; committed by the driver only if the task ran to its end.
@@ -218,8 +232,12 @@ class SearchContext {
   /// produced, and at least one more kernel while outputs are missing.
   /// `another_kernel`: the new kernel cannot finish the program (its operands lack inputs the
   /// outputs need), so one more kernel follows it.
+  /// `later_bytes`, if given, receives the part of those bytes that only kernels after the new
+  /// one can move: program inputs and intermediates nobody reads (the new kernel reads only its
+  /// operands), and with `another_kernel` the outputs not yet produced.
   std::pair<int64_t, int> lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
-                                      const std::vector<TensorId>& extra_reads, bool another_kernel = false);
+                                      const std::vector<TensorId>& extra_reads, bool another_kernel = false,
+                                      int64_t* later_bytes = nullptr);
 
  private:
   Graph program_;
@@ -264,10 +282,13 @@ class Generator {
   std::shared_ptr<const ConfigList> configs_for(const std::shared_ptr<const Graph>& prefix,
                                                 const std::vector<TensorId>& operands);
 
-  /// With the model bound: the model's floor of the prefix's kernels, of one more kernel if the
-  /// next graph-defined kernel cannot finish the program, and `floor_extra` (floor_extra_us);
-  /// a configuration whose config_floor_us added to it is beyond the bound is cut.
-  double model_rest_floor_us(const Graph& prefix, bool finishes, double floor_extra) const;
+  /// With the model bound: the floor of everything but the next graph-defined kernel, which
+  /// reads `operands` — the prefix's kernels (launches, bytes and `floor_extra`,
+  /// floor_extra_us), and one more kernel if that one cannot finish the program, moving the
+  /// bytes only a later kernel can (SearchContext::lower_bound's `later_bytes`). A configuration
+  /// whose config_floor_us added to it is beyond the bound is cut.
+  double model_rest_floor_us(const Graph& prefix, const std::vector<ExprId>& exprs,
+                             const std::vector<TensorId>& operands, bool finishes, double floor_extra);
 
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
   /// input the outputs depend on, so that it could compute them alone.

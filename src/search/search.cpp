@@ -58,6 +58,9 @@ bool rank_less(const RankedCandidate& a, const RankedCandidate& b) {
   return a.json < b.json;
 }
 
+/// A pending task's place in the search's order (Driver::pending_).
+using TaskKey = std::pair<double, std::vector<int32_t>>;
+
 class Driver {
  public:
   Driver(SearchContext& ctx, SearchControl* control) : ctx_(ctx), opt_(ctx.options()), control_(control) {}
@@ -79,12 +82,11 @@ class Driver {
       // A checkpoint of CostBound::both's model phase (also one written after it ended, by a stop
       // during verification: nothing is pending then, and the phase must not run again).
       if (bytes_phase_seconds_ >= 0) ctx_.use_model_bound();
-      for (Task& t : st.pending) pending_.emplace(t.path, std::move(t));
+      for (Task& t : st.pending) push_locked(std::move(t));
       for (FoundCandidate& c : st.candidates) add_candidate(std::move(c));
       result.resumed = true;
     } else {
-      Task root = ctx_.root();
-      pending_.emplace(root.path, std::move(root));
+      push_locked(ctx_.root());
     }
 
     start_ = Clock::now();
@@ -229,9 +231,31 @@ class Driver {
     update_bound_locked();
     Task root = ctx_.root();
     root.path = {kModelPhasePath};
-    pending_.emplace(root.path, std::move(root));
+    push_locked(std::move(root));
     stop_.store(false);
     if (!opt_.checkpoint_path.empty()) write_state_locked();
+  }
+
+  void push_locked(Task&& t) {
+    if (ctx_.model_bound() && t.floor_us > ctx_.bound_us()) {
+      ++stats_.pruned["cost_bound"];
+      return;
+    }
+    TaskKey key{t.floor_us, t.path};
+    pending_.emplace(std::move(key), std::move(t));
+  }
+
+  /// With the model bound, a pending task whose floor is beyond the bound would find nothing
+  /// (its every candidate is estimated at the floor or above): it is dropped as it would be cut
+  /// when run. Best-first order keeps many tasks pending, and each holds its configuration list,
+  /// so this is what bounds the search's memory.
+  void drop_beyond_bound_locked() {
+    if (!ctx_.model_bound()) return;
+    const double bound = ctx_.bound_us();
+    auto from = pending_.upper_bound(TaskKey{bound, std::vector<int32_t>(1, INT32_MAX)});
+    while (from != pending_.end() && !(from->first.first > bound)) ++from;
+    stats_.pruned["cost_bound"] += static_cast<int64_t>(std::distance(from, pending_.end()));
+    pending_.erase(from, pending_.end());
   }
 
   /// How many candidates not known to be wrong the cost bound waits for: see update_bound_locked.
@@ -253,6 +277,7 @@ class Driver {
         if (c.equivalent() && ++verified == wanted()) bound = std::min(bound, c.found.estimated_us);
       }
       ctx_.set_bound_us(bound);
+      drop_beyond_bound_locked();
       return;
     }
     std::pair<int64_t, int> bound{INT64_MAX, INT32_MAX};
@@ -282,7 +307,7 @@ class Driver {
           monitor_cv_.notify_one();
           return;
         }
-        auto it = pending_.begin();  // smallest path first: depth-first order
+        auto it = pending_.begin();  // see pending_
         task = std::move(it->second);
         pending_.erase(it);
         in_flight_.emplace(task.path, &task);
@@ -301,13 +326,14 @@ class Driver {
       in_flight_.erase(task.path);
       if (!done) {
         // Cut short by a stop: it runs again from its start after a resume.
-        pending_.emplace(task.path, std::move(task));
+        push_locked(std::move(task));
       } else {
         ++out.stats.tasks;
         stats_.add(out.stats);
-        for (Task& c : out.children) pending_.emplace(c.path, std::move(c));
+        for (Task& c : out.children) push_locked(std::move(c));
         for (FoundCandidate& c : out.candidates) {
           c.found_seconds = elapsed();
+          c.task_floor_us = task.floor_us;
           add_candidate(std::move(c));
         }
       }
@@ -421,7 +447,7 @@ class Driver {
     st.elapsed_seconds = elapsed();
     st.bytes_phase_seconds = bytes_phase_seconds_;
     st.stats = stats_;
-    for (const auto& [path, t] : pending_) st.pending.push_back(t);
+    for (const auto& [key, t] : pending_) st.pending.push_back(t);
     for (const auto& [path, t] : in_flight_) st.pending.push_back(*t);
     for (const RankedCandidate& c : pool_) st.candidates.push_back(c.found);
     return st;
@@ -434,11 +460,15 @@ class Driver {
   }
 
   /// Deterministic mode after an early stop: keep the candidates of the tasks that precede the
-  /// first unfinished task in path order (what a sequential search stopped there would have).
+  /// first unfinished task in the search's order (what a sequential search stopped there would
+  /// have).
   void cut_to_completed_prefix(SearchResult& result) {
     if (pending_.empty()) return;
-    const std::vector<int32_t>& frontier = pending_.begin()->first;
-    std::erase_if(pool_, [&](const RankedCandidate& c) { return !(c.found.path < frontier); });
+    const TaskKey& first = pending_.begin()->first;
+    std::erase_if(pool_, [&](const RankedCandidate& c) {
+      return !(TaskKey{c.found.task_floor_us, c.found.path} < first);
+    });
+    const std::vector<int32_t>& frontier = first.second;
     result.stop_detail += "; deterministic: results of every task before path [";
     for (size_t i = 0; i < frontier.size(); ++i) result.stop_detail += (i ? "," : "") + std::to_string(frontier[i]);
     result.stop_detail += "]";
@@ -503,7 +533,11 @@ class Driver {
   std::atomic<bool> stop_{false};
   StopReason stop_reason_ = StopReason::exhausted;
   std::exception_ptr error_;
-  std::map<std::vector<int32_t>, Task> pending_;
+  /// Tasks to run, in the order a sequential search runs them: by floor (Task::floor_us), then
+  /// by path. The bytes bound gives every task the floor 0, so that is depth-first path order;
+  /// the model bound's phase goes cheapest subtree first, where depth first would spend a
+  /// time-limited search inside the first subtree it entered (docs/search.md).
+  std::map<TaskKey, Task> pending_;
   /// Used by the driver thread only (monitor() and the writes between phases).
   CheckpointWriter checkpoint_writer_;
   std::map<std::vector<int32_t>, const Task*> in_flight_;

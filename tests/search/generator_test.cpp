@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <map>
 #include <set>
 
 #include "example_graphs.h"
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
+#include "mugraph/json.h"
 
 namespace mugraph::search_detail {
 namespace {
@@ -325,8 +328,9 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   const std::shared_ptr<const ConfigList> list = probe.configs_for(root_task.prefix, most->first);
   ASSERT_GT(most->second, 2);
   const Graph& root = *root_task.prefix;
-  const bool finishes = probe.can_finish(expressions(root, ctx.exprs()).tensors, most->first);
-  ctx.set_bound_us(probe.model_rest_floor_us(root, finishes, ctx.floor_extra_us(root)) +
+  const std::vector<ExprId> root_exprs = expressions(root, ctx.exprs()).tensors;
+  const bool finishes = probe.can_finish(root_exprs, most->first);
+  ctx.set_bound_us(probe.model_rest_floor_us(root, root_exprs, most->first, finishes, ctx.floor_extra_us(root)) +
                    list->floors[list->floors.size() / 2]);
   const std::map<std::vector<TensorId>, int32_t> bounded = chunks();
   int left_out = 0, kept = 0;
@@ -348,6 +352,108 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   }
   EXPECT_GT(left_out, 0);
   EXPECT_GT(kept, 0);
+}
+
+// RMSNorm then a projection at a small shape: its best μGraphs normalise in a graph-defined
+// kernel and leave the matmul, and the bytes of W, to a later kernel.
+constexpr const char* kSmallRmsNormLinear =
+    "input X[2, 64]\ninput G[64]\ninput W[64, 64]\n"
+    "Y = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))\nO = matmul(Y, W)\noutput O\n";
+
+TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
+  // The model bound's search runs tasks by their floors and drops those whose floor is beyond
+  // the bound, so a floor must never exceed the estimate of a candidate in its subtree. Run the
+  // tree (no bound, the first few thousand tasks breadth first) and check every candidate
+  // against the largest floor on its path.
+  Graph program = parse_program(kSmallRmsNormLinear);
+  SearchOptions options;
+  options.cost_bound = CostBound::model;
+  options.max_block_ops = 8;
+  options.max_kernel_ops = 3;
+  options.target = require_target("h200");
+  SearchContext ctx(program, options);
+  Generator gen(ctx);
+  std::atomic<bool> stop{false};
+  std::deque<std::pair<Task, double>> queue;  // a task, the largest floor on its path
+  queue.emplace_back(ctx.root(), 0.0);
+  int tasks = 0, candidates = 0, chained = 0, later_kernels = 0;
+  while (!queue.empty() && tasks < 3000) {
+    auto [task, above] = std::move(queue.front());
+    queue.pop_front();
+    ++tasks;
+    const double floor = std::max(above, task.floor_us);
+    TaskOutput out;
+    ASSERT_TRUE(gen.run(task, out, stop));
+    for (const FoundCandidate& c : out.candidates) {
+      ++candidates;
+      later_kernels += c.metrics.kernels > 1;
+      EXPECT_GE(c.estimated_us, floor - 1e-9) << "a candidate below its task's floor:\n" << to_json(c.graph);
+    }
+    for (Task& child : out.children) {
+      chained += child.is_block() && child.chunk > 0 && task.is_block();
+      queue.emplace_back(std::move(child), floor);
+    }
+  }
+  EXPECT_GT(candidates, 20);
+  EXPECT_GT(later_kernels, 0) << "no candidate of two kernels or more was reached";
+  EXPECT_GT(chained, 0) << "no chunk was made by the chunk before it";
+}
+
+TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {
+  // With the model bound, a kernel task past the root makes only the first chunk of each operand
+  // set, without the list; each chunk makes the next (the path and floor it would have had) while
+  // the bound allows its floor.
+  Graph program = parse_program(kSmallRmsNormLinear);
+  SearchOptions options;
+  options.cost_bound = CostBound::model;
+  options.target = require_target("h200");
+  SearchContext ctx(program, options);
+  Generator gen(ctx);
+  std::atomic<bool> stop{false};
+  TaskOutput root;
+  ASSERT_TRUE(gen.run(ctx.root(), root, stop));
+  // The root's chunks are all made at once, with their list.
+  std::map<std::vector<TensorId>, int32_t> root_chunks;
+  for (const Task& t : root.children)
+    if (t.is_block() && !t.finish_only) {
+      EXPECT_NE(t.configs, nullptr);
+      root_chunks[t.operands] = std::max(root_chunks[t.operands], t.chunk + 1);
+    }
+  EXPECT_TRUE(std::any_of(root_chunks.begin(), root_chunks.end(), [](const auto& e) { return e.second > 1; }));
+  // A kernel task past the root: sqr(X) as a pre-defined kernel.
+  const auto past_root = std::find_if(root.children.begin(), root.children.end(), [](const Task& t) {
+    return !t.is_block() && t.prefix->ops.back().kind == OpKind::sqr;
+  });
+  ASSERT_NE(past_root, root.children.end());
+  TaskOutput kernel;
+  ASSERT_TRUE(gen.run(*past_root, kernel, stop));
+  const Task* longest = nullptr;
+  size_t longest_configs = 0;
+  for (const Task& t : kernel.children) {
+    if (!t.is_block()) continue;
+    EXPECT_EQ(t.chunk, 0);
+    EXPECT_EQ(t.configs, nullptr);
+    const size_t n = gen.configs_for(t.prefix, t.operands)->configs.size();
+    if (!t.finish_only && n > longest_configs) longest = &t, longest_configs = n;
+  }
+  ASSERT_NE(longest, nullptr);
+  ASSERT_GT(longest_configs, static_cast<size_t>(kConfigsPerTask));
+  TaskOutput first;
+  ASSERT_TRUE(gen.run(*longest, first, stop));
+  const auto next =
+      std::find_if(first.children.begin(), first.children.end(), [](const Task& t) { return t.is_block(); });
+  ASSERT_NE(next, first.children.end());
+  EXPECT_EQ(next->chunk, 1);
+  EXPECT_EQ(next->operands, longest->operands);
+  std::vector<int32_t> path = longest->path;
+  path.back() += 1;
+  EXPECT_EQ(next->path, path);
+  EXPECT_GE(next->floor_us, longest->floor_us);
+  // A bound just below the next chunk's floor ends the chain.
+  ctx.set_bound_us(std::nextafter(next->floor_us, 0.0));
+  TaskOutput cut;
+  ASSERT_TRUE(gen.run(*longest, cut, stop));
+  EXPECT_TRUE(std::none_of(cut.children.begin(), cut.children.end(), [](const Task& t) { return t.is_block(); }));
 }
 
 TEST(Generator, SplitKeysKernelStacksItsPartials) {
