@@ -4,6 +4,7 @@ called as ugraph.h declares: mugraph_run(inputs, outputs, workspace, stream)."""
 from __future__ import annotations
 
 import ctypes
+import functools
 
 import numpy as np
 
@@ -14,6 +15,7 @@ _TMA_ERROR_BASE = 20000
 _NUMPY_DTYPE = {"f16": np.float16, "f32": np.float32}
 
 
+@functools.lru_cache(maxsize=None)
 def torch_dtype(dtype: str):
     """The torch dtype of a mugraph dtype name (f16, bf16, f32)."""
     import torch
@@ -25,6 +27,16 @@ def cuda_arch_of(device) -> str:
     """The code-generation target for a CUDA device: sm_90a on Hopper and later, sm_80 on Ampere."""
     import torch
 
+    return _cuda_arch_of_index(torch.device(device).index if torch.device(device).index is not None
+                               else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_arch_of_index(index: int) -> str:
+    # Cached: the callable asks on every call, and a device's capability does not change.
+    import torch
+
+    device = torch.device("cuda", index)
     major, minor = torch.cuda.get_device_capability(device)
     if major >= 9:
         return "sm_90a"
@@ -59,10 +71,13 @@ class CompiledUGraph:
         self._run.restype = ctypes.c_int
         self._inputs = graph.inputs()
         self._outputs = graph.outputs()
+        self._in_array = ctypes.c_void_p * max(1, len(self._inputs))
+        self._out_array = ctypes.c_void_p * max(1, len(self._outputs))
+        self._torch_specs = None  # (name, shape, torch dtype) of inputs and outputs, on the first run_torch
 
     def _call(self, input_ptrs, output_ptrs, workspace, stream) -> None:
-        ins = (ctypes.c_void_p * max(1, len(input_ptrs)))(*input_ptrs)
-        outs = (ctypes.c_void_p * max(1, len(output_ptrs)))(*output_ptrs)
+        ins = self._in_array(*input_ptrs)
+        outs = self._out_array(*output_ptrs)
         status = self._run(ins, outs, workspace, stream)
         if status != 0:
             raise _core.MugraphError(f"running the generated code failed: {_describe_status(status)}")
@@ -93,19 +108,31 @@ class CompiledUGraph:
 
         if self.emulate:
             raise _core.MugraphError("an emulated build runs on NumPy arrays (run_numpy), not CUDA tensors")
+        if self._torch_specs is None:
+            self._torch_specs = ([(name, tuple(shape), torch_dtype(dtype)) for name, shape, dtype in self._inputs],
+                                 [(tuple(shape), torch_dtype(dtype)) for _, shape, dtype in self._outputs])
+        in_specs, out_specs = self._torch_specs
+        if len(tensors) != len(in_specs):
+            raise _core.MugraphError(f"the μGraph takes {len(in_specs)} inputs, {len(tensors)} given")
         device = tensors[0].device
         ins = []
-        for t, (name, shape, dtype) in zip(tensors, self._inputs):
+        for t, (name, shape, dtype) in zip(tensors, in_specs):
             if t.device != device:
                 raise _core.MugraphError(f"input {name} is on {t.device}, the others on {device}")
-            if tuple(t.shape) != tuple(shape):
+            if t.shape != shape:
                 raise _core.MugraphError(f"input {name}: expected shape {list(shape)}, got {list(t.shape)}")
-            if t.dtype != torch_dtype(dtype):
-                raise _core.MugraphError(f"input {name}: expected {torch_dtype(dtype)}, got {t.dtype}")
-            ins.append(t.contiguous())
-        outs = [torch.empty(shape, dtype=torch_dtype(dtype), device=device) for _, shape, dtype in self._outputs]
-        workspace = torch.empty(max(1, self.workspace_bytes), dtype=torch.uint8, device=device)
-        with torch.cuda.device(device):
-            stream = torch.cuda.current_stream(device).cuda_stream
-            self._call([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], workspace.data_ptr(), stream)
+            if t.dtype != dtype:
+                raise _core.MugraphError(f"input {name}: expected {dtype}, got {t.dtype}")
+            ins.append(t if t.is_contiguous() else t.contiguous())
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in out_specs]
+        workspace = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=device) if self.workspace_bytes else None
+        args = ([t.data_ptr() for t in ins], [o.data_ptr() for o in outs],
+                workspace.data_ptr() if workspace is not None else None)
+        # Kernels launch on the current device: switch only when the inputs are on another one
+        # (the switch and back cost more than the check).
+        if device.index == torch.cuda.current_device():
+            self._call(*args, torch.cuda.current_stream(device).cuda_stream)
+        else:
+            with torch.cuda.device(device):
+                self._call(*args, torch.cuda.current_stream(device).cuda_stream)
         return outs

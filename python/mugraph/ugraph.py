@@ -35,6 +35,7 @@ class UGraph:
         #: Every verified candidate the search kept, best first (this one is candidates[0]).
         self.candidates = candidates if candidates is not None else [self]
         self._compiled: dict = {}
+        self._input_names: Optional[list] = None  # cached: the callable needs them on every call
 
     # --- describing ----------------------------------------------------------------------------
 
@@ -154,7 +155,9 @@ class UGraph:
     def _arrange(self, inputs, named) -> list:
         """The inputs in the μGraph's order: positional ones first, then by name, then values
         bound to the program (from_torch's parameters)."""
-        names = [name for name, _, _ in self.inputs()]
+        names = self._input_names
+        if names is None:
+            names = self._input_names = [name for name, _, _ in self.inputs()]
         bindings = self.program.bindings if self.program is not None else {}
         free = [n for n in names if n not in bindings]
         values = dict(zip(free, inputs)) if len(inputs) <= len(free) else None
