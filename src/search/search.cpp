@@ -241,8 +241,24 @@ class Driver {
       ++stats_.pruned["cost_bound"];
       return;
     }
+    pending_paths_.emplace(t.path, t.floor_us);
     TaskKey key{t.floor_us, t.path};
     pending_.emplace(std::move(key), std::move(t));
+  }
+
+  /// The next task to run (the lock held, pending_ not empty): see pending_. `dive`: whether it
+  /// is a dive's.
+  Task pop_locked(bool& dive) {
+    auto it = pending_.begin();
+    dive = ctx_.model_bound() && !opt_.deterministic && dive_seconds_ <= best_first_seconds_;
+    if (dive) {
+      const auto& [path, floor] = *pending_paths_.begin();
+      it = pending_.find(TaskKey{floor, path});
+    }
+    pending_paths_.erase(it->first.second);
+    Task task = std::move(it->second);
+    pending_.erase(it);
+    return task;
   }
 
   /// With the model bound, a pending task whose floor is beyond the bound would find nothing
@@ -254,7 +270,10 @@ class Driver {
     const double bound = ctx_.bound_us();
     auto from = pending_.upper_bound(TaskKey{bound, std::vector<int32_t>(1, INT32_MAX)});
     while (from != pending_.end() && !(from->first.first > bound)) ++from;
-    stats_.pruned["cost_bound"] += static_cast<int64_t>(std::distance(from, pending_.end()));
+    for (auto it = from; it != pending_.end(); ++it) {
+      ++stats_.pruned["cost_bound"];
+      pending_paths_.erase(it->first.second);
+    }
     pending_.erase(from, pending_.end());
   }
 
@@ -290,6 +309,7 @@ class Driver {
     Generator gen(ctx_);
     while (true) {
       Task task;
+      bool dive = false;
       {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return stop_.load() || !pending_.empty() || in_flight_.empty(); });
@@ -307,13 +327,12 @@ class Driver {
           monitor_cv_.notify_one();
           return;
         }
-        auto it = pending_.begin();  // see pending_
-        task = std::move(it->second);
-        pending_.erase(it);
+        task = pop_locked(dive);
         in_flight_.emplace(task.path, &task);
       }
       TaskOutput out;
       bool done = false;
+      const Clock::time_point began = Clock::now();
       try {
         done = gen.run(task, out, stop_);
       } catch (...) {
@@ -324,6 +343,7 @@ class Driver {
       }
       std::lock_guard lock(mu_);
       in_flight_.erase(task.path);
+      (dive ? dive_seconds_ : best_first_seconds_) += std::chrono::duration<double>(Clock::now() - began).count();
       if (!done) {
         // Cut short by a stop: it runs again from its start after a resume.
         push_locked(std::move(task));
@@ -533,11 +553,19 @@ class Driver {
   std::atomic<bool> stop_{false};
   StopReason stop_reason_ = StopReason::exhausted;
   std::exception_ptr error_;
-  /// Tasks to run, in the order a sequential search runs them: by floor (Task::floor_us), then
-  /// by path. The bytes bound gives every task the floor 0, so that is depth-first path order;
-  /// the model bound's phase goes cheapest subtree first, where depth first would spend a
-  /// time-limited search inside the first subtree it entered (docs/search.md).
+  /// Tasks to run, by floor (Task::floor_us), then by path. The bytes bound gives every task the
+  /// floor 0, so that is depth-first path order. With the model bound, half the time goes to
+  /// the task with the smallest path instead (a dive, pending_paths_): best first alone explores wide
+  /// where the floors say little (QKNorm: floors of 5.6 µs under candidates of 47, and no
+  /// candidate better than the bytes phase's in 60 s), depth first alone spends a time-limited
+  /// search inside the first subtree it enters (RMSNorm; docs/search.md). The deterministic
+  /// mode takes no dives: its order, (floor, path), is the one its cut assumes.
   std::map<TaskKey, Task> pending_;
+  std::map<std::vector<int32_t>, double> pending_paths_;  ///< pending_'s tasks: path → floor
+  /// Task time spent on dives and on best-first picks: the next pick is a dive while dives have
+  /// had no more (by time, not by count: best-first picks many kernel tasks, which take far
+  /// longer than most block tasks).
+  double dive_seconds_ = 0, best_first_seconds_ = 0;
   /// Used by the driver thread only (monitor() and the writes between phases).
   CheckpointWriter checkpoint_writer_;
   std::map<std::vector<int32_t>, const Task*> in_flight_;

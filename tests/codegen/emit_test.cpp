@@ -356,12 +356,13 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
 }
 
 TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
-  // QKNorm at batch 1: Q's [256, 64] tile is loaded once, and its square, row sums and
+  // QKNorm at batch 1 (a search's best of 2026-11-27, kept in tests/codegen/data so that new
+  // searches do not change the test): Q's [256, 64] tile is loaded once, and its square, row sums and
   // normalisation (the pre phase, op_order.h) are emitted after its barrier and before the loop;
   // K's, streamed, are normalised in every iteration.
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
   const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) +
-                                  "/bench/paper/results/qknorm_bs1/best.json");
+                                  "/tests/codegen/data/qknorm_bs1_best.json");
   const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
   const size_t wait_q = src.find("mgd::mbarrier_wait(tma_bars + 2, 0);  // tile [1, 256, 64] f16");
   const size_t pre = src.find("// Loop-invariant ops: once, before the loop.");
@@ -378,13 +379,14 @@ TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
 }
 
 TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {
-  // QKNorm at batch 1 (bench/paper/results/qknorm_bs1): the normalized Q and K tiles are written
+  // QKNorm at batch 1 (tests/codegen/data/qknorm_bs1_best.json, a search's best of 2026-11-27):
+  // the normalized Q and K tiles are written
   // by thread graphs and read by QN·KN alone. They are written swizzled (mgd::Swizzled, QN
   // [256, 64] with the 128-byte span, KN [64, 32] with the 64-byte one), each writer fences its
   // stores for the tensor cores before the barrier, and the matmul reads both in place.
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
   const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) +
-                                  "/bench/paper/results/qknorm_bs1/best.json");
+                                  "/tests/codegen/data/qknorm_bs1_best.json");
   const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
   const size_t qn = src.find("[mgd::offset<mgd::Dims<1, 256, 64>, mgd::Swizzled<256, 64, 128>>(e)] = ");
   const size_t kn = src.find("[mgd::offset<mgd::Dims<1, 64, 32>, mgd::Swizzled<64, 32, 64>>(e)] = ");
