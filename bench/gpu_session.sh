@@ -25,10 +25,11 @@
 #   module     bench/torch_module_vs_mugraph.py (issue 8; $MODULE_ARGS adds arguments, e.g.
 #              "--time-limit 20"; where the packed extension module does not import, the step
 #              builds one first)                                            -> torch_module.md
-#   calibrate  the top 100 candidates of the paper's RMSNorm (bs 1) and GatedMLP searches,
-#              verified beforehand (bench/paper/results_top100, which has RMSNorm bs 8 too), each
-#              timed: the model's calibration (issue 7; $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE
-#              candidates of each, default 100)
+#   calibrate  every verified candidate of the paper's RMSNorm (bs 1) and GatedMLP searches,
+#              verified beforehand (bench/paper/results_all, exhausted searches with --top 1000,
+#              which has RMSNorm bs 8 too; $CALIBRATE_RESULTS=bench/paper/results_top100 for the
+#              set of 2026-11-26), each timed: the model's calibration (issue 7;
+#              $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE candidates of each, default 100)
 #                                        -> calibration_runs.{md,json}, calibration.{md,png}
 #   paper_bytes  the bytes-bound searches' bests of GQA and QKNorm     -> paper_bytes.{md,json}
 #   profile    Nsight Compute (speed of light, warp states, memory) on one run of the paper's
@@ -270,10 +271,10 @@ run_step() {
     return $rc
     ;;
   calibrate)
-    # The top 100 verified candidates of the paper's RMSNorm and GatedMLP searches were searched
-    # and verified beforehand (bench/paper/results_top100): the lease only builds and times them.
+    # The verified candidates of the paper's RMSNorm and GatedMLP searches were searched and
+    # verified beforehand (bench/paper/results_all): the lease only builds and times them.
     MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never \
-      --results "$ROOT/bench/paper/results_top100" --benchmarks "${CALIBRATE_BENCHMARKS:-rmsnorm_bs1,gated_mlp}" \
+      --results "$ROOT/${CALIBRATE_RESULTS:-bench/paper/results_all}" --benchmarks "${CALIBRATE_BENCHMARKS:-rmsnorm_bs1,gated_mlp}" \
       --measure "${CALIBRATE_MEASURE:-100}" --compile-mode '' --markdown "$W/calibration_runs.md" --json "$W/calibration_runs.json"
     python3 "$ROOT/bench/calibrate_cost_model.py" "$W/calibration_runs.json" --markdown "$W/calibration.md" \
       --png "$W/calibration.png"

@@ -577,8 +577,11 @@ int run_main(int argc, char** argv) {
   srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")
       ->check(real_check("a number of seconds", "a finite number of seconds, 0 or more",
                          [](double v) { return v >= 0 && std::isfinite(v); }));
-  srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8)")
-      ->check(CLI::Range(1, 100));
+  // Up to the candidate pool less the cost bound's margin of 4 (and a little more): an exhausted
+  // search with a --top above its candidates verifies and writes every one (the calibration sets).
+  srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8, at most 500)")
+      ->check(CLI::Range(1, 500));
+  MUGRAPH_CHECK(500 + 4 <= SearchOptions{}.candidate_pool) << "--top's range must leave the candidate pool its margin";
   srch->add_option("--target", search_target,
                    "target GPU: its shared memory bounds block graphs, its cost model ranks candidates (default h100)")
       ->check(gpu_target);
