@@ -1375,6 +1375,9 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
     auto labels = kernel_graph_labels(ctx_.indices(), *prefix);
     MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
     OperandIndexUse use;
+    // The key: everything kernel_configs and config_floor_us read.
+    std::string key(1, ctx_.model_bound() ? 'm' : 'b');
+    auto add = [&key](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
     for (TensorId t : operands) {
       const DimLabels& l = labels->tensors[t.index()];
       std::vector<bool> c(static_cast<size_t>(l.rank));
@@ -1386,12 +1389,23 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
         idx[static_cast<size_t>(d)] = index_of(l[d]);
         if (is_stack(l[d])) slot[static_cast<size_t>(d)] = ctx_.indices().extent(l[d]);
       }
+      const TensorType& type = prefix->type(t);
+      add(type.shape.rank());
+      for (int d = 0; d < type.shape.rank(); ++d)
+        add(type.shape[d]), add(c[static_cast<size_t>(d)]), add(idx[static_cast<size_t>(d)]),
+            add(slot[static_cast<size_t>(d)]);
+      add(static_cast<int64_t>(type.dtype));
       use.contracted.push_back(std::move(c));
       use.index.push_back(std::move(idx));
       use.stack_slot.push_back(std::move(slot));
     }
+    configs_prefix_ = prefix;
+    configs_operands_ = operands;
+    if (auto hit = list_cache_.find(key); hit != list_cache_.end()) {
+      configs_ = hit->second;
+      return configs_;
+    }
     auto list = std::make_shared<ConfigList>();
-    list->operands = operands;
     list->configs = kernel_configs(*prefix, operands, &use);
     // With the model as the bound, configurations whose loads alone cost least come first: their
     // candidates tighten the bound, which then cuts the configurations that load more.
@@ -1409,9 +1423,9 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
       list->configs = std::move(sorted);
       list->by_floor = true;
     }
+    if (list_cache_.size() >= kListCacheEntries) list_cache_.clear();
+    list_cache_.emplace(std::move(key), list);
     configs_ = std::move(list);
-    configs_prefix_ = prefix;
-    configs_operands_ = operands;
   }
   return configs_;
 }

@@ -52,9 +52,9 @@ struct KernelConfig {
 inline constexpr int kConfigsPerTask = 16;
 
 /// The configurations the block tasks of one kernel task's operand set try (Generator::
-/// configs_for). With the model bound they are sorted by their floors.
+/// configs_for). With the model bound they are sorted by their floors. A list depends on the
+/// operands' types and index use only, so operand sets alike in those share one.
 struct ConfigList {
-  std::vector<TensorId> operands;  ///< kernel-graph tensors, increasing
   std::vector<KernelConfig> configs;
   /// With the model bound, config_floor_us of each configuration (ascending); else empty.
   std::vector<double> floors;
@@ -302,6 +302,11 @@ class Generator {
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
   std::shared_ptr<const ConfigList> configs_;
+  /// Lists by what they depend on (the operands' types and index use, and the bound): kernel
+  /// tasks make one per operand set, and the chained chunks of the model bound's search make
+  /// theirs again; most recur. Cleared when it holds kListCacheEntries.
+  std::unordered_map<std::string, std::shared_ptr<const ConfigList>> list_cache_;
+  static constexpr size_t kListCacheEntries = 4096;
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_;
 };

@@ -254,6 +254,7 @@ class Driver {
     if (dive) {
       const auto& [path, floor] = *pending_paths_.begin();
       it = pending_.find(TaskKey{floor, path});
+      MUGRAPH_CHECK(it != pending_.end()) << "a pending path has no pending task";
     }
     pending_paths_.erase(it->first.second);
     Task task = std::move(it->second);
@@ -263,7 +264,7 @@ class Driver {
 
   /// With the model bound, a pending task whose floor is beyond the bound would find nothing
   /// (its every candidate is estimated at the floor or above): it is dropped as it would be cut
-  /// when run. Best-first order keeps many tasks pending, and each holds its configuration list,
+  /// when run. Best-first order keeps many tasks pending (kernel tasks with a prefix graph each),
   /// so this is what bounds the search's memory.
   void drop_beyond_bound_locked() {
     if (!ctx_.model_bound()) return;
