@@ -27,8 +27,8 @@ def cuda_arch_of(device) -> str:
     """The code-generation target for a CUDA device: sm_90a on Hopper and later, sm_80 on Ampere."""
     import torch
 
-    return _cuda_arch_of_index(torch.device(device).index if torch.device(device).index is not None
-                               else torch.cuda.current_device())
+    index = torch.device(device).index
+    return _cuda_arch_of_index(index if index is not None else torch.cuda.current_device())
 
 
 @functools.lru_cache(maxsize=None)

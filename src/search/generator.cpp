@@ -587,7 +587,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       } else if (has_redundant_operand(ctx_, held, subset)) {
         ++out.stats.pruned["redundant_operand"];
       } else {
-        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes);
+        int64_t later_bytes = 0;
+        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes, &later_bytes);
         if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
           ++out.stats.pruned["cost_bound"];
         } else {
@@ -598,7 +599,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
           // tightens: the chunks whose configurations are all beyond it now are never made (the
           // block task would skip each configuration with the same test).
           size_t tried = n;
-          const double rest = configs->by_floor ? model_rest_floor_us(prefix, exprs, subset, finishes, floor_extra) : 0;
+          const double rest = configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0;
           if (configs->by_floor) {
             const double bound = ctx_.bound_us();
             tried = static_cast<size_t>(std::partition_point(configs->floors.begin(), configs->floors.end(),
@@ -1437,10 +1438,8 @@ bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<T
   return (needed & ~have) == 0;
 }
 
-double Generator::model_rest_floor_us(const Graph& prefix, const std::vector<ExprId>& exprs,
-                                      const std::vector<TensorId>& operands, bool finishes, double floor_extra) {
-  int64_t later_bytes = 0;
-  ctx_.lower_bound(prefix, exprs, operands, !finishes, &later_bytes);
+double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes,
+                                      double floor_extra) const {
   return cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes + later_bytes,
                              count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +
          floor_extra;
@@ -1452,7 +1451,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const bool finishes = can_finish(exprs, task.operands);
   // Plain variables, not a structured binding: the bound check below captures them in a
   // lambda (which C++17 compilers, the fuzzers' clang among them, refuse for bindings).
-  const std::pair<int64_t, int> lower = ctx_.lower_bound(prefix, exprs, task.operands, !finishes);
+  int64_t later_bytes = 0;
+  const std::pair<int64_t, int> lower = ctx_.lower_bound(prefix, exprs, task.operands, !finishes, &later_bytes);
   const int64_t bytes = lower.first;
   const int kernels = lower.second;
   const double floor_extra = ctx_.floor_extra_us(prefix);
@@ -1467,8 +1467,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   const bool model_bound = ctx_.model_bound();
-  const double rest_floor_us =
-      model_bound ? model_rest_floor_us(prefix, exprs, task.operands, finishes, floor_extra) : 0.0;
+  const double rest_floor_us = model_bound ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0.0;
   // The operand rules for a kernel that must finish the program (computed once it is known
   // that one must).
   std::optional<std::vector<uint64_t>> unsplittable;

@@ -282,13 +282,12 @@ class Generator {
   std::shared_ptr<const ConfigList> configs_for(const std::shared_ptr<const Graph>& prefix,
                                                 const std::vector<TensorId>& operands);
 
-  /// With the model bound: the floor of everything but the next graph-defined kernel, which
-  /// reads `operands` — the prefix's kernels (launches, bytes and `floor_extra`,
-  /// floor_extra_us), and one more kernel if that one cannot finish the program, moving the
-  /// bytes only a later kernel can (SearchContext::lower_bound's `later_bytes`). A configuration
-  /// whose config_floor_us added to it is beyond the bound is cut.
-  double model_rest_floor_us(const Graph& prefix, const std::vector<ExprId>& exprs,
-                             const std::vector<TensorId>& operands, bool finishes, double floor_extra);
+  /// With the model bound: the floor of everything but the next graph-defined kernel — the
+  /// prefix's kernels (launches, bytes and `floor_extra`, floor_extra_us), and one more kernel if
+  /// that one cannot finish the program, moving `later_bytes` (SearchContext::lower_bound's, for
+  /// the new kernel's operands). A configuration whose config_floor_us added to it is beyond the
+  /// bound is cut.
+  double model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra) const;
 
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
   /// input the outputs depend on, so that it could compute them alone.

@@ -329,7 +329,9 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   const Graph& root = *root_task.prefix;
   const std::vector<ExprId> root_exprs = expressions(root, ctx.exprs()).tensors;
   const bool finishes = probe.can_finish(root_exprs, most->first);
-  ctx.set_bound_us(probe.model_rest_floor_us(root, root_exprs, most->first, finishes, ctx.floor_extra_us(root)) +
+  int64_t later_bytes = 0;
+  ctx.lower_bound(root, root_exprs, most->first, !finishes, &later_bytes);
+  ctx.set_bound_us(probe.model_rest_floor_us(root, later_bytes, finishes, ctx.floor_extra_us(root)) +
                    list->floors[list->floors.size() / 2]);
   const std::map<std::vector<TensorId>, int32_t> bounded = chunks();
   int left_out = 0, kept = 0;
