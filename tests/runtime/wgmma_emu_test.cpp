@@ -349,7 +349,7 @@ TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
   check_in_place<mgd::half, 8, 32, 256, 0, 64>(128);       // Figure 10b's W1 and W2
   check_in_place<mgd::bfloat16, 8, 24, 128, 128, 0>(128);  // X [8, 128] in place as the swapped B
   check_in_place<mgd::half, 64, 128, 128, 128, 128>(256);  // both in place, two panels each, two warpgroups
-  static_assert(mgd::wgmma_scratch_bytes(64, 128, 128, 128, 128, 2) == 0);            // ... and no stages
+  static_assert(mgd::wgmma_scratch_bytes(64, 128, 128, 128, 128, 2) == 0);  // ... and no stages
   // Figure 3b: A's stage only, in one buffer or two (four chunks of k).
   static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1) == 1024 + 64 * 128);
   static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1, 2) == 1024 + 2 * 64 * 128);
@@ -421,3 +421,113 @@ TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {
 }
 
 }  // namespace
+
+TEST(Wgmma, RegisterAFollowsTheFragmentLayoutOfD) {
+  // One m64n16k16 with A from registers: each thread packs A(m, k) = m·16 + k for the rows and
+  // columns register_a_from_accumulator assigns to a 64×16 block of a D fragment (the D layout
+  // of FragmentOfDFollowsThePtxLayout), and B(n, k) = 1 where k == n: D(m, n) = A(m, n). A
+  // register put in the wrong place, or a D fragment that is not an A fragment, fails here.
+  constexpr int N = 16;
+  std::vector<float> d(128 * N / 2, -1.0f);
+  run_block(128, 2048, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    const unsigned t = mgd::thread_rank(), warp = t / 32, lane = t % 32;
+    if (t == 0)
+      for (int n = 0; n < N; ++n)
+        for (int k = 0; k < 16; ++k) {
+          const mgd::half v = mgd::from_float<mgd::half>(k == n ? 1.0f : 0.0f);
+          std::memcpy(smem + mgd::sw128_offset(n, k / 8) + 2 * (k % 8), &v, 2);
+        }
+    mgd::sync_block();
+    // The fragment of a 64×16 accumulator holding A, as a first matmul would leave it.
+    float s[8];
+    for (unsigned i = 0; i < 8; ++i) {
+      const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), k = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+      s[i] = static_cast<float>(m * 16 + k);
+    }
+    uint32_t a[4];
+    mgd::register_a_from_accumulator<mgd::half>(a, s, 0);
+    float acc[N / 2] = {};
+    mgd::wgmma_fence();
+    mgd::wgmma_async_register_a<mgd::half, N>(acc, a, mgd::wgmma_descriptor(mgd::shared_address(smem)));
+    mgd::wgmma_commit();
+    for (float x : acc) EXPECT_EQ(x, 0.0f);  // not landed before the wait
+    mgd::wgmma_wait<0>();
+    for (int i = 0; i < N / 2; ++i) d[t * N / 2 + static_cast<unsigned>(i)] = acc[i];
+  });
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned warp = t / 32, lane = t % 32;
+    for (unsigned i = 0; i < N / 2; ++i) {
+      const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+      ASSERT_EQ(d[t * N / 2 + i], static_cast<float>(m * 16 + n)) << "thread " << t << " register " << i;
+    }
+  }
+}
+
+/// matmul_chain_wgmma on A [M, K1], B [K1, N1], C [N1, N2] written swizzled by an element-wise
+/// op (a multiply by 1) and fenced, as generated kernels write such tiles, with f = exp(x / 8): O = exp(A·B / 8)·C and
+/// L its row sums, against f32 arithmetic rounding S, P, O and L where the op-by-op kernel stores them. O is written
+/// transposed and L at a stride, as tile layouts may have them.
+template <typename T, int M, int K1, int N1, int N2, int64_t SpanA, int64_t SpanB, int64_t SpanC>
+void check_matmul_chain(unsigned threads) {
+  std::vector<float> fa = randoms(size_t{M} * K1, 11), fb = randoms(size_t{K1} * N1, 12),
+                     fc = randoms(size_t{N1} * N2, 13);
+  std::vector<T> a(fa.size()), b(fb.size()), c(fc.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  for (size_t i = 0; i < fc.size(); ++i) c[i] = mgd::from_float<T>(fc[i]);
+  constexpr size_t a_at = 1024, b_at = (a_at + size_t{M} * K1 * 2 + 1023) / 1024 * 1024;
+  constexpr size_t c_at = (b_at + size_t{K1} * N1 * 2 + 1023) / 1024 * 1024;
+  constexpr size_t end = c_at + size_t{N1} * N2 * 2;
+  constexpr int64_t kLRow = 3;
+  std::vector<T> o(size_t{M} * N2, mgd::from_float<T>(NAN)), l(size_t{M} * kLRow, mgd::from_float<T>(NAN));
+  run_block(threads, end, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    T* sa = reinterpret_cast<T*>(smem + a_at);
+    T* sb = reinterpret_cast<T*>(smem + b_at);
+    T* sc = reinterpret_cast<T*>(smem + c_at);
+    mgd::binary_scalar<mgd::Block, Dims<M, K1>, mgd::Swizzled<M, K1, SpanA>, Dims<K1, 1>, mgd::op::Mul, false>(
+        sa, a.data(), 1.0f);
+    mgd::binary_scalar<mgd::Block, Dims<K1, N1>, mgd::Swizzled<K1, N1, SpanB>, Dims<N1, 1>, mgd::op::Mul, false>(
+        sb, b.data(), 1.0f);
+    mgd::binary_scalar<mgd::Block, Dims<N1, N2>, mgd::Swizzled<N1, N2, SpanC>, Dims<N2, 1>, mgd::op::Mul, false>(
+        sc, c.data(), 1.0f);
+    mgd::fence_proxy_async();
+    mgd::sync_block();
+    mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, 1, M, true, kLRow, T>(
+        o.data(), l.data(), sa, sb, sc, [](float x) { return expf(x * 0.125f); });
+  });
+  auto round = [](float x) { return mgd::to_float(mgd::from_float<T>(x)); };
+  for (int m = 0; m < M; ++m) {
+    std::vector<float> p(N1);
+    float sum = 0;
+    for (int n = 0; n < N1; ++n) {
+      float s = 0;
+      for (int k = 0; k < K1; ++k) s += mgd::to_float(a[size_t(m * K1 + k)]) * mgd::to_float(b[size_t(k * N1 + n)]);
+      p[size_t(n)] = round(expf(round(s) * 0.125f));
+      sum += p[size_t(n)];
+    }
+    ASSERT_NEAR(mgd::to_float(l[size_t(m * kLRow)]), sum, 1e-2f * sum) << "row sum " << m;
+    for (int n = 0; n < N2; ++n) {
+      float want = 0, scale = 0;
+      for (int j = 0; j < N1; ++j) {
+        want += p[size_t(j)] * mgd::to_float(c[size_t(j * N2 + n)]);
+        scale += std::fabs(p[size_t(j)] * mgd::to_float(c[size_t(j * N2 + n)]));
+      }
+      ASSERT_NEAR(mgd::to_float(o[size_t(n * M + m)]), want, 1e-2f * scale + 1e-3f)
+          << m << "," << n << " with " << threads << " threads";
+    }
+  }
+}
+
+TEST(TileOps, MatmulChainKeepsTheScoresInRegisters) {
+  check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128>(256);     // QKNorm bs 1, GQA bs 8: Q·K, exp, ·V
+  check_matmul_chain<mgd::half, 64, 64, 64, 64, 128, 128, 128>(512);     // QKNorm bs 8: one job, four warpgroups
+  check_matmul_chain<mgd::half, 256, 64, 128, 64, 128, 128, 128>(512);   // GQA bs 1: two n-blocks of S
+  check_matmul_chain<mgd::bfloat16, 128, 32, 64, 128, 64, 32, 64>(128);  // bf16, narrower spans, two n-blocks of O
+  static_assert(mgd::matmul_chain_shape_ok(256, 64, 32, 64));
+  static_assert(!mgd::matmul_chain_shape_ok(96, 64, 32, 64));   // not whole 64-row jobs
+  static_assert(!mgd::matmul_chain_shape_ok(64, 64, 24, 64));   // P not in whole k16 steps
+  static_assert(!mgd::matmul_chain_shape_ok(64, 64, 96, 64));   // neither one n-block nor whole 64-column ones
+  static_assert(!mgd::matmul_chain_shape_ok(64, 64, 512, 64));  // S too wide for registers
+}

@@ -11,3 +11,4 @@
 #include "mugraph_device/tile.h"
 #include "mugraph_device/tma.h"
 #include "mugraph_device/wgmma.h"
+#include "mugraph_device/wgmma_chain.h"

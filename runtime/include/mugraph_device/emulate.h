@@ -14,6 +14,7 @@
 #include <ucontext.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -149,6 +150,9 @@ struct WgmmaOp {
   void (*run)(const WgmmaOp&);  // computes the calling thread's fragment (wgmma.h)
   uint64_t desc_a, desc_b;
   float* d;
+  /// A from registers (wgmma_async_register_a): the warpgroup's 64×16 A, row-major, as its
+  /// threads held it when they issued the op; null when A is read through desc_a.
+  std::shared_ptr<const std::vector<float>> a = nullptr;
 };
 using WgmmaOps = CommitGroups<WgmmaOp>;
 
@@ -182,10 +186,11 @@ struct BlockState {
   std::vector<ucontext_t> fibers;
   std::vector<std::unique_ptr<char[]>> stacks;
   std::vector<Wait> wait;
-  std::vector<MmaStage> mma;               // per warp
-  std::vector<AsyncCopies> async;          // per thread
-  std::vector<WgmmaOps> wgmma;             // per thread
-  std::map<uint32_t, Mbarrier> mbarriers;  // by shared address
+  std::vector<MmaStage> mma;                        // per warp
+  std::vector<AsyncCopies> async;                   // per thread
+  std::vector<WgmmaOps> wgmma;                      // per thread
+  std::vector<std::array<uint32_t, 4>> register_a;  // per thread: A registers offered to a wgmma
+  std::map<uint32_t, Mbarrier> mbarriers;           // by shared address
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
 };
@@ -414,6 +419,7 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
   s.mma.resize((n + 31) / 32);
   s.async.resize(n);
   s.wgmma.resize(n);
+  s.register_a.resize(n);
   for (unsigned t = 0; t < n; ++t) s.stacks.emplace_back(new char[kStackBytes]);
   BlockState* saved = state();
   state() = &s;

@@ -149,6 +149,53 @@ void wgmma_thread_share(const WgmmaOp& op) {
   }
 }
 
+/// The calling thread's share of one m64nNk16 wgmma with A from registers (op.a, gathered from
+/// the warpgroup's fragments when it was issued) and B from op.desc_b.
+template <typename T, int N, bool TransB>
+void wgmma_thread_share_register_a(const WgmmaOp& op) {
+  BlockState* s = state();
+  const unsigned t = s->current % 128, warp = t / 32, lane = t % 32;
+  const std::vector<float>& a = *op.a;
+  for (unsigned i = 0; i < N / 2; ++i) {
+    const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    float acc = 0.0f;
+    for (unsigned k = 0; k < 16; ++k) {
+      const uint32_t at = wgmma_element_address(op.desc_b, n, k, TransB);
+      if (at + 2 > s->shared.size()) fail("wgmma: an operand beyond the block's shared memory");
+      uint16_t bits;
+      std::memcpy(&bits, s->shared.data() + at, 2);
+      acc += a[m * 16 + k] * unpack<T>(bits, 0);
+    }
+    op.d[i] += acc;
+  }
+}
+
+/// The warpgroup's 64×16 A from its threads' register fragments (each warp holds 16 rows as
+/// mma.sync's A fragment: register j holds rows lane / 4 + 8·(j % 2), columns 2·(lane % 4) +
+/// 8·(j / 2) and one more; PTX ISA, "Register Fragments", matrix A of wgmma .f16/.bf16). Every
+/// thread of the warpgroup offers its registers, and all read them after a warpgroup barrier;
+/// a second barrier keeps the offers until everyone has read (the instruction is warpgroup-
+/// collective on the GPU too).
+template <typename T>
+std::shared_ptr<const std::vector<float>> gather_register_a(const uint32_t (&a)[4]) {
+  BlockState* s = state();
+  const unsigned first = s->current / 128 * 128;
+  for (int j = 0; j < 4; ++j) s->register_a[s->current][static_cast<size_t>(j)] = a[j];
+  warpgroup_barrier();
+  auto matrix = std::make_shared<std::vector<float>>(64 * 16);
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned warp = t / 32, lane = t % 32;
+    for (unsigned j = 0; j < 4; ++j) {
+      const unsigned row = 16 * warp + lane / 4 + 8 * (j % 2), col = 2 * (lane % 4) + 8 * (j / 2);
+      const uint32_t r = s->register_a[first + t][j];
+      (*matrix)[row * 16 + col] = unpack<T>(r, 0);
+      (*matrix)[row * 16 + col + 1] = unpack<T>(r, 1);
+    }
+  }
+  warpgroup_barrier();
+  return matrix;
+}
+
 }  // namespace emu
 #endif
 
@@ -207,6 +254,39 @@ MGD_DEVICE void wgmma_async(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b)
   emu::state()->wgmma[thread_rank()].open.push_back(
       {&emu::wgmma_thread_share<T, N, TransA, TransB>, desc_a, desc_b, d});
 #endif
+}
+
+/// d += A·B for a 64×16 A held in the warpgroup's registers (this thread's fragment `a`: four
+/// registers of two 16-bit values each, the layout of mma.sync's A per warp of 16 rows; see
+/// emu::gather_register_a) and a 16×N B in shared memory (descriptor desc_b, MN-major if TransB).
+/// The fragment of a 64×16 block of an f32 accumulator of the same layout as d, rounded to T,
+/// is such an A (register_a_from_accumulator): that is how a result feeds the next matmul
+/// without a trip through shared memory.
+template <typename T, int N, bool TransB = false>
+MGD_DEVICE void wgmma_async_register_a(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b) {
+  static_assert(N % 8 == 0 && N >= 8 && N <= 64, "wgmma_shapes.h has N = 8, 16, ..., 64");
+#if defined(__CUDACC__)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  detail::WgmmaAsyncRegisterA<N, std::is_same_v<T, bfloat16>>::template run<TransB ? 1 : 0>(d, a, desc_b);
+#else
+  (void)d, (void)a, (void)desc_b;
+  __trap();  // only issued where kWgmmaAvailable
+#endif
+#else
+  emu::WgmmaOp op{&emu::wgmma_thread_share_register_a<T, N, TransB>, 0, desc_b, d};
+  op.a = emu::gather_register_a<T>(a);
+  emu::state()->wgmma[thread_rank()].open.push_back(std::move(op));
+#endif
+}
+
+/// Registers j16 (the columns [16·j16, 16·j16 + 16)) of accumulator fragment d, rounded to T, as
+/// the A operand of wgmma_async_register_a: element i of d holds column 8·(i / 4) + 2·(lane % 4)
+/// + i % 2 of row lane / 4 + 8·(i / 2 % 2) (see emu::wgmma_thread_share), so A's register j is
+/// d's elements 8·j16 + 2·j and the next, packed.
+template <typename T, int R>
+MGD_DEVICE void register_a_from_accumulator(uint32_t (&a)[4], const float (&d)[R], int j16) {
+  MGD_UNROLL
+  for (int j = 0; j < 4; ++j) a[j] = pack2(from_float<T>(d[8 * j16 + 2 * j]), from_float<T>(d[8 * j16 + 2 * j + 1]));
 }
 
 /// Closes the group of wgmma ops this thread issued since the last commit.

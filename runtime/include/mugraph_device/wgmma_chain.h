@@ -1,0 +1,174 @@
+/// \file wgmma_chain.h
+/// Two matmuls chained through registers on Hopper's warpgroup tensor cores (sm_90a):
+///
+///     S = A·B,   P = f(S) element by element,   O = P·C,   L = the row sums of P
+///
+/// with S and P never stored. This is attention's inner step as the search finds it (scores,
+/// exp, scores·V and the softmax denominators). Done op by op, S is written to shared memory by
+/// the first matmul, read and P written by the element-wise op, P staged again for the second
+/// matmul and read once more by the sum, with a block barrier between each: four passes over
+/// the score tile by the SIMT ops, which is what kept the attention kernels at a third or less
+/// of SDPA's speed on the H200 (docs/benchmarks.md). Here a warpgroup computes 64 whole rows of
+/// S in its accumulator registers, applies f to them there, sums the rows with two shuffles
+/// within each quad of lanes, and hands the registers, rounded to 16 bits, to the second
+/// matmul as its A operand (wgmma_async_register_a): the accumulator fragment of a 64×16 block
+/// is exactly the A fragment of that block.
+///
+/// Values are rounded where the op-by-op kernel would store them: S to TS, P to T, O to TO and
+/// L to TL, so the two agree to the order of the additions.
+#pragma once
+
+#include <cstdint>
+
+#include "mugraph_device/wgmma.h"
+
+namespace mgd {
+
+/// Whether matmul_chain_wgmma takes these extents: M whole 64-row jobs; K1 whole k16 steps; N1
+/// and N2 one n-block of at most 64 columns or whole 64-column blocks, N1 at most 256 (its
+/// accumulators stay in registers) and a multiple of 16 (P's k16 steps), N2 at most 256.
+MGD_HOST_DEVICE constexpr bool matmul_chain_shape_ok(int64_t m, int64_t k1, int64_t n1, int64_t n2) {
+  const auto blocks_ok = [](int64_t n) { return n >= 8 && n % 8 == 0 && (n <= 64 || n % 64 == 0) && n <= 256; };
+  return m > 0 && m % 64 == 0 && k1 > 0 && k1 % 16 == 0 && n1 % 16 == 0 && blocks_ok(n1) && blocks_ok(n2);
+}
+
+namespace detail {
+/// Keeps the compiler from reusing registers a wgmma still reads (A from registers is read
+/// asynchronously, until the wait for its group).
+template <int R>
+MGD_DEVICE void fence_register_a(uint32_t (&a)[R][4]) {
+#if defined(__CUDACC__)
+  MGD_UNROLL
+  for (int r = 0; r < R; ++r) {
+    MGD_UNROLL
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[r][j])::"memory");
+  }
+#else
+  (void)a;
+#endif
+}
+}  // namespace detail
+
+/// The chain above on tiles in shared memory, Block scope: A [M, K1] K-major, B [K1, N1] and C
+/// [N1, N2] MN-major, each written swizzled with span SpanA, SpanB, SpanC by the copy engine or
+/// an element-wise op (and fenced) for wgmma to read in place (wgmma_rules.h), starting where
+/// its pattern does. O [M, N2] is written at o[m·ORow + n·OCol]; L [M] at l[m·LRow] when
+/// kRowSums (else l is not touched). Warpgroup g takes the 64-row jobs g, g + warpgroups, ...
+/// @pre matmul_chain_shape_ok(M, K1, N1, N2); block_threads() % 128 == 0; the operands are
+/// complete (a block barrier, and for element-wise writers a proxy fence, before the call)
+template <int64_t M, int64_t K1, int64_t N1, int64_t N2, int64_t SpanA, int64_t SpanB, int64_t SpanC, int64_t ORow,
+          int64_t OCol, bool kRowSums, int64_t LRow, typename TS, typename F, typename T, typename TO, typename TL>
+MGD_DEVICE void matmul_chain_wgmma(TO* MGD_RESTRICT o, TL* MGD_RESTRICT l, const T* a, const T* b, const T* c, F f) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
+  static_assert(kWgmmaAvailable || sizeof(T) == 0, "matmul_chain_wgmma needs wgmma (sm_90a)");
+  static_assert(matmul_chain_shape_ok(M, K1, N1, N2), "see matmul_chain_shape_ok");
+  static_assert(SpanA != 0 && SpanB != 0 && SpanC != 0, "every operand is read in place");
+  constexpr int NT1 = N1 <= 64 ? static_cast<int>(N1) : 64, NB1 = static_cast<int>(N1) / NT1;
+  constexpr int NT2 = N2 <= 64 ? static_cast<int>(N2) : 64, NB2 = static_cast<int>(N2) / NT2;
+  constexpr int kSteps1 = static_cast<int>(K1 / 16), kSteps2 = static_cast<int>(N1 / 16);
+  // An n-block of an MN-major operand read in place starts at one of its panels.
+  static_assert(NB1 == 1 || NT1 % (SpanB / 2) == 0, "B's n-blocks start at its panels");
+  static_assert(NB2 == 1 || NT2 % (SpanC / 2) == 0, "C's n-blocks start at its panels");
+  const unsigned t = thread_rank() % 128, warp = t / 32, lane = t % 32;
+  const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
+  if (block_threads() % 128 != 0) {
+#if defined(__CUDACC__)
+    __trap();
+#else
+    emu::fail("matmul_chain_wgmma: a block of partial warpgroups");
+#endif
+  }
+  const uint32_t tile_a = shared_address(a), tile_b = shared_address(b), tile_c = shared_address(c);
+#if !defined(__CUDACC__)
+  if (tile_a % (8 * SpanA) != 0 || tile_b % (8 * SpanB) != 0 || tile_c % (8 * SpanC) != 0)
+    emu::fail("matmul_chain_wgmma: an operand does not start where its swizzle pattern does");
+#endif
+  for (int64_t job = group; job < M / 64; job += groups) {
+    const int64_t m0 = job * 64;
+    // S = A·B: each n-block's k16 steps, all in one group.
+    float s[NB1][NT1 / 2];
+    MGD_UNROLL
+    for (int nb = 0; nb < NB1; ++nb) {
+      MGD_UNROLL
+      for (int i = 0; i < NT1 / 2; ++i) s[nb][i] = 0.0f;
+    }
+    MGD_UNROLL
+    for (int nb = 0; nb < NB1; ++nb) fence_registers(s[nb]);
+    wgmma_fence();
+    MGD_UNROLL
+    for (int nb = 0; nb < NB1; ++nb) {
+      MGD_UNROLL
+      for (int k = 0; k < kSteps1; ++k)
+        wgmma_async<T, NT1, false, true>(
+            s[nb], in_place_descriptor<true, SpanA, K1>(in_place_address<true, SpanA, M, K1>(tile_a, m0, 16 * k)),
+            in_place_descriptor<false, SpanB, K1>(in_place_address<false, SpanB, N1, K1>(tile_b, nb * NT1, 16 * k)));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    MGD_UNROLL
+    for (int nb = 0; nb < NB1; ++nb) fence_registers(s[nb]);
+    // P = f(S), rounded as the tiles would be; this thread's share of the row sums (its two
+    // rows: element i is in row lane / 4 + 8·(i / 2 % 2)); P as the second matmul's A.
+    float sums[2] = {0.0f, 0.0f};
+    uint32_t pa[kSteps2][4];
+    MGD_UNROLL
+    for (int nb = 0; nb < NB1; ++nb) {
+      MGD_UNROLL
+      for (int i = 0; i < NT1 / 2; ++i) {
+        const float p = to_float(from_float<T>(f(to_float(from_float<TS>(s[nb][i])))));
+        s[nb][i] = p;
+        sums[i / 2 % 2] += p;
+      }
+      MGD_UNROLL
+      for (int j16 = 0; j16 < NT1 / 16; ++j16) register_a_from_accumulator<T>(pa[nb * (NT1 / 16) + j16], s[nb], j16);
+    }
+    // O = P·C.
+    float acc[NB2][NT2 / 2];
+    MGD_UNROLL
+    for (int nb = 0; nb < NB2; ++nb) {
+      MGD_UNROLL
+      for (int i = 0; i < NT2 / 2; ++i) acc[nb][i] = 0.0f;
+    }
+    MGD_UNROLL
+    for (int nb = 0; nb < NB2; ++nb) fence_registers(acc[nb]);
+    detail::fence_register_a(pa);
+    wgmma_fence();
+    MGD_UNROLL
+    for (int k = 0; k < kSteps2; ++k) {
+      MGD_UNROLL
+      for (int nb = 0; nb < NB2; ++nb)
+        wgmma_async_register_a<T, NT2, true>(
+            acc[nb], pa[k],
+            in_place_descriptor<false, SpanC, N1>(in_place_address<false, SpanC, N2, N1>(tile_c, nb * NT2, 16 * k)));
+    }
+    wgmma_commit();
+    // The row sums meet while the tensor cores work: the quad's four lanes hold a row's columns.
+    if constexpr (kRowSums) {
+      MGD_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        sums[h] += shfl_xor(sums[h], 1);
+        sums[h] += shfl_xor(sums[h], 2);
+      }
+      if (lane % 4 == 0) {
+        MGD_UNROLL
+        for (int h = 0; h < 2; ++h) l[(m0 + 16 * warp + lane / 4 + 8 * h) * LRow] = from_float<TL>(sums[h]);
+      }
+    } else {
+      (void)l;
+    }
+    wgmma_wait<0>();
+    detail::fence_register_a(pa);
+    MGD_UNROLL
+    for (int nb = 0; nb < NB2; ++nb) {
+      fence_registers(acc[nb]);
+      MGD_UNROLL
+      for (int i = 0; i < NT2 / 2; ++i) {
+        const int64_t r = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2),
+                      col = nb * NT2 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        o[r * ORow + col * OCol] = from_float<TO>(acc[nb][i]);
+      }
+    }
+  }
+}
+
+}  // namespace mgd
