@@ -54,7 +54,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check sass operands threads torch sanitize paper module calibrate paper_bytes profile"
+ALL_STEPS="build check chains sass operands threads torch sanitize paper module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -116,7 +116,7 @@ min_seconds() {
 }
 min_seconds_of() {
   case $1 in
-    build) echo 20 ;; check) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
+    build) echo 20 ;; check) echo 60 ;; chains) echo 40 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
     paper_bytes) echo 60 ;; profile) echo 30 ;;
@@ -190,6 +190,25 @@ run_step() {
            "LDGSTS $(grep -c LDGSTS "$W/sass_$name.txt") LDSM $(grep -c LDSM "$W/sass_$name.txt")" \
            "UTMALDG $(grep -c UTMALDG "$W/sass_$name.txt")" | tee -a "$W/sass.txt"
     done
+    ;;
+  chains)
+    # The attention bests with their scores in registers (mgd::matmul_chain_wgmma, the default
+    # since 2026-11-27) against op by op through shared memory, which is what ran before.
+    # Inputs as the check step draws them (attention's f16 reference overflows on standard normal
+    # ones), the same for both.
+    local failed=0 inputs f
+    for name in gqa_bs1 gqa_bs8 qknorm_bs1 qknorm_bs8; do
+      f=$ROOT/bench/paper/results/$name/best.json
+      inputs=$(python3 "$ROOT/bench/bench_inputs.py" "$(build_dir "$f")/manifest.json" "$f" \
+        "$CACHE/inputs/paper/$name" 2> /dev/null) || inputs="--seed 1 --input-scale 0.25"
+      for chains in registers op-by-op; do
+        # shellcheck disable=SC2086  # inputs is a list of arguments
+        bench_line "$W/chains.jsonl" name="$name" matmul_chains="$chains" -- "$f" --cache-dir "$CACHE" \
+          --matmul-chains "$chains" $inputs --warmup 20 --repeats 200 || failed=$((failed + 1))
+      done
+    done
+    echo "chains: $failed of 8 failed or did not match the interpreter"
+    ((failed == 0))
     ;;
   operands)
     for name in rmsnorm_fig3b gated_mlp_fig10b; do

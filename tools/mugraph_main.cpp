@@ -498,12 +498,13 @@ int run_main(int argc, char** argv) {
   double input_scale = 1.0;
   const char* const kInputScaleHelp =
       "standard deviation of the inputs that are not given (default 1; 0.25 keeps attention's exp within f16)";
-  const auto positive_scale = real_check("a positive number", "a positive number",
-                                         [](double v) { return v > 0 && std::isfinite(v); });
+  const auto positive_scale =
+      real_check("a positive number", "a positive number", [](double v) { return v > 0 && std::isfinite(v); });
   int threads = 0;
   // Option values that are usage errors (exit 2) when wrong, checked as the command line is read.
   const auto gpu_target = [](const std::string& text) {
-    return find_target(text) ? std::string() : "unknown target '" + text + "'; the targets are a100, h100, h200 (or sm_80, sm_90a)";
+    return find_target(text) ? std::string()
+                             : "unknown target '" + text + "'; the targets are a100, h100, h200 (or sm_80, sm_90a)";
   };
   const auto code_target = [](const std::string& text) {
     try {
@@ -515,9 +516,8 @@ int run_main(int argc, char** argv) {
   };
   const auto named_file = [](const std::string& text) {
     const size_t eq = text.find('=');
-    return eq != std::string::npos && eq > 0 && eq + 1 < text.size()
-               ? std::string()
-               : "expects NAME=PATH.npy, got '" + text + "'";
+    return eq != std::string::npos && eq > 0 && eq + 1 < text.size() ? std::string()
+                                                                     : "expects NAME=PATH.npy, got '" + text + "'";
   };
 
   auto* check = app.add_subcommand("check", "Validate a program or μGraph JSON file and print every tensor's shape");
@@ -634,6 +634,12 @@ int run_main(int argc, char** argv) {
                     "default, where the kernel fits and keeps its blocks per SM: the next chunk is staged while the "
                     "tensor cores read this one) or 1 (each chunk waits for the one before)")
         ->check(CLI::Range(1, 2));
+    sub->add_option("--matmul-chains", o.matmul_chains_in_registers,
+                    "sm_90a: a wgmma matmul whose result goes through one element-wise op into a second (and "
+                    "perhaps a sum along rows), operands read in place, runs as one chain in registers (registers, "
+                    "the default: attention's scores are never stored) or op by op through shared memory (op-by-op)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"registers", true}, {"op-by-op", false}},
+                                            CLI::ignore_case));
     sub->add_option("--block-threads", o.block_threads,
                     "threads per block of every graph-defined kernel, a multiple of 32 up to 1024 (default: each "
                     "block graph's own; wgmma needs a multiple of 128)")

@@ -78,6 +78,11 @@ struct CodegenOptions {
   /// kernel fits and an SM holds as many of its blocks); 1 makes each chunk wait for the one
   /// before it (to measure the two).
   int wgmma_stage_buffers = 2;
+  /// On sm_90a, run a wgmma matmul whose result goes through one unary element-wise op into a
+  /// second wgmma matmul (and perhaps a sum along rows) as one chain in registers
+  /// (mgd::matmul_chain_wgmma: attention's scores never stored) where its operands are read in
+  /// place; false runs every op on its own (to measure the two).
+  bool matmul_chains_in_registers = true;
   /// Threads per block of every graph-defined kernel: 0 keeps each block graph's own (the
   /// search's 128); a multiple of 32 up to 1024 replaces it. Block ops are cooperative, so the
   /// μGraph computes the same; more warps hide more of the portable tile ops' latency, which

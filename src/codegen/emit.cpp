@@ -6,6 +6,7 @@
 // The generated code is meant to be read: one line per block op, named after the op, with the
 // shape and dtype of what it makes in a comment.
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdio>
 #include <map>
@@ -258,7 +259,8 @@ class BlockKernelEmitter {
         requested_stages_(options.pipeline_stages),
         choose_layouts_(options.choose_layouts),
         read_operands_in_place_(options.read_operands_in_place),
-        max_stage_buffers_(options.wgmma_stage_buffers) {}
+        max_stage_buffers_(options.wgmma_stage_buffers),
+        matmul_chains_(options.matmul_chains_in_registers) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -656,8 +658,131 @@ class BlockKernelEmitter {
   /// where they go in shared memory, with `stages` pipeline stages.
   void place(int stages, bool elementwise) {
     read_in_place(stages, elementwise);
+    find_matmul_chains(stages);
     choose_tile_layouts(stages);
     lay_out(stages);
+    // A chain writes its results from the first matmul's step on, which can raise the peak
+    // where they are larger than the scores it no longer stores: it is kept only where the
+    // kernel takes no more shared memory than op by op (the cost model's plan, which has no
+    // chains, stays an upper bound).
+    if (!chains_.empty()) {
+      const int64_t with_chains = shared_bytes_;
+      const std::vector<MatmulChain> chains = chains_;
+      chains_.clear();
+      lay_out(stages);
+      if (shared_bytes_ >= with_chains) {
+        chains_ = chains;
+        lay_out(stages);
+      }
+    }
+  }
+
+  /// Two wgmma matmuls chained through registers (mgd::matmul_chain_wgmma, wgmma_chain.h): the
+  /// first's result S is read only by one unary element-wise op, whose result P is read only by
+  /// the second as its A and perhaps by a sum along P's rows. S and P are never stored; the
+  /// chain runs at the first matmul's place in the schedule. Where the second matmul's result
+  /// O (the row sums L) is read only by a summing accumulator, the chain adds it there itself,
+  /// and O (L) is not stored either.
+  static constexpr size_t kNoOp = SIZE_MAX;
+  struct MatmulChain {
+    size_t first = kNoOp, elementwise = kNoOp, second = kNoOp, row_sum = kNoOp;
+    size_t accumulate_o = kNoOp, accumulate_l = kNoOp;
+    std::array<size_t, 6> ops() const { return {first, elementwise, second, row_sum, accumulate_o, accumulate_l}; }
+    /// The ops whose results the chain writes: the accumulators it adds to, or O and L.
+    std::array<size_t, 2> writers() const {
+      return {accumulate_o != kNoOp ? accumulate_o : second, accumulate_l != kNoOp ? accumulate_l : row_sum};
+    }
+  };
+
+  /// The live ops reading tensor t, once per operand.
+  std::vector<size_t> readers(TensorId t) const {
+    std::vector<size_t> r;
+    for (size_t i = 0; i < body_.ops.size(); ++i)
+      if (schedule_.phase[i] != OpPhase::dead)
+        for (TensorId in : body_.ops[i].inputs)
+          if (in == t) r.push_back(i);
+    return r;
+  }
+
+  /// When op i's results are ready, on the kernel's timeline, with `stages` pipeline stages: tiles
+  /// the pipelined loop streams and tiles loaded once before the loop are ready before its body
+  /// starts (-1).
+  int32_t ready_time(size_t i, int stages) const {
+    if (hoisted_load(i) || (stages > 1 && streamed_load(i))) return -1;
+    return schedule_.time(schedule_.phase[i], schedule_.step[i]);
+  }
+
+  /// Finds the chains (see MatmulChain) whose matmuls run on wgmma in the orientation
+  /// matmul_wgmma would not swap, with every operand but P read in place (read_in_place, with
+  /// `stages` pipeline stages), C ready by the first matmul's step, the extents
+  /// mgd::matmul_chain_shape_ok, leading dims of 1, and all its ops in one phase.
+  void find_matmul_chains(int stages) {
+    chains_.clear();
+    if (!matmul_chains_ || !wgmma_) return;
+    const auto matrix = [&](TensorId t) {
+      const Shape& sh = body_.type(t).shape;
+      return sh.rank() >= 2 && sh.numel() == sh[sh.rank() - 2] * sh[sh.rank() - 1];
+    };
+    const auto extent = [&](TensorId t, int from_end) {
+      const Shape& sh = body_.type(t).shape;
+      return sh[sh.rank() - from_end];
+    };
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      if (schedule_.phase[i] == OpPhase::dead || !wgmma_matmul(i)) continue;
+      const Op& first = body_.ops[i];
+      const TensorId a = first.inputs[0], b = first.inputs[1], s = first.outputs[0];
+      const std::vector<size_t> s_readers = readers(s);
+      if (s_readers.size() != 1) continue;
+      const size_t u = s_readers[0];
+      const Op& unary = body_.ops[u];
+      if (op_info(unary.kind).category != OpCategory::unary) continue;
+      const TensorId p = unary.outputs[0];
+      if (body_.type(p).dtype != body_.type(a).dtype) continue;
+      MatmulChain chain;
+      chain.first = i;
+      chain.elementwise = u;
+      bool ok = true;
+      for (size_t r : readers(p)) {
+        const Op& op = body_.ops[r];
+        if (chain.second == kNoOp && wgmma_matmul(r) && op.inputs[0] == p && op.inputs[1] != p) {
+          chain.second = r;
+        } else if (chain.row_sum == kNoOp && op.kind == OpKind::sum && op.attrs.dim == body_.type(p).shape.rank() - 1 &&
+                   extent(op.outputs[0], 1) == 1) {
+          chain.row_sum = r;
+        } else {
+          ok = false;
+        }
+      }
+      if (!ok || chain.second == kNoOp) continue;
+      const Op& second = body_.ops[chain.second];
+      const TensorId c = second.inputs[1], o = second.outputs[0];
+      // A result read only by a summing accumulator of the same phase goes straight into it.
+      const auto summed_by = [&](size_t op) {
+        const std::vector<size_t> r = readers(body_.ops[op].outputs[0]);
+        return r.size() == 1 && body_.ops[r[0]].kind == OpKind::accum && body_.ops[r[0]].attrs.dim == kPhi &&
+                       schedule_.phase[r[0]] == schedule_.phase[i]
+                   ? r[0]
+                   : kNoOp;
+      };
+      chain.accumulate_o = summed_by(chain.second);
+      if (chain.row_sum != kNoOp) chain.accumulate_l = summed_by(chain.row_sum);
+      for (size_t op : chain.ops()) ok = ok && (op == kNoOp || schedule_.phase[op] == schedule_.phase[i]);
+      for (TensorId t : {a, b, s, p, c, o}) ok = ok && matrix(t);
+      if (chain.row_sum != kNoOp) ok = ok && matrix(body_.ops[chain.row_sum].outputs[0]);
+      if (!ok) continue;
+      const int64_t m = extent(s, 2), k1 = extent(a, 1), n1 = extent(s, 1), n2 = extent(o, 1);
+      if (!mgd::matmul_chain_shape_ok(m, k1, n1, n2)) continue;
+      if (swizzle_[a.index()] == 0 || swizzle_[b.index()] == 0 || swizzle_[c.index()] == 0 || swizzle_[o.index()] != 0)
+        continue;
+      if (mgd::wgmma_orientation_swaps(m, n1, k1, true, true) ||
+          mgd::wgmma_orientation_swaps(m, n2, n1, swizzle_[p.index()] != 0, true))
+        continue;
+      // C is ready when the first matmul runs.
+      const int32_t now = schedule_.time(schedule_.phase[i], schedule_.step[i]);
+      const OpId made_c = body_.tensors[c.index()].producer;
+      if (made_c.valid() && ready_time(made_c.index(), stages) >= now) continue;
+      chains_.push_back(chain);
+    }
   }
 
   /// Scratch shared memory the wgmma matmul op i needs for its operand stages (the device
@@ -798,12 +923,27 @@ class BlockKernelEmitter {
   /// schedule, op_order.h).
   void lay_out(int stages) {
     storage_.assign(body_.tensors.size(), Storage{});
-    const std::vector<TensorLifetime> life = tensor_lifetimes(body_, schedule_, stages > 1);
+    std::vector<TensorLifetime> life = tensor_lifetimes(body_, schedule_, stages > 1);
+    // A matmul chain stores neither S nor P, nor the results it adds to accumulators itself, and
+    // writes its results at the first matmul's step.
+    std::vector<bool> unstored(body_.ops.size(), false);
+    for (const MatmulChain& c : chains_) {
+      unstored[c.first] = unstored[c.elementwise] = true;
+      if (c.accumulate_o != kNoOp) unstored[c.second] = true;
+      if (c.accumulate_l != kNoOp) unstored[c.row_sum] = true;
+      const int32_t now = schedule_.time(schedule_.phase[c.first], schedule_.step[c.first]);
+      for (size_t op : c.writers())
+        if (op != kNoOp) {
+          TensorLifetime& l = life[body_.ops[op].outputs[0].index()];
+          l.first = std::min(l.first, now);
+        }
+    }
     std::vector<SharedBuffer> buffers;
     std::vector<size_t> buffer_tensor;
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
-      if (schedule_.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape)
+      if (schedule_.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape ||
+          unstored[i])
         continue;
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
@@ -856,7 +996,7 @@ class BlockKernelEmitter {
     // One scratch area for the wgmma matmuls' operand stages (they run one after another).
     scratch_bytes_ = 0;
     for (size_t i = 0; i < body_.ops.size(); ++i)
-      if (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i))
+      if (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i) && !in_chain(i))
         scratch_bytes_ = std::max(scratch_bytes_, wgmma_scratch_bytes(i));
     if (scratch_bytes_ > 0) shared_bytes_ = align_up(shared_bytes_, kSharedAlign);
     scratch_offset_ = scratch_bytes_ > 0 ? shared_bytes_ : -1;
@@ -883,6 +1023,10 @@ class BlockKernelEmitter {
   /// each line ending in a newline ("" for ops that emit nothing).
   std::string statement(size_t i, const std::string& iteration) {
     const Op& op = body_.ops[i];
+    // A matmul chain is one call, at its first matmul's place.
+    for (const MatmulChain& c : chains_)
+      if (c.first == i) return matmul_chain(c, !iteration.empty());
+    if (in_chain(i)) return "";
     const bool in_loop = !iteration.empty();
     std::ostringstream s;
     switch (op_info(op.kind).category) {
@@ -961,6 +1105,52 @@ class BlockKernelEmitter {
     return s.str();
   }
 
+  /// Whether op i is part of a matmul chain.
+  bool in_chain(size_t i) const {
+    for (const MatmulChain& c : chains_)
+      for (size_t op : c.ops())
+        if (op == i) return true;
+    return false;
+  }
+
+  /// Where a chain puts the result of op `result` (its second matmul or its row sum; kNoOp:
+  /// none): into the summing accumulator `accumulator` (kNoOp: none; `in_loop`: the loop's
+  /// first iteration sets it), else the result's own tile.
+  std::string chain_result(size_t result, size_t accumulator, bool in_loop) const {
+    if (result == kNoOp) return "mgd::NoResult{}";
+    const TensorId t = body_.ops[result].outputs[0];
+    const Shape& sh = body_.type(t).shape;
+    if (accumulator != kNoOp)  // dense f32, as mgd::accumulate adds (the result's type rounds first)
+      return "mgd::TileAccumulate<" + ctype(body_.type(t).dtype) + ", " + std::to_string(sh[sh.rank() - 1]) + ", 1>{" +
+             tensor(body_.ops[accumulator].outputs[0]) + ", " + (in_loop ? "it == 0" : "true") + "}";
+    const std::vector<int64_t> st = strides_of(t);
+    return "mgd::TileStore<" + ctype(body_.type(t).dtype) + ", " + std::to_string(st[st.size() - 2]) + ", " +
+           std::to_string(st[st.size() - 1]) + ">{" + tensor(t) + "}";
+  }
+
+  /// The call of mgd::matmul_chain_wgmma that runs chain c.
+  std::string matmul_chain(const MatmulChain& c, bool in_loop) const {
+    const Op& first = body_.ops[c.first];
+    const Op& unary = body_.ops[c.elementwise];
+    const Op& second = body_.ops[c.second];
+    const TensorId a = first.inputs[0], b = first.inputs[1], s = first.outputs[0], cm = second.inputs[1],
+                   o = second.outputs[0];
+    const auto last = [&](TensorId t, int from_end) {
+      const Shape& sh = body_.type(t).shape;
+      return sh[sh.rank() - from_end];
+    };
+    std::ostringstream k;
+    k << "mgd::matmul_chain_wgmma<" << last(s, 2) << ", " << last(a, 1) << ", " << last(s, 1) << ", " << last(o, 1)
+      << ", " << swizzle_[a.index()] << ", " << swizzle_[b.index()] << ", " << swizzle_[cm.index()] << ", "
+      << ctype(body_.type(s).dtype) << ">(\n    " << chain_result(c.second, c.accumulate_o, in_loop) << ",\n    "
+      << chain_result(c.row_sum, c.accumulate_l, in_loop) << ",\n    " << tensor(a) << ", " << tensor(b) << ", "
+      << tensor(cm) << ", " << functor(unary.kind) << "{});  // matmul, " << op_name(unary.kind) << ", matmul"
+      << (c.row_sum != kNoOp ? " and row sums" : "")
+      << (c.accumulate_o != kNoOp || c.accumulate_l != kNoOp ? ", accumulated" : "") << " -> "
+      << type_comment(body_.type(o)) << ", the scores in registers\n";
+    return k.str();
+  }
+
   /// A thread graph: one pass over the elements per saved shape, the element-wise chain on f32
   /// values in registers.
   std::string thread_graph(const Op& tg_op) {
@@ -1035,18 +1225,20 @@ class BlockKernelEmitter {
   bool choose_layouts_;              // CodegenOptions::choose_layouts
   bool read_operands_in_place_;      // CodegenOptions::read_operands_in_place
   int64_t max_stage_buffers_;        // CodegenOptions::wgmma_stage_buffers
+  bool matmul_chains_;               // CodegenOptions::matmul_chains_in_registers
+  std::vector<MatmulChain> chains_;  // find_matmul_chains
   std::vector<TileLayout> layouts_;  // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;
   int stages_ = 1;
   BlockSchedule schedule_;  // op order and steps (op_order.h)
   SharedMemoryPlan memory_plan_;
-  int64_t tensors_bytes_ = 0;      // the STensors' bytes under the plan (its peak)
-  int64_t all_live_bytes_ = 0;     // what they would take, each in its own buffer
-  std::vector<bool> tma_capable_;  // per op (tma_capable)
-  std::vector<int64_t> swizzle_;   // per STensor: the swizzle span of a tile wgmma reads in place, or 0
-  bool any_swizzled_ = false;      // some tile is swizzled: the shared window is realigned
+  int64_t tensors_bytes_ = 0;          // the STensors' bytes under the plan (its peak)
+  int64_t all_live_bytes_ = 0;         // what they would take, each in its own buffer
+  std::vector<bool> tma_capable_;      // per op (tma_capable)
+  std::vector<int64_t> swizzle_;       // per STensor: the swizzle span of a tile wgmma reads in place, or 0
+  bool any_swizzled_ = false;          // some tile is swizzled: the shared window is realigned
   bool elementwise_swizzled_ = false;  // some tile an element-wise op writes is swizzled
-  bool streams_cp_async_ = false;  // the pipelined loop loads some tile with cp.async
+  bool streams_cp_async_ = false;      // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
   int64_t scratch_offset_ = -1;  // the wgmma operand stages, shared by the kernel's wgmma matmuls

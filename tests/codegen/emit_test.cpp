@@ -341,7 +341,8 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   // once, before the loop, on a barrier after the pipeline's (two stages: barriers 0 and 1),
   // and waited for after the pipeline's first copies are issued, so that they overlap.
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
-  const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/gqa/best.json");
+  const Graph g =
+      load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/gqa/best.json");
   const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
   const size_t q = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 2, ");
   const size_t first_stage = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 0, ");
@@ -361,8 +362,8 @@ TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
   // normalisation (the pre phase, op_order.h) are emitted after its barrier and before the loop;
   // K's, streamed, are normalised in every iteration.
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
-  const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) +
-                                  "/tests/codegen/data/qknorm_bs1_best.json");
+  const Graph g =
+      load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/tests/codegen/data/qknorm_bs1_best.json");
   const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
   const size_t wait_q = src.find("mgd::mbarrier_wait(tma_bars + 2, 0);  // tile [1, 256, 64] f16");
   const size_t pre = src.find("// Loop-invariant ops: once, before the loop.");
@@ -383,11 +384,14 @@ TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {
   // the normalized Q and K tiles are written
   // by thread graphs and read by QN·KN alone. They are written swizzled (mgd::Swizzled, QN
   // [256, 64] with the 128-byte span, KN [64, 32] with the 64-byte one), each writer fences its
-  // stores for the tensor cores before the barrier, and the matmul reads both in place.
+  // stores for the tensor cores before the barrier, and the matmul reads both in place. (Op by
+  // op: the matmul chain, below, reads them in place too, as one call.)
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
-  const Graph g = load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) +
-                                  "/tests/codegen/data/qknorm_bs1_best.json");
-  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  const Graph g =
+      load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/tests/codegen/data/qknorm_bs1_best.json");
+  CodegenOptions op_by_op;
+  op_by_op.matmul_chains_in_registers = false;
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a"), op_by_op).source;
   const size_t qn = src.find("[mgd::offset<mgd::Dims<1, 256, 64>, mgd::Swizzled<256, 64, 128>>(e)] = ");
   const size_t kn = src.find("[mgd::offset<mgd::Dims<1, 64, 32>, mgd::Swizzled<64, 32, 64>>(e)] = ");
   const size_t mm = src.find("on wgmma, both operands in place");
@@ -408,6 +412,51 @@ TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {
   const std::string other = generate_cuda(g, find_cuda_target("sm_90a"), staged).source;
   EXPECT_EQ(count(other, "Swizzled<"), 0);
   EXPECT_EQ(count(other, "fence_proxy_async"), 0);
+}
+
+TEST(Codegen, AttentionScoresStayInRegisters) {
+  // QKNorm at batch 1: S = QN·KN, E = exp(S), E·V and sum(E) along rows in the loop, each summed
+  // by an accumulator. With every operand but E read in place, the six ops are one
+  // mgd::matmul_chain_wgmma call that adds its results to the accumulators itself: S, E and the
+  // two results get no shared memory, the wgmma matmuls no operand stages, and the loop body
+  // loses three of its barriers (between the first matmul, exp, the second matmul with the sum,
+  // and the accumulates). Op by op (the option) and with staged operands the ops stay.
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  const Graph g =
+      load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/tests/codegen/data/qknorm_bs1_best.json");
+  const GeneratedCode chained = generate_cuda(g, find_cuda_target("sm_90a"));
+  const std::string& src = chained.source;
+  EXPECT_EQ(count(src, "mgd::matmul_chain_wgmma<256, 64, 32, 64, 128, 64, 128, mgd::half>("), 1) << src;
+  EXPECT_EQ(count(src, "mgd::TileAccumulate<mgd::half, 64, 1>{t13, it == 0}"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::TileAccumulate<mgd::half, 1, 1>{t14, it == 0}"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::matmul_wgmma<"), 0) << src;
+  EXPECT_EQ(count(src.substr(0, src.find("// kernel_1")), "mgd::accumulate<"), 0) << src;  // kernel_1 combines
+  EXPECT_EQ(count(src, "mgd::op::Exp>"), 0) << src;
+  EXPECT_EQ(count(src, "unsigned char* const scratch"), 0) << src;
+  const size_t chain = src.find("mgd::matmul_chain_wgmma<");
+  const size_t loop = src.find("for (int64_t it = 0;");
+  const size_t loop_end = src.find("\n  }\n", loop);
+  EXPECT_LT(loop, chain);
+  EXPECT_LT(chain, loop_end);
+  CodegenOptions op_by_op;
+  op_by_op.matmul_chains_in_registers = false;
+  const GeneratedCode plain = generate_cuda(g, find_cuda_target("sm_90a"), op_by_op);
+  EXPECT_EQ(count(plain.source, "matmul_chain_wgmma"), 0);
+  EXPECT_EQ(count(plain.source, "mgd::matmul_wgmma<"), 2);
+  // Three fewer barriers in the loop body, and less shared memory (no S, E, results or stages).
+  const auto loop_barriers = [](const std::string& s) {
+    const size_t from = s.find("for (int64_t it = 0;");
+    return count(s.substr(from, s.find("\n  }\n", from) - from), "mgd::sync_block();");
+  };
+  EXPECT_EQ(loop_barriers(plain.source) - loop_barriers(src), 3);
+  const auto first_kernel_shared = [](const std::string& s) {
+    const size_t end = s.find(" bytes of shared memory");
+    return std::stoll(s.substr(s.rfind(", ", end) + 2, end - s.rfind(", ", end) - 2));
+  };
+  EXPECT_LT(first_kernel_shared(src), first_kernel_shared(plain.source));
+  CodegenOptions staged;
+  staged.read_operands_in_place = false;
+  EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_90a"), staged).source, "matmul_chain_wgmma"), 0);
 }
 
 TEST(Codegen, AnAutomaticPipelineFallsBackWhereItDoesNotFit) {

@@ -465,10 +465,14 @@ TEST(Wgmma, RegisterAFollowsTheFragmentLayoutOfD) {
 }
 
 /// matmul_chain_wgmma on A [M, K1], B [K1, N1], C [N1, N2] written swizzled by an element-wise
-/// op (a multiply by 1) and fenced, as generated kernels write such tiles, with f = exp(x / 8): O = exp(A·B / 8)·C and
-/// L its row sums, against f32 arithmetic rounding S, P, O and L where the op-by-op kernel stores them. O is written
-/// transposed and L at a stride, as tile layouts may have them.
-template <typename T, int M, int K1, int N1, int N2, int64_t SpanA, int64_t SpanB, int64_t SpanC>
+/// op (a multiply by 1) and fenced, as generated kernels write such tiles, with f = exp(x / 8):
+/// O = exp(A·B / 8)·C and L its row sums, against f32 arithmetic rounding S, P, O and L where the
+/// op-by-op kernel stores them. Stored (mgd::TileStore), O is written transposed and L at a
+/// stride, as tile layouts may have them; accumulated (mgd::TileAccumulate), the chain runs
+/// twice, as in two iterations of a loop, into dense f32 accumulators, and L may be dropped.
+enum class ChainResults { store, accumulate, accumulate_o_only };
+template <typename T, int M, int K1, int N1, int N2, int64_t SpanA, int64_t SpanB, int64_t SpanC,
+          ChainResults Results = ChainResults::store>
 void check_matmul_chain(unsigned threads) {
   std::vector<float> fa = randoms(size_t{M} * K1, 11), fb = randoms(size_t{K1} * N1, 12),
                      fc = randoms(size_t{N1} * N2, 13);
@@ -480,7 +484,9 @@ void check_matmul_chain(unsigned threads) {
   constexpr size_t c_at = (b_at + size_t{K1} * N1 * 2 + 1023) / 1024 * 1024;
   constexpr size_t end = c_at + size_t{N1} * N2 * 2;
   constexpr int64_t kLRow = 3;
+  constexpr bool kStore = Results == ChainResults::store;
   std::vector<T> o(size_t{M} * N2, mgd::from_float<T>(NAN)), l(size_t{M} * kLRow, mgd::from_float<T>(NAN));
+  std::vector<float> o_acc(size_t{M} * N2, NAN), l_acc(size_t{M}, NAN);
   run_block(threads, end, [&] {
     MGD_DYNAMIC_SHARED(smem);
     T* sa = reinterpret_cast<T*>(smem + a_at);
@@ -494,10 +500,23 @@ void check_matmul_chain(unsigned threads) {
         sc, c.data(), 1.0f);
     mgd::fence_proxy_async();
     mgd::sync_block();
-    mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, 1, M, true, kLRow, T>(
-        o.data(), l.data(), sa, sb, sc, [](float x) { return expf(x * 0.125f); });
+    const auto f = [](float x) { return expf(x * 0.125f); };
+    if constexpr (kStore) {
+      mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
+          mgd::TileStore<T, 1, M>{o.data()}, mgd::TileStore<T, kLRow, 1>{l.data()}, sa, sb, sc, f);
+    } else {
+      for (int it = 0; it < 2; ++it) {
+        const mgd::TileAccumulate<T, N2, 1> to_o{o_acc.data(), it == 0};
+        if constexpr (Results == ChainResults::accumulate)
+          mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
+              to_o, mgd::TileAccumulate<T, 1, 1>{l_acc.data(), it == 0}, sa, sb, sc, f);
+        else
+          mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(to_o, mgd::NoResult{}, sa, sb, sc, f);
+      }
+    }
   });
   auto round = [](float x) { return mgd::to_float(mgd::from_float<T>(x)); };
+  const float times = kStore ? 1.0f : 2.0f;
   for (int m = 0; m < M; ++m) {
     std::vector<float> p(N1);
     float sum = 0;
@@ -507,14 +526,20 @@ void check_matmul_chain(unsigned threads) {
       p[size_t(n)] = round(expf(round(s) * 0.125f));
       sum += p[size_t(n)];
     }
-    ASSERT_NEAR(mgd::to_float(l[size_t(m * kLRow)]), sum, 1e-2f * sum) << "row sum " << m;
+    if (kStore)
+      ASSERT_NEAR(mgd::to_float(l[size_t(m * kLRow)]), sum, 1e-2f * sum) << "row sum " << m;
+    else if (Results == ChainResults::accumulate)
+      ASSERT_NEAR(l_acc[size_t(m)], times * sum, 1e-2f * times * sum) << "row sum " << m;
+    else
+      ASSERT_TRUE(std::isnan(l_acc[size_t(m)]));  // dropped
     for (int n = 0; n < N2; ++n) {
       float want = 0, scale = 0;
       for (int j = 0; j < N1; ++j) {
         want += p[size_t(j)] * mgd::to_float(c[size_t(j * N2 + n)]);
         scale += std::fabs(p[size_t(j)] * mgd::to_float(c[size_t(j * N2 + n)]));
       }
-      ASSERT_NEAR(mgd::to_float(o[size_t(n * M + m)]), want, 1e-2f * scale + 1e-3f)
+      const float got = kStore ? mgd::to_float(o[size_t(n * M + m)]) : o_acc[size_t(m * N2 + n)];
+      ASSERT_NEAR(got, times * want, times * (1e-2f * scale + 1e-3f))
           << m << "," << n << " with " << threads << " threads";
     }
   }
@@ -525,6 +550,9 @@ TEST(TileOps, MatmulChainKeepsTheScoresInRegisters) {
   check_matmul_chain<mgd::half, 64, 64, 64, 64, 128, 128, 128>(512);     // QKNorm bs 8: one job, four warpgroups
   check_matmul_chain<mgd::half, 256, 64, 128, 64, 128, 128, 128>(512);   // GQA bs 1: two n-blocks of S
   check_matmul_chain<mgd::bfloat16, 128, 32, 64, 128, 64, 32, 64>(128);  // bf16, narrower spans, two n-blocks of O
+  // Into the loop's summing accumulators, over two iterations; the row sums too, or dropped.
+  check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128, ChainResults::accumulate>(256);
+  check_matmul_chain<mgd::half, 128, 64, 64, 64, 128, 128, 128, ChainResults::accumulate_o_only>(128);
   static_assert(mgd::matmul_chain_shape_ok(256, 64, 32, 64));
   static_assert(!mgd::matmul_chain_shape_ok(96, 64, 32, 64));   // not whole 64-row jobs
   static_assert(!mgd::matmul_chain_shape_ok(64, 64, 24, 64));   // P not in whole k16 steps

@@ -14,8 +14,10 @@
 /// matmul as its A operand (wgmma_async_register_a): the accumulator fragment of a 64×16 block
 /// is exactly the A fragment of that block.
 ///
-/// Values are rounded where the op-by-op kernel would store them: S to TS, P to T, O to TO and
-/// L to TL, so the two agree to the order of the additions.
+/// Values are rounded where the op-by-op kernel would store them (S to its type, P to the
+/// operands', O and L to theirs), so the two agree to the order of the additions. The results
+/// may go straight into the loop's summing accumulators (TileAccumulate), as mgd::accumulate
+/// would add them.
 #pragma once
 
 #include <cstdint>
@@ -23,14 +25,6 @@
 #include "mugraph_device/wgmma.h"
 
 namespace mgd {
-
-/// Whether matmul_chain_wgmma takes these extents: M whole 64-row jobs; K1 whole k16 steps; N1
-/// and N2 one n-block of at most 64 columns or whole 64-column blocks, N1 at most 256 (its
-/// accumulators stay in registers) and a multiple of 16 (P's k16 steps), N2 at most 256.
-MGD_HOST_DEVICE constexpr bool matmul_chain_shape_ok(int64_t m, int64_t k1, int64_t n1, int64_t n2) {
-  const auto blocks_ok = [](int64_t n) { return n >= 8 && n % 8 == 0 && (n <= 64 || n % 64 == 0) && n <= 256; };
-  return m > 0 && m % 64 == 0 && k1 > 0 && k1 % 16 == 0 && n1 % 16 == 0 && blocks_ok(n1) && blocks_ok(n2);
-}
 
 namespace detail {
 /// Keeps the compiler from reusing registers a wgmma still reads (A from registers is read
@@ -49,16 +43,43 @@ MGD_DEVICE void fence_register_a(uint32_t (&a)[R][4]) {
 }
 }  // namespace detail
 
+/// Where a chain's result goes, element (r, c) of value v: TileStore writes it to a tile of
+/// type T at p[r·Row + c·Col]; TileAccumulate adds it, rounded to T (the type the op-by-op
+/// result tile would have, which mgd::accumulate then adds), to a summing accumulator (f32, at
+/// p[r·Row + c·Col]; `first`: the loop's first iteration, which sets it instead); NoResult
+/// drops it (the row sums nobody reads).
+template <typename T, int64_t Row, int64_t Col>
+struct TileStore {
+  T* p;
+  MGD_DEVICE void put(int64_t r, int64_t c, float v) const { p[r * Row + c * Col] = from_float<T>(v); }
+};
+template <typename T, int64_t Row, int64_t Col>
+struct TileAccumulate {
+  float* p;
+  bool first;
+  MGD_DEVICE void put(int64_t r, int64_t c, float v) const {
+    const float x = to_float(from_float<T>(v));
+    float& acc = p[r * Row + c * Col];
+    acc = first ? x : acc + x;
+  }
+};
+struct NoResult {
+  static constexpr bool kDropped = true;
+  MGD_DEVICE void put(int64_t, int64_t, float) const {}
+};
+
 /// The chain above on tiles in shared memory, Block scope: A [M, K1] K-major, B [K1, N1] and C
 /// [N1, N2] MN-major, each written swizzled with span SpanA, SpanB, SpanC by the copy engine or
 /// an element-wise op (and fenced) for wgmma to read in place (wgmma_rules.h), starting where
-/// its pattern does. O [M, N2] is written at o[m·ORow + n·OCol]; L [M] at l[m·LRow] when
-/// kRowSums (else l is not touched). Warpgroup g takes the 64-row jobs g, g + warpgroups, ...
+/// its pattern does. O [M, N2] goes to `o`, L [M, 1] to `l` (TileStore, TileAccumulate or, for L,
+/// NoResult); each element of either is put by exactly one thread. S is rounded to TS as the
+/// tile S would be. Warpgroup g takes the 64-row jobs g, g + warpgroups, ...
 /// @pre matmul_chain_shape_ok(M, K1, N1, N2); block_threads() % 128 == 0; the operands are
 /// complete (a block barrier, and for element-wise writers a proxy fence, before the call)
-template <int64_t M, int64_t K1, int64_t N1, int64_t N2, int64_t SpanA, int64_t SpanB, int64_t SpanC, int64_t ORow,
-          int64_t OCol, bool kRowSums, int64_t LRow, typename TS, typename F, typename T, typename TO, typename TL>
-MGD_DEVICE void matmul_chain_wgmma(TO* MGD_RESTRICT o, TL* MGD_RESTRICT l, const T* a, const T* b, const T* c, F f) {
+template <int64_t M, int64_t K1, int64_t N1, int64_t N2, int64_t SpanA, int64_t SpanB, int64_t SpanC, typename TS,
+          typename OutO, typename OutL, typename F, typename T>
+MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const T* c, F f) {
+  constexpr bool kRowSums = !std::is_same_v<OutL, NoResult>;
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
   static_assert(kWgmmaAvailable || sizeof(T) == 0, "matmul_chain_wgmma needs wgmma (sm_90a)");
   static_assert(matmul_chain_shape_ok(M, K1, N1, N2), "see matmul_chain_shape_ok");
@@ -122,6 +143,22 @@ MGD_DEVICE void matmul_chain_wgmma(TO* MGD_RESTRICT o, TL* MGD_RESTRICT l, const
       MGD_UNROLL
       for (int j16 = 0; j16 < NT1 / 16; ++j16) register_a_from_accumulator<T>(pa[nb * (NT1 / 16) + j16], s[nb], j16);
     }
+    // The row sums: the quad's four lanes hold a row's columns. (Before the second matmul, not
+    // while it runs: ptxas serializes every wgmma of a kernel where other instructions may read
+    // registers that fed a wgmma within the pipeline stage of another, C7514.)
+    if constexpr (kRowSums) {
+      MGD_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        sums[h] += shfl_xor(sums[h], 1);
+        sums[h] += shfl_xor(sums[h], 2);
+      }
+      if (lane % 4 == 0) {
+        MGD_UNROLL
+        for (int h = 0; h < 2; ++h) l.put(m0 + 16 * warp + lane / 4 + 8 * h, 0, sums[h]);
+      }
+    } else {
+      (void)l;
+    }
     // O = P·C.
     float acc[NB2][NT2 / 2];
     MGD_UNROLL
@@ -142,20 +179,6 @@ MGD_DEVICE void matmul_chain_wgmma(TO* MGD_RESTRICT o, TL* MGD_RESTRICT l, const
             in_place_descriptor<false, SpanC, N1>(in_place_address<false, SpanC, N2, N1>(tile_c, nb * NT2, 16 * k)));
     }
     wgmma_commit();
-    // The row sums meet while the tensor cores work: the quad's four lanes hold a row's columns.
-    if constexpr (kRowSums) {
-      MGD_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        sums[h] += shfl_xor(sums[h], 1);
-        sums[h] += shfl_xor(sums[h], 2);
-      }
-      if (lane % 4 == 0) {
-        MGD_UNROLL
-        for (int h = 0; h < 2; ++h) l[(m0 + 16 * warp + lane / 4 + 8 * h) * LRow] = from_float<TL>(sums[h]);
-      }
-    } else {
-      (void)l;
-    }
     wgmma_wait<0>();
     detail::fence_register_a(pa);
     MGD_UNROLL
@@ -165,7 +188,7 @@ MGD_DEVICE void matmul_chain_wgmma(TO* MGD_RESTRICT o, TL* MGD_RESTRICT l, const
       for (int i = 0; i < NT2 / 2; ++i) {
         const int64_t r = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2),
                       col = nb * NT2 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-        o[r * ORow + col * OCol] = from_float<TO>(acc[nb][i]);
+        o.put(r, col, acc[nb][i]);
       }
     }
   }

@@ -127,6 +127,14 @@ MGD_RULE int64_t wgmma_scratch_bytes(int64_t m, int64_t n, int64_t k, int64_t sw
   return rows == 0 ? 0 : 1024 + warpgroups * used * rows * 128;
 }
 
+/// Whether matmul_chain_wgmma (wgmma_chain.h) takes these extents: M whole 64-row jobs; K1 whole
+/// k16 steps; N1 and N2 one n-block of at most 64 columns or whole 64-column blocks, at most 256
+/// (N1's accumulators stay in registers), N1 a multiple of 16 (P's k16 steps).
+MGD_RULE bool matmul_chain_shape_ok(int64_t m, int64_t k1, int64_t n1, int64_t n2) {
+  return m > 0 && m % kWgmmaM == 0 && k1 > 0 && k1 % 16 == 0 && n1 % 16 == 0 && n1 >= 16 &&
+         (n1 <= 64 || n1 % 64 == 0) && n1 <= 256 && n2 >= 8 && n2 % 8 == 0 && (n2 <= 64 || n2 % 64 == 0) && n2 <= 256;
+}
+
 }  // namespace mgd
 
 #undef MGD_RULE
