@@ -321,8 +321,8 @@ class BlockKernelEmitter {
     if (tma_bars_offset_ >= 0)
       k << "  uint64_t* const tma_bars = reinterpret_cast<uint64_t*>(smem + " << tma_bars_offset_ << ");  // "
         << (stage_bars_ > 0 ? "a transaction barrier per pipeline stage" : "")
-        << (stage_bars_ > 0 && once_bars_ > 0 ? ", then " : "")
-        << (once_bars_ > 0 ? "one per tile loaded once" : "") << "\n";
+        << (stage_bars_ > 0 && once_bars_ > 0 ? ", then " : "") << (once_bars_ > 0 ? "one per tile loaded once" : "")
+        << "\n";
     k << aliases(false, 2);
     k << "  const int64_t bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;\n";
     k << "  (void)bx; (void)by; (void)bz;\n";
@@ -470,10 +470,10 @@ class BlockKernelEmitter {
   std::optional<codegen::TmaView> tma_box(size_t i, int64_t inner_box) const {
     const Op& op = body_.ops[i];
     const TensorType& whole = body_.params[static_cast<size_t>(op.attrs.io_index)];
-    return codegen::tma_view(whole.shape, body_.type(op.outputs[0]).shape,
-                             codegen::iterator_coords(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid,
-                                                      body_.forloop),
-                             whole.dtype, inner_box);
+    return codegen::tma_view(
+        whole.shape, body_.type(op.outputs[0]).shape,
+        codegen::iterator_coords(whole.shape, op.attrs.imap, op.attrs.fmap, body_.grid, body_.forloop), whole.dtype,
+        inner_box);
   }
   /// load i's view with its box: one panel wide where the copy engine swizzles the tile.
   codegen::TmaView tma_box(size_t i) const {
@@ -712,10 +712,9 @@ class BlockKernelEmitter {
     return schedule_.time(schedule_.phase[i], schedule_.step[i]);
   }
 
-  /// Finds the chains (see MatmulChain) whose matmuls run on wgmma in the orientation
-  /// matmul_wgmma would not swap, with every operand but P read in place (read_in_place, with
-  /// `stages` pipeline stages), C ready by the first matmul's step, the extents
-  /// mgd::matmul_chain_shape_ok, leading dims of 1, and all its ops in one phase.
+  /// Finds the chains (see MatmulChain) whose matmuls run on wgmma with every operand but P read
+  /// in place (read_in_place, with `stages` pipeline stages), C ready by the first matmul's step,
+  /// the extents mgd::matmul_chain_shape_ok, leading dims of 1, and all its ops in one phase.
   void find_matmul_chains(int stages) {
     chains_.clear();
     if (!matmul_chains_ || !wgmma_) return;
@@ -774,9 +773,18 @@ class BlockKernelEmitter {
       if (!mgd::matmul_chain_shape_ok(m, k1, n1, n2)) continue;
       if (swizzle_[a.index()] == 0 || swizzle_[b.index()] == 0 || swizzle_[c.index()] == 0 || swizzle_[o.index()] != 0)
         continue;
-      if (mgd::wgmma_orientation_swaps(m, n1, k1, true, true) ||
-          mgd::wgmma_orientation_swaps(m, n2, n1, swizzle_[p.index()] != 0, true))
+      // The tiles in place are laid out the same whichever way matmul_wgmma would turn the
+      // matmuls (K-major A, MN-major B and C in panels); the chain reads them unturned, each
+      // n-block of B and C starting at a panel, and A's rows up to a whole job (its buffer is
+      // padded for them, a_overread_bytes).
+      const auto blocks_start_at_panels = [](int64_t n, int64_t span) {
+        const int64_t nt = std::min<int64_t>(n, 64);
+        return n == nt || nt % (span / 2) == 0;
+      };
+      if (!blocks_start_at_panels(n1, swizzle_[b.index()]) || !blocks_start_at_panels(n2, swizzle_[c.index()]))
         continue;
+      const OpId made_a = body_.tensors[a.index()].producer;
+      if (!made_a.valid() || body_.ops[made_a.index()].kind == OpKind::reshape) continue;
       // C is ready when the first matmul runs.
       const int32_t now = schedule_.time(schedule_.phase[i], schedule_.step[i]);
       const OpId made_c = body_.tensors[c.index()].producer;
@@ -955,7 +963,8 @@ class BlockKernelEmitter {
                                                        : kSharedAlign;
         const TensorType& type = body_.type(t);
         const int64_t elem = f32_acc ? 4 : dtype_bytes(type.dtype);
-        const int64_t bytes = align_up(layout_elements(type.shape, layouts_[t.index()]) * elem, align);
+        const int64_t bytes =
+            align_up(layout_elements(type.shape, layouts_[t.index()]) * elem + a_overread_bytes(t), align);
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
         st.staged = staged;
@@ -1103,6 +1112,18 @@ class BlockKernelEmitter {
         std::any_of(op.outputs.begin(), op.outputs.end(), [&](TensorId t) { return swizzle_[t.index()] != 0; }))
       s << "mgd::fence_proxy_async();  // for the tensor cores, which read it in place\n";
     return s.str();
+  }
+
+  /// The bytes a matmul chain reads past the end of tile t, its first matmul's A, where that has
+  /// fewer rows than a whole job (mgd::matmul_chain_a_overread_bytes); 0 for other tiles.
+  int64_t a_overread_bytes(TensorId t) const {
+    int64_t bytes = 0;
+    for (const MatmulChain& c : chains_)
+      if (body_.ops[c.first].inputs[0] == t) {
+        const Shape& sh = body_.type(t).shape;
+        bytes = std::max(bytes, mgd::matmul_chain_a_overread_bytes(sh[sh.rank() - 2], swizzle_[t.index()]));
+      }
+    return bytes;
   }
 
   /// Whether op i is part of a matmul chain.

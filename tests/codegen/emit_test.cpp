@@ -352,8 +352,15 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   EXPECT_LT(q, first_stage);
   EXPECT_LT(first_stage, q_wait);
   EXPECT_LT(q_wait, loop);
-  // Q and K are both read in place by Q·K's wgmma; nothing is staged for it.
-  EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
+  // Q and K are both read in place by Q·K's wgmma, which runs in the matmul chain with the
+  // scores in registers (16 query rows of a 64-row job); nothing is staged for it.
+  EXPECT_NE(src.find("mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half>("), std::string::npos) << src;
+  EXPECT_EQ(count(src, "unsigned char* const scratch"), 0) << src;
+  // Op by op, the matmul reads both in place.
+  CodegenOptions op_by_op;
+  op_by_op.matmul_chains_in_registers = false;
+  EXPECT_NE(generate_cuda(g, find_cuda_target("sm_90a"), op_by_op).source.find("on wgmma, both operands in place"),
+            std::string::npos);
 }
 
 TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {

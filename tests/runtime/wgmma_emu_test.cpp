@@ -480,13 +480,18 @@ void check_matmul_chain(unsigned threads) {
   for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
   for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
   for (size_t i = 0; i < fc.size(); ++i) c[i] = mgd::from_float<T>(fc[i]);
-  constexpr size_t a_at = 1024, b_at = (a_at + size_t{M} * K1 * 2 + 1023) / 1024 * 1024;
+  // A's buffer holds the rows the last job reads beyond M (poison: the emulation fills shared
+  // memory with 0xCD, so those rows compute NaN or worse, and must not reach a result).
+  constexpr size_t a_at = 1024,
+                   b_at =
+                       (a_at + size_t{M} * K1 * 2 + mgd::matmul_chain_a_overread_bytes(M, SpanA) + 1023) / 1024 * 1024;
   constexpr size_t c_at = (b_at + size_t{K1} * N1 * 2 + 1023) / 1024 * 1024;
   constexpr size_t end = c_at + size_t{N1} * N2 * 2;
   constexpr int64_t kLRow = 3;
   constexpr bool kStore = Results == ChainResults::store;
   std::vector<T> o(size_t{M} * N2, mgd::from_float<T>(NAN)), l(size_t{M} * kLRow, mgd::from_float<T>(NAN));
-  std::vector<float> o_acc(size_t{M} * N2, NAN), l_acc(size_t{M}, NAN);
+  // 64 rows more than the results have: rows beyond M must not be put anywhere.
+  std::vector<float> o_acc(size_t{M + 64} * N2, NAN), l_acc(size_t{M + 64}, NAN);
   run_block(threads, end, [&] {
     MGD_DYNAMIC_SHARED(smem);
     T* sa = reinterpret_cast<T*>(smem + a_at);
@@ -515,6 +520,8 @@ void check_matmul_chain(unsigned threads) {
       }
     }
   });
+  for (size_t i = size_t{M} * N2; i < o_acc.size(); ++i) ASSERT_TRUE(std::isnan(o_acc[i])) << "beyond O: " << i;
+  for (size_t i = M; i < l_acc.size(); ++i) ASSERT_TRUE(std::isnan(l_acc[i])) << "beyond L: " << i;
   auto round = [](float x) { return mgd::to_float(mgd::from_float<T>(x)); };
   const float times = kStore ? 1.0f : 2.0f;
   for (int m = 0; m < M; ++m) {
@@ -550,12 +557,21 @@ TEST(TileOps, MatmulChainKeepsTheScoresInRegisters) {
   check_matmul_chain<mgd::half, 64, 64, 64, 64, 128, 128, 128>(512);     // QKNorm bs 8: one job, four warpgroups
   check_matmul_chain<mgd::half, 256, 64, 128, 64, 128, 128, 128>(512);   // GQA bs 1: two n-blocks of S
   check_matmul_chain<mgd::bfloat16, 128, 32, 64, 128, 64, 32, 64>(128);  // bf16, narrower spans, two n-blocks of O
+  // Fewer rows than a job's 64 (decoding's query rows; QKNorm bs 8's 16-row candidates), and a
+  // partial second job: the rows beyond M are computed from poison and dropped.
+  check_matmul_chain<mgd::half, 16, 64, 256, 64, 128, 128, 128>(512);
+  check_matmul_chain<mgd::half, 32, 64, 64, 64, 128, 128, 128>(128);
+  check_matmul_chain<mgd::half, 80, 64, 32, 64, 128, 64, 128>(256);
+  static_assert(mgd::matmul_chain_a_overread_bytes(16, 128) == 48 * 128);
+  static_assert(mgd::matmul_chain_a_overread_bytes(128, 128) == 0);
   // Into the loop's summing accumulators, over two iterations; the row sums too, or dropped.
   check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128, ChainResults::accumulate>(256);
   check_matmul_chain<mgd::half, 128, 64, 64, 64, 128, 128, 128, ChainResults::accumulate_o_only>(128);
+  check_matmul_chain<mgd::half, 16, 64, 64, 64, 128, 128, 128, ChainResults::accumulate>(128);
   static_assert(mgd::matmul_chain_shape_ok(256, 64, 32, 64));
-  static_assert(!mgd::matmul_chain_shape_ok(96, 64, 32, 64));   // not whole 64-row jobs
+  static_assert(!mgd::matmul_chain_shape_ok(20, 64, 32, 64));   // not whole 8-row groups
   static_assert(!mgd::matmul_chain_shape_ok(64, 64, 24, 64));   // P not in whole k16 steps
   static_assert(!mgd::matmul_chain_shape_ok(64, 64, 96, 64));   // neither one n-block nor whole 64-column ones
-  static_assert(!mgd::matmul_chain_shape_ok(64, 64, 512, 64));  // S too wide for registers
+  static_assert(mgd::matmul_chain_shape_ok(64, 64, 512, 64));   // S is computed an n-block at a time
+  static_assert(!mgd::matmul_chain_shape_ok(64, 64, 64, 512));  // O too wide for registers
 }

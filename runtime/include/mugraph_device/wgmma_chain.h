@@ -8,11 +8,12 @@
 /// the first matmul, read and P written by the element-wise op, P staged again for the second
 /// matmul and read once more by the sum, with a block barrier between each: four passes over
 /// the score tile by the SIMT ops, which is what kept the attention kernels at a third or less
-/// of SDPA's speed on the H200 (docs/benchmarks.md). Here a warpgroup computes 64 whole rows of
-/// S in its accumulator registers, applies f to them there, sums the rows with two shuffles
-/// within each quad of lanes, and hands the registers, rounded to 16 bits, to the second
-/// matmul as its A operand (wgmma_async_register_a): the accumulator fragment of a 64×16 block
-/// is exactly the A fragment of that block.
+/// of SDPA's speed on the H200 (docs/benchmarks.md). Here a warpgroup takes 64 rows and S an
+/// n-block (up to 64 columns) at a time, in its accumulator registers: it applies f to them
+/// there, adds them to its share of the row sums, and hands the registers, rounded to 16 bits,
+/// to the second matmul as its A operand (wgmma_async_register_a): the accumulator fragment of a
+/// 64×16 block is exactly the A fragment of that block. The row sums meet with two shuffles
+/// within each quad of lanes at the end.
 ///
 /// Values are rounded where the op-by-op kernel would store them (S to its type, P to the
 /// operands', O and L to theirs), so the two agree to the order of the additions. The results
@@ -73,9 +74,13 @@ struct NoResult {
 /// an element-wise op (and fenced) for wgmma to read in place (wgmma_rules.h), starting where
 /// its pattern does. O [M, N2] goes to `o`, L [M, 1] to `l` (TileStore, TileAccumulate or, for L,
 /// NoResult); each element of either is put by exactly one thread. S is rounded to TS as the
-/// tile S would be. Warpgroup g takes the 64-row jobs g, g + warpgroups, ...
+/// tile S would be. Warpgroup g takes the 64-row jobs g, g + warpgroups, ...; where M is not a
+/// multiple of 64 (decoding's few query rows), the last job also computes rows beyond M, from
+/// whatever follows A's rows in its buffer, and drops them: rows never mix in a matmul, a
+/// row-wise op or a row sum.
 /// @pre matmul_chain_shape_ok(M, K1, N1, N2); block_threads() % 128 == 0; the operands are
-/// complete (a block barrier, and for element-wise writers a proxy fence, before the call)
+/// complete (a block barrier, and for element-wise writers a proxy fence, before the call); A's
+/// buffer extends matmul_chain_a_overread_bytes(M, SpanA) past the tile
 template <int64_t M, int64_t K1, int64_t N1, int64_t N2, int64_t SpanA, int64_t SpanB, int64_t SpanC, typename TS,
           typename OutO, typename OutL, typename F, typename T>
 MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const T* c, F f) {
@@ -86,7 +91,7 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   static_assert(SpanA != 0 && SpanB != 0 && SpanC != 0, "every operand is read in place");
   constexpr int NT1 = N1 <= 64 ? static_cast<int>(N1) : 64, NB1 = static_cast<int>(N1) / NT1;
   constexpr int NT2 = N2 <= 64 ? static_cast<int>(N2) : 64, NB2 = static_cast<int>(N2) / NT2;
-  constexpr int kSteps1 = static_cast<int>(K1 / 16), kSteps2 = static_cast<int>(N1 / 16);
+  constexpr int kSteps1 = static_cast<int>(K1 / 16);
   // An n-block of an MN-major operand read in place starts at one of its panels.
   static_assert(NB1 == 1 || NT1 % (SpanB / 2) == 0, "B's n-blocks start at its panels");
   static_assert(NB2 == 1 || NT2 % (SpanC / 2) == 0, "C's n-blocks start at its panels");
@@ -104,47 +109,65 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   if (tile_a % (8 * SpanA) != 0 || tile_b % (8 * SpanB) != 0 || tile_c % (8 * SpanC) != 0)
     emu::fail("matmul_chain_wgmma: an operand does not start where its swizzle pattern does");
 #endif
-  for (int64_t job = group; job < M / 64; job += groups) {
+  for (int64_t job = group; job < (M + 63) / 64; job += groups) {
     const int64_t m0 = job * 64;
-    // S = A·B: each n-block's k16 steps, all in one group.
-    float s[NB1][NT1 / 2];
+    // O's accumulators; this thread's share of the row sums (its two rows: element i of a
+    // fragment is in row lane / 4 + 8·(i / 2 % 2)); one n-block of P as the second matmul's A.
+    float acc[NB2][NT2 / 2];
     MGD_UNROLL
-    for (int nb = 0; nb < NB1; ++nb) {
+    for (int nb = 0; nb < NB2; ++nb) {
       MGD_UNROLL
-      for (int i = 0; i < NT1 / 2; ++i) s[nb][i] = 0.0f;
+      for (int i = 0; i < NT2 / 2; ++i) acc[nb][i] = 0.0f;
     }
-    MGD_UNROLL
-    for (int nb = 0; nb < NB1; ++nb) fence_registers(s[nb]);
-    wgmma_fence();
+    float sums[2] = {0.0f, 0.0f};
+    uint32_t pa[NT1 / 16][4];
+    // S an n-block at a time, so that the registers a thread holds do not grow with S's width:
+    // S's block (k16 steps of A·B as one group), then P = f(S) rounded as the tiles would be,
+    // then O += P·C over the block's rows of C, left in flight while the next block of S is
+    // computed (waiting for that block waits for it too, and frees pa).
     MGD_UNROLL
     for (int nb = 0; nb < NB1; ++nb) {
+      float s[NT1 / 2];
+      MGD_UNROLL
+      for (int i = 0; i < NT1 / 2; ++i) s[i] = 0.0f;
+      fence_registers(s);
+      wgmma_fence();
       MGD_UNROLL
       for (int k = 0; k < kSteps1; ++k)
         wgmma_async<T, NT1, false, true>(
-            s[nb], in_place_descriptor<true, SpanA, K1>(in_place_address<true, SpanA, M, K1>(tile_a, m0, 16 * k)),
+            s, in_place_descriptor<true, SpanA, K1>(in_place_address<true, SpanA, M, K1>(tile_a, m0, 16 * k)),
             in_place_descriptor<false, SpanB, K1>(in_place_address<false, SpanB, N1, K1>(tile_b, nb * NT1, 16 * k)));
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    MGD_UNROLL
-    for (int nb = 0; nb < NB1; ++nb) fence_registers(s[nb]);
-    // P = f(S), rounded as the tiles would be; this thread's share of the row sums (its two
-    // rows: element i is in row lane / 4 + 8·(i / 2 % 2)); P as the second matmul's A.
-    float sums[2] = {0.0f, 0.0f};
-    uint32_t pa[kSteps2][4];
-    MGD_UNROLL
-    for (int nb = 0; nb < NB1; ++nb) {
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_registers(s);
+      detail::fence_register_a(pa);  // the previous block's P·C has read them
       MGD_UNROLL
       for (int i = 0; i < NT1 / 2; ++i) {
-        const float p = to_float(from_float<T>(f(to_float(from_float<TS>(s[nb][i])))));
-        s[nb][i] = p;
+        const float p = to_float(from_float<T>(f(to_float(from_float<TS>(s[i])))));
+        s[i] = p;
         sums[i / 2 % 2] += p;
       }
       MGD_UNROLL
-      for (int j16 = 0; j16 < NT1 / 16; ++j16) register_a_from_accumulator<T>(pa[nb * (NT1 / 16) + j16], s[nb], j16);
+      for (int j16 = 0; j16 < NT1 / 16; ++j16) register_a_from_accumulator<T>(pa[j16], s, j16);
+      MGD_UNROLL
+      for (int n2 = 0; n2 < NB2; ++n2) fence_registers(acc[n2]);
+      detail::fence_register_a(pa);
+      wgmma_fence();
+      MGD_UNROLL
+      for (int j16 = 0; j16 < NT1 / 16; ++j16) {
+        MGD_UNROLL
+        for (int n2 = 0; n2 < NB2; ++n2)
+          wgmma_async_register_a<T, NT2, true>(
+              acc[n2], pa[j16],
+              in_place_descriptor<false, SpanC, N1>(
+                  in_place_address<false, SpanC, N2, N1>(tile_c, n2 * NT2, nb * NT1 + 16 * j16)));
+      }
+      wgmma_commit();
     }
-    // The row sums: the quad's four lanes hold a row's columns. (Before the second matmul, not
-    // while it runs: ptxas serializes every wgmma of a kernel where other instructions may read
+    wgmma_wait<0>();
+    detail::fence_register_a(pa);
+    // The row sums: the quad's four lanes hold a row's columns. (Only once no wgmma is in
+    // flight: ptxas serializes every wgmma of a kernel where other instructions may read
     // registers that fed a wgmma within the pipeline stage of another, C7514.)
     if constexpr (kRowSums) {
       MGD_UNROLL
@@ -154,33 +177,14 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       }
       if (lane % 4 == 0) {
         MGD_UNROLL
-        for (int h = 0; h < 2; ++h) l.put(m0 + 16 * warp + lane / 4 + 8 * h, 0, sums[h]);
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = m0 + 16 * warp + lane / 4 + 8 * h;
+          if (M % 64 == 0 || r < M) l.put(r, 0, sums[h]);
+        }
       }
     } else {
       (void)l;
     }
-    // O = P·C.
-    float acc[NB2][NT2 / 2];
-    MGD_UNROLL
-    for (int nb = 0; nb < NB2; ++nb) {
-      MGD_UNROLL
-      for (int i = 0; i < NT2 / 2; ++i) acc[nb][i] = 0.0f;
-    }
-    MGD_UNROLL
-    for (int nb = 0; nb < NB2; ++nb) fence_registers(acc[nb]);
-    detail::fence_register_a(pa);
-    wgmma_fence();
-    MGD_UNROLL
-    for (int k = 0; k < kSteps2; ++k) {
-      MGD_UNROLL
-      for (int nb = 0; nb < NB2; ++nb)
-        wgmma_async_register_a<T, NT2, true>(
-            acc[nb], pa[k],
-            in_place_descriptor<false, SpanC, N1>(in_place_address<false, SpanC, N2, N1>(tile_c, nb * NT2, 16 * k)));
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    detail::fence_register_a(pa);
     MGD_UNROLL
     for (int nb = 0; nb < NB2; ++nb) {
       fence_registers(acc[nb]);
@@ -188,7 +192,7 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       for (int i = 0; i < NT2 / 2; ++i) {
         const int64_t r = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2),
                       col = nb * NT2 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-        o.put(r, col, acc[nb][i]);
+        if (M % 64 == 0 || r < M) o.put(r, col, acc[nb][i]);
       }
     }
   }

@@ -127,12 +127,20 @@ MGD_RULE int64_t wgmma_scratch_bytes(int64_t m, int64_t n, int64_t k, int64_t sw
   return rows == 0 ? 0 : 1024 + warpgroups * used * rows * 128;
 }
 
-/// Whether matmul_chain_wgmma (wgmma_chain.h) takes these extents: M whole 64-row jobs; K1 whole
-/// k16 steps; N1 and N2 one n-block of at most 64 columns or whole 64-column blocks, at most 256
-/// (N1's accumulators stay in registers), N1 a multiple of 16 (P's k16 steps).
+/// Whether matmul_chain_wgmma (wgmma_chain.h) takes these extents: M whole 8-row groups (jobs of
+/// 64 rows, the last one's rows beyond M computed and dropped); K1 whole k16 steps; N1 and N2 one
+/// n-block of at most 64 columns or whole 64-column blocks, N1 a multiple of 16 (P's k16 steps),
+/// N2 at most 256 (O's accumulators stay in registers).
 MGD_RULE bool matmul_chain_shape_ok(int64_t m, int64_t k1, int64_t n1, int64_t n2) {
-  return m > 0 && m % kWgmmaM == 0 && k1 > 0 && k1 % 16 == 0 && n1 % 16 == 0 && n1 >= 16 &&
-         (n1 <= 64 || n1 % 64 == 0) && n1 <= 256 && n2 >= 8 && n2 % 8 == 0 && (n2 <= 64 || n2 % 64 == 0) && n2 <= 256;
+  return m > 0 && m % 8 == 0 && k1 > 0 && k1 % 16 == 0 && n1 % 16 == 0 && n1 >= 16 && (n1 <= 64 || n1 % 64 == 0) &&
+         n2 >= 8 && n2 % 8 == 0 && (n2 <= 64 || n2 % 64 == 0) && n2 <= 256;
+}
+
+/// Bytes matmul_chain_wgmma reads past the end of its A tile ([M, K1], K-major, swizzle span
+/// `span`): the last job's rows beyond M, in the tile's last panel. A's buffer must hold them
+/// (their values only reach results that are dropped).
+MGD_RULE int64_t matmul_chain_a_overread_bytes(int64_t m, int64_t span) {
+  return m % kWgmmaM == 0 ? 0 : (kWgmmaM - m % kWgmmaM) * span;
 }
 
 }  // namespace mgd
