@@ -69,19 +69,15 @@ def main() -> None:
     print("#if defined(__CUDACC__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)")
     print("namespace mgd::detail {")
     print()
-    print("template <int N, bool Bf16>")
-    print("struct WgmmaAsync;")
-    for n in SHAPES:
-        for bf16 in TYPES:
+    for name, write in (("WgmmaAsync", form), ("WgmmaAsyncRegisterA", register_a_form)):
+        if name != "WgmmaAsync":
             print()
-            print(form(n, bf16), end="")
-    print()
-    print("template <int N, bool Bf16>")
-    print("struct WgmmaAsyncRegisterA;")
-    for n in SHAPES:
-        for bf16 in TYPES:
-            print()
-            print(register_a_form(n, bf16), end="")
+        print("template <int N, bool Bf16>")
+        print(f"struct {name};")
+        for n in SHAPES:
+            for bf16 in TYPES:
+                print()
+                print(write(n, bf16), end="")
     print()
     print("}  // namespace mgd::detail")
     print("#endif")

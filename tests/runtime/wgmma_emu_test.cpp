@@ -55,6 +55,19 @@ TEST(Wgmma, SwizzledLayoutSpreadsAColumnOfChunksOverTheBanks) {
   });
 }
 
+/// The accumulator fragments d (each thread's N / 2 registers, thread by thread) of a 64×N
+/// result D(m, n) = m·16 + n: register i of thread t holds row 16·warp + lane / 4 + 8·(i / 2 % 2)
+/// and column 8·(i / 4) + 2·(lane % 4) + i % 2 (PTX's layout of D).
+void expect_fragments_of_m16_plus_n(const std::vector<float>& d, unsigned N) {
+  for (unsigned t = 0; t < 128; ++t) {
+    const unsigned warp = t / 32, lane = t % 32;
+    for (unsigned i = 0; i < N / 2; ++i) {
+      const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+      ASSERT_EQ(d[t * N / 2 + i], static_cast<float>(m * 16 + n)) << "thread " << t << " register " << i;
+    }
+  }
+}
+
 TEST(Wgmma, FragmentOfDFollowsThePtxLayout) {
   // One m64n16k16 with A(m, k) = m·16 + k (small integers, exact in f16) and B(n, k) = 1 where
   // k == n: D(m, n) = A(m, n). Each thread's fragment must hold its rows and columns.
@@ -87,13 +100,7 @@ TEST(Wgmma, FragmentOfDFollowsThePtxLayout) {
     mgd::wgmma_wait<0>();
     for (int i = 0; i < N / 2; ++i) d[t * N / 2 + static_cast<unsigned>(i)] = acc[i];
   });
-  for (unsigned t = 0; t < 128; ++t) {
-    const unsigned warp = t / 32, lane = t % 32;
-    for (unsigned i = 0; i < N / 2; ++i) {
-      const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-      ASSERT_EQ(d[t * N / 2 + i], static_cast<float>(m * 16 + n)) << "thread " << t << " register " << i;
-    }
-  }
+  expect_fragments_of_m16_plus_n(d, N);
 }
 
 TEST(Emulation, WarpgroupBarriersOnlyWaitForTheirWarpgroup) {
@@ -455,13 +462,7 @@ TEST(Wgmma, RegisterAFollowsTheFragmentLayoutOfD) {
     mgd::wgmma_wait<0>();
     for (int i = 0; i < N / 2; ++i) d[t * N / 2 + static_cast<unsigned>(i)] = acc[i];
   });
-  for (unsigned t = 0; t < 128; ++t) {
-    const unsigned warp = t / 32, lane = t % 32;
-    for (unsigned i = 0; i < N / 2; ++i) {
-      const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-      ASSERT_EQ(d[t * N / 2 + i], static_cast<float>(m * 16 + n)) << "thread " << t << " register " << i;
-    }
-  }
+  expect_fragments_of_m16_plus_n(d, N);
 }
 
 /// matmul_chain_wgmma on A [M, K1], B [K1, N1], C [N1, N2] written swizzled by an element-wise
