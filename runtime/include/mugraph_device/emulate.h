@@ -26,6 +26,7 @@
 #include <iterator>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #define MGD_DEVICE inline
@@ -190,7 +191,10 @@ struct BlockState {
   std::vector<AsyncCopies> async;                   // per thread
   std::vector<WgmmaOps> wgmma;                      // per thread
   std::vector<std::array<uint32_t, 4>> register_a;  // per thread: A registers offered to a wgmma
-  std::map<uint32_t, Mbarrier> mbarriers;           // by shared address
+  std::vector<uint64_t> register_a_calls;           // per thread: wgmma ops with A from registers issued
+  // Per warpgroup: the A its threads' registers made for their call number `first`, built once.
+  std::vector<std::pair<uint64_t, std::shared_ptr<const std::vector<float>>>> register_a_matrix;
+  std::map<uint32_t, Mbarrier> mbarriers;  // by shared address
   unsigned current = 0;
   const std::function<void()>* body = nullptr;
 };
@@ -420,6 +424,8 @@ inline void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t, const std::
   s.async.resize(n);
   s.wgmma.resize(n);
   s.register_a.resize(n);
+  s.register_a_calls.assign(n, 0);
+  s.register_a_matrix.assign((n + 127) / 128, {});
   for (unsigned t = 0; t < n; ++t) s.stacks.emplace_back(new char[kStackBytes]);
   BlockState* saved = state();
   state() = &s;

@@ -173,27 +173,35 @@ void wgmma_thread_share_register_a(const WgmmaOp& op) {
 /// The warpgroup's 64×16 A from its threads' register fragments (each warp holds 16 rows as
 /// mma.sync's A fragment: register j holds rows lane / 4 + 8·(j % 2), columns 2·(lane % 4) +
 /// 8·(j / 2) and one more; PTX ISA, "Register Fragments", matrix A of wgmma .f16/.bf16). Every
-/// thread of the warpgroup offers its registers, and all read them after a warpgroup barrier;
-/// a second barrier keeps the offers until everyone has read (the instruction is warpgroup-
-/// collective on the GPU too).
+/// thread of the warpgroup offers its registers; after a warpgroup barrier the first thread
+/// builds the matrix once for the call and all share it; a second barrier keeps the offers until
+/// everyone has it (the instruction is warpgroup-collective on the GPU too).
 template <typename T>
 std::shared_ptr<const std::vector<float>> gather_register_a(const uint32_t (&a)[4]) {
   BlockState* s = state();
   const unsigned first = s->current / 128 * 128;
+  const uint64_t call = s->register_a_calls[s->current]++;  // the same for every thread of the call
   for (int j = 0; j < 4; ++j) s->register_a[s->current][static_cast<size_t>(j)] = a[j];
   warpgroup_barrier();
-  auto matrix = std::make_shared<std::vector<float>>(64 * 16);
-  for (unsigned t = 0; t < 128; ++t) {
-    const unsigned warp = t / 32, lane = t % 32;
-    for (unsigned j = 0; j < 4; ++j) {
-      const unsigned row = 16 * warp + lane / 4 + 8 * (j % 2), col = 2 * (lane % 4) + 8 * (j / 2);
-      const uint32_t r = s->register_a[first + t][j];
-      (*matrix)[row * 16 + col] = unpack<T>(r, 0);
-      (*matrix)[row * 16 + col + 1] = unpack<T>(r, 1);
+  // The first thread past the barrier builds the matrix; the others of the call share it.
+  auto& [built_for, matrix] = s->register_a_matrix[first / 128];
+  if (!matrix || built_for != call) {
+    auto m = std::make_shared<std::vector<float>>(64 * 16);
+    for (unsigned t = 0; t < 128; ++t) {
+      const unsigned warp = t / 32, lane = t % 32;
+      for (unsigned j = 0; j < 4; ++j) {
+        const unsigned row = 16 * warp + lane / 4 + 8 * (j % 2), col = 2 * (lane % 4) + 8 * (j / 2);
+        const uint32_t r = s->register_a[first + t][j];
+        (*m)[row * 16 + col] = unpack<T>(r, 0);
+        (*m)[row * 16 + col + 1] = unpack<T>(r, 1);
+      }
     }
+    built_for = call;
+    matrix = std::move(m);
   }
+  std::shared_ptr<const std::vector<float>> mine = matrix;
   warpgroup_barrier();
-  return matrix;
+  return mine;
 }
 
 }  // namespace emu

@@ -65,7 +65,6 @@ struct TileAccumulate {
   }
 };
 struct NoResult {
-  static constexpr bool kDropped = true;
   MGD_DEVICE void put(int64_t, int64_t, float) const {}
 };
 
