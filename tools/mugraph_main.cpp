@@ -640,6 +640,12 @@ int run_main(int argc, char** argv) {
                     "the default: attention's scores are never stored) or op by op through shared memory (op-by-op)")
         ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"registers", true}, {"op-by-op", false}},
                                             CLI::ignore_case));
+    sub->add_option("--chain-accumulators", o.chain_accumulators_in_registers,
+                    "sm_90a: a chain in the for-loop sums into the loop's accumulators in registers, written to "
+                    "shared memory once after the loop (registers, the default), or in shared memory in every "
+                    "iteration (shared)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"registers", true}, {"shared", false}},
+                                            CLI::ignore_case));
     sub->add_option("--block-threads", o.block_threads,
                     "threads per block of every graph-defined kernel, a multiple of 32 up to 1024 (default: each "
                     "block graph's own; wgmma needs a multiple of 128)")

@@ -83,6 +83,10 @@ struct CodegenOptions {
   /// (mgd::matmul_chain_wgmma: attention's scores never stored) where its operands are read in
   /// place; false runs every op on its own (to measure the two).
   bool matmul_chains_in_registers = true;
+  /// Where a chain in the for-loop adds to the loop's summing accumulators: in the registers of
+  /// the threads that compute it, written to shared memory once after the loop
+  /// (mgd::RegisterAccumulate), or in shared memory in every iteration (false; to measure the two).
+  bool chain_accumulators_in_registers = true;
   /// Threads per block of every graph-defined kernel: 0 keeps each block graph's own (the
   /// search's 128); a multiple of 32 up to 1024 replaces it. Block ops are cooperative, so the
   /// μGraph computes the same; more warps hide more of the portable tile ops' latency, which

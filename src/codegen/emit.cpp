@@ -260,7 +260,8 @@ class BlockKernelEmitter {
         choose_layouts_(options.choose_layouts),
         read_operands_in_place_(options.read_operands_in_place),
         max_stage_buffers_(options.wgmma_stage_buffers),
-        matmul_chains_(options.matmul_chains_in_registers) {}
+        matmul_chains_(options.matmul_chains_in_registers),
+        chain_accumulator_registers_(options.chain_accumulators_in_registers) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -408,8 +409,18 @@ class BlockKernelEmitter {
     if (!pre.empty())
       k << "  // Loop-invariant ops: once, before the loop.\n" << indent(pre + "mgd::sync_block();\n", 2);
     if (loop) {
-      k << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
-        << indent(loop_body + "mgd::sync_block();\n", 4) << "  }\n";
+      std::string declare, store;
+      for (const RegisterResult& r : register_results()) {
+        declare += "mgd::ChainRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
+                   std::to_string(body_.threads.volume() / kWarpgroupThreads) + "> " + r.name + ";  // " +
+                   tensor(r.accumulator) + "'s sums, in the registers of the threads that compute them\n";
+        store += "mgd::store_chain_registers<" + std::to_string(r.cols) + ", 1>(" + r.name + ", " +
+                 tensor(r.accumulator) + ");\n";
+      }
+      if (!store.empty()) store += "mgd::sync_block();\n";
+      k << indent(declare, 2) << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
+        << indent(loop_body + "mgd::sync_block();\n", 4) << "  }\n"
+        << indent(store, 2);
     } else {
       k << indent(loop_body, 2);
     }
@@ -771,6 +782,11 @@ class BlockKernelEmitter {
       if (!ok) continue;
       const int64_t m = extent(s, 2), k1 = extent(a, 1), n1 = extent(s, 1), n2 = extent(o, 1);
       if (!mgd::matmul_chain_shape_ok(m, k1, n1, n2)) continue;
+      // A block with more warpgroups than S has 64-row jobs leaves the others idle through the
+      // chain, which then runs S's n-blocks one after another on one warpgroup; op by op, every
+      // warpgroup shares each matmul. On an H200 the chain won with one n-block and lost with
+      // four (docs/codegen.md, "Hopper: attention's scores in registers").
+      if ((m + 63) / 64 < body_.threads.volume() / kWarpgroupThreads && n1 > 64) continue;
       if (swizzle_[a.index()] == 0 || swizzle_[b.index()] == 0 || swizzle_[c.index()] == 0 || swizzle_[o.index()] != 0)
         continue;
       // The tiles in place are laid out the same whichever way matmul_wgmma would turn the
@@ -1134,13 +1150,42 @@ class BlockKernelEmitter {
     return false;
   }
 
+  /// A chain's summing accumulator kept in registers through the for-loop (mgd::ChainRegisters
+  /// `name`, of the accumulator's [rows, cols]), where the option allows: the chain runs in the
+  /// loop and adds to the accumulator itself.
+  struct RegisterResult {
+    TensorId accumulator;
+    int64_t rows = 0, cols = 0;
+    std::string name;
+  };
+  std::vector<RegisterResult> register_results() const {
+    std::vector<RegisterResult> r;
+    if (!chain_accumulator_registers_ || body_.forloop <= 1) return r;
+    for (const MatmulChain& c : chains_)
+      if (schedule_.phase[c.first] == OpPhase::loop)
+        for (size_t acc : {c.accumulate_o, c.accumulate_l})
+          if (acc != kNoOp) {
+            const TensorId t = body_.ops[acc].outputs[0];
+            const Shape& sh = body_.type(t).shape;
+            r.push_back({t, sh[sh.rank() - 2], sh[sh.rank() - 1], "r" + std::to_string(t.value)});
+          }
+    return r;
+  }
+
   /// Where a chain puts the result of op `result` (its second matmul or its row sum; kNoOp:
   /// none): into the summing accumulator `accumulator` (kNoOp: none; `in_loop`: the loop's
-  /// first iteration sets it), else the result's own tile.
+  /// first iteration sets it), in registers through the loop where register_results() has it,
+  /// else the result's own tile.
   std::string chain_result(size_t result, size_t accumulator, bool in_loop) const {
     if (result == kNoOp) return "mgd::NoResult{}";
     const TensorId t = body_.ops[result].outputs[0];
     const Shape& sh = body_.type(t).shape;
+    if (accumulator != kNoOp && in_loop)
+      for (const RegisterResult& r : register_results())
+        if (r.accumulator == body_.ops[accumulator].outputs[0])
+          return "mgd::RegisterAccumulate<" + ctype(body_.type(t).dtype) + ", " + std::to_string(r.rows) + ", " +
+                 std::to_string(r.cols) + ", " + std::to_string(body_.threads.volume() / kWarpgroupThreads) + ">{" +
+                 r.name + ", it == 0}";
     if (accumulator != kNoOp)  // dense f32, as mgd::accumulate adds (the result's type rounds first)
       return "mgd::TileAccumulate<" + ctype(body_.type(t).dtype) + ", " + std::to_string(sh[sh.rank() - 1]) + ", 1>{" +
              tensor(body_.ops[accumulator].outputs[0]) + ", " + (in_loop ? "it == 0" : "true") + "}";
@@ -1240,15 +1285,16 @@ class BlockKernelEmitter {
   int index_;
   const std::vector<TensorType>& output_types_;
   const Target& limits_;
-  bool wgmma_;                       // CudaTarget::wgmma
-  bool tma_;                         // CudaTarget::tma
-  int requested_stages_;             // CodegenOptions::pipeline_stages
-  bool choose_layouts_;              // CodegenOptions::choose_layouts
-  bool read_operands_in_place_;      // CodegenOptions::read_operands_in_place
-  int64_t max_stage_buffers_;        // CodegenOptions::wgmma_stage_buffers
-  bool matmul_chains_;               // CodegenOptions::matmul_chains_in_registers
-  std::vector<MatmulChain> chains_;  // find_matmul_chains
-  std::vector<TileLayout> layouts_;  // per STensor (layout_choice.h)
+  bool wgmma_;                        // CudaTarget::wgmma
+  bool tma_;                          // CudaTarget::tma
+  int requested_stages_;              // CodegenOptions::pipeline_stages
+  bool choose_layouts_;               // CodegenOptions::choose_layouts
+  bool read_operands_in_place_;       // CodegenOptions::read_operands_in_place
+  int64_t max_stage_buffers_;         // CodegenOptions::wgmma_stage_buffers
+  bool matmul_chains_;                // CodegenOptions::matmul_chains_in_registers
+  bool chain_accumulator_registers_;  // CodegenOptions::chain_accumulators_in_registers
+  std::vector<MatmulChain> chains_;   // find_matmul_chains
+  std::vector<TileLayout> layouts_;   // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;
   int stages_ = 1;
   BlockSchedule schedule_;  // op order and steps (op_order.h)

@@ -352,15 +352,19 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   EXPECT_LT(q, first_stage);
   EXPECT_LT(first_stage, q_wait);
   EXPECT_LT(q_wait, loop);
-  // Q and K are both read in place by Q·K's wgmma, which runs in the matmul chain with the
-  // scores in registers (16 query rows of a 64-row job); nothing is staged for it.
-  EXPECT_NE(src.find("mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half>("), std::string::npos) << src;
-  EXPECT_EQ(count(src, "unsigned char* const scratch"), 0) << src;
-  // Op by op, the matmul reads both in place.
-  CodegenOptions op_by_op;
-  op_by_op.matmul_chains_in_registers = false;
-  EXPECT_NE(generate_cuda(g, find_cuda_target("sm_90a"), op_by_op).source.find("on wgmma, both operands in place"),
-            std::string::npos);
+  // Q and K are both read in place by Q·K's wgmma. The block's 16 query rows are one 64-row job
+  // for its four warpgroups and S is 256 wide: a matmul chain would run S's four n-blocks on one
+  // warpgroup while three wait (slower on an H200), so the ops run one by one.
+  EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
+  EXPECT_EQ(count(src, "matmul_chain_wgmma"), 0) << src;
+  // With one warpgroup the chain takes the loop body, with the scores in registers (16 query
+  // rows of a 64-row job); nothing is staged for it.
+  CodegenOptions one_warpgroup;
+  one_warpgroup.block_threads = 128;
+  const std::string chained = generate_cuda(g, find_cuda_target("sm_90a"), one_warpgroup).source;
+  EXPECT_NE(chained.find("mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half>("), std::string::npos)
+      << chained;
+  EXPECT_EQ(count(chained, "unsigned char* const scratch"), 0) << chained;
 }
 
 TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
@@ -427,15 +431,21 @@ TEST(Codegen, AttentionScoresStayInRegisters) {
   // mgd::matmul_chain_wgmma call that adds its results to the accumulators itself: S, E and the
   // two results get no shared memory, the wgmma matmuls no operand stages, and the loop body
   // loses three of its barriers (between the first matmul, exp, the second matmul with the sum,
-  // and the accumulates). Op by op (the option) and with staged operands the ops stay.
+  // and the accumulates). The sums stay in the registers of the threads that compute them
+  // through the loop and are written to the accumulators' tiles once, after it; with that option
+  // off the chain adds to the tiles in every iteration. Op by op (the option) and with staged
+  // operands the ops stay.
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
   const Graph g =
       load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/tests/codegen/data/qknorm_bs1_best.json");
   const GeneratedCode chained = generate_cuda(g, find_cuda_target("sm_90a"));
   const std::string& src = chained.source;
   EXPECT_EQ(count(src, "mgd::matmul_chain_wgmma<256, 64, 32, 64, 128, 64, 128, mgd::half>("), 1) << src;
-  EXPECT_EQ(count(src, "mgd::TileAccumulate<mgd::half, 64, 1>{t13, it == 0}"), 1) << src;
-  EXPECT_EQ(count(src, "mgd::TileAccumulate<mgd::half, 1, 1>{t14, it == 0}"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::ChainRegisters<256, 64, 2> r13;"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::ChainRegisters<256, 1, 2> r14;"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::RegisterAccumulate<mgd::half, 256, 64, 2>{r13, it == 0}"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::RegisterAccumulate<mgd::half, 256, 1, 2>{r14, it == 0}"), 1) << src;
+  EXPECT_EQ(count(src, "TileAccumulate"), 0) << src;
   EXPECT_EQ(count(src, "mgd::matmul_wgmma<"), 0) << src;
   EXPECT_EQ(count(src.substr(0, src.find("// kernel_1")), "mgd::accumulate<"), 0) << src;  // kernel_1 combines
   EXPECT_EQ(count(src, "mgd::op::Exp>"), 0) << src;
@@ -445,6 +455,17 @@ TEST(Codegen, AttentionScoresStayInRegisters) {
   const size_t loop_end = src.find("\n  }\n", loop);
   EXPECT_LT(loop, chain);
   EXPECT_LT(chain, loop_end);
+  EXPECT_LT(src.find("mgd::ChainRegisters<256, 64, 2> r13;"), loop);
+  const size_t store = src.find("mgd::store_chain_registers<64, 1>(r13, t13);\n");
+  EXPECT_LT(loop_end, store);
+  EXPECT_LT(store, src.find("mgd::sync_block();", store));
+  EXPECT_LT(src.find("mgd::sync_block();", store), src.find("mgd::copy<", store));  // the saves read them after
+  CodegenOptions shared_sums;
+  shared_sums.chain_accumulators_in_registers = false;
+  const std::string in_shared = generate_cuda(g, find_cuda_target("sm_90a"), shared_sums).source;
+  EXPECT_EQ(count(in_shared, "mgd::TileAccumulate<mgd::half, 64, 1>{t13, it == 0}"), 1) << in_shared;
+  EXPECT_EQ(count(in_shared, "mgd::TileAccumulate<mgd::half, 1, 1>{t14, it == 0}"), 1) << in_shared;
+  EXPECT_EQ(count(in_shared, "ChainRegisters"), 0) << in_shared;
   CodegenOptions op_by_op;
   op_by_op.matmul_chains_in_registers = false;
   const GeneratedCode plain = generate_cuda(g, find_cuda_target("sm_90a"), op_by_op);

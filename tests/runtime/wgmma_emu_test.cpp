@@ -470,11 +470,15 @@ TEST(Wgmma, RegisterAFollowsTheFragmentLayoutOfD) {
 /// O = exp(A·B / 8)·C and L its row sums, against f32 arithmetic rounding S, P, O and L where the
 /// op-by-op kernel stores them. Stored (mgd::TileStore), O is written transposed and L at a
 /// stride, as tile layouts may have them; accumulated (mgd::TileAccumulate), the chain runs
-/// twice, as in two iterations of a loop, into dense f32 accumulators, and L may be dropped.
-enum class ChainResults { store, accumulate, accumulate_o_only };
+/// twice, as in two iterations of a loop, into dense f32 accumulators, and L may be dropped;
+/// summed in registers (mgd::RegisterAccumulate, a block of `threads` / 128 warpgroups), the
+/// same, written to those accumulators after the second run (mgd::store_chain_registers).
+enum class ChainResults { store, accumulate, accumulate_o_only, registers };
 template <typename T, int M, int K1, int N1, int N2, int64_t SpanA, int64_t SpanB, int64_t SpanC,
-          ChainResults Results = ChainResults::store>
+          ChainResults Results = ChainResults::store, int Groups = 0>
 void check_matmul_chain(unsigned threads) {
+  static_assert((Results == ChainResults::registers) == (Groups > 0), "register results, and only they, name Groups");
+  ASSERT_TRUE(Groups == 0 || threads == 128u * Groups);
   std::vector<float> fa = randoms(size_t{M} * K1, 11), fb = randoms(size_t{K1} * N1, 12),
                      fc = randoms(size_t{N1} * N2, 13);
   std::vector<T> a(fa.size()), b(fb.size()), c(fc.size());
@@ -510,6 +514,15 @@ void check_matmul_chain(unsigned threads) {
     if constexpr (kStore) {
       mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
           mgd::TileStore<T, 1, M>{o.data()}, mgd::TileStore<T, kLRow, 1>{l.data()}, sa, sb, sc, f);
+    } else if constexpr (Results == ChainResults::registers) {
+      mgd::ChainRegisters<M, N2, Groups> o_regs;
+      mgd::ChainRegisters<M, 1, Groups> l_regs;
+      for (int it = 0; it < 2; ++it)
+        mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
+            mgd::RegisterAccumulate<T, M, N2, Groups>{o_regs, it == 0},
+            mgd::RegisterAccumulate<T, M, 1, Groups>{l_regs, it == 0}, sa, sb, sc, f);
+      mgd::store_chain_registers<N2, 1>(o_regs, o_acc.data());
+      mgd::store_chain_registers<1, 1>(l_regs, l_acc.data());
     } else {
       for (int it = 0; it < 2; ++it) {
         const mgd::TileAccumulate<T, N2, 1> to_o{o_acc.data(), it == 0};
@@ -536,7 +549,7 @@ void check_matmul_chain(unsigned threads) {
     }
     if (kStore)
       ASSERT_NEAR(mgd::to_float(l[size_t(m * kLRow)]), sum, 1e-2f * sum) << "row sum " << m;
-    else if (Results == ChainResults::accumulate)
+    else if (Results != ChainResults::accumulate_o_only)
       ASSERT_NEAR(l_acc[size_t(m)], times * sum, 1e-2f * times * sum) << "row sum " << m;
     else
       ASSERT_TRUE(std::isnan(l_acc[size_t(m)]));  // dropped
@@ -569,6 +582,12 @@ TEST(TileOps, MatmulChainKeepsTheScoresInRegisters) {
   check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128, ChainResults::accumulate>(256);
   check_matmul_chain<mgd::half, 128, 64, 64, 64, 128, 128, 128, ChainResults::accumulate_o_only>(128);
   check_matmul_chain<mgd::half, 16, 64, 64, 64, 128, 128, 128, ChainResults::accumulate>(128);
+  // Summed in registers across the loop: two jobs per warpgroup (GQA bs 8), one job for one of
+  // four warpgroups (QKNorm bs 8), a partial job, two n-blocks of O.
+  check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128, ChainResults::registers, 2>(256);
+  check_matmul_chain<mgd::half, 64, 64, 64, 64, 128, 128, 128, ChainResults::registers, 4>(512);
+  check_matmul_chain<mgd::half, 80, 64, 32, 64, 128, 64, 128, ChainResults::registers, 1>(128);
+  check_matmul_chain<mgd::bfloat16, 128, 32, 64, 128, 64, 32, 64, ChainResults::registers, 1>(128);
   static_assert(mgd::matmul_chain_shape_ok(256, 64, 32, 64));
   static_assert(!mgd::matmul_chain_shape_ok(20, 64, 32, 64));   // not whole 8-row groups
   static_assert(!mgd::matmul_chain_shape_ok(64, 64, 24, 64));   // P not in whole k16 steps

@@ -309,20 +309,23 @@ def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_p
 
 
 def test_gpu_session_times_the_attention_bests_with_and_without_matmul_chains(tmp_path):
-    # The chains step: each of the four attention bests of bench/paper/results twice, with its
-    # scores in registers and op by op, on the same inputs; one JSON line each.
+    # The chains step: each of the four attention bests of bench/paper/results three times, with
+    # its scores in registers (the chain's sums in registers through the loop, or in shared
+    # memory) and op by op, on the same inputs; one JSON line each.
     r = run_gpu_session(tmp_path, "--deadline", "60", "chains")
     assert r.returncode == 0, r.stdout + r.stderr
     with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
         lines = [json.loads(line) for line in tar.extractfile("./chains.jsonl").read().decode().splitlines()]
-    assert [(x["name"], x["matmul_chains"]) for x in lines] == [
-        (n, c) for n in ("gqa_bs1", "gqa_bs8", "qknorm_bs1", "qknorm_bs8") for c in ("registers", "op-by-op")]
+    variants = (("registers", "registers"), ("registers", "shared"), ("op-by-op", "registers"))
+    assert [(x["name"], x["matmul_chains"], x["chain_accumulators"]) for x in lines] == [
+        (n, c, a) for n in ("gqa_bs1", "gqa_bs8", "qknorm_bs1", "qknorm_bs8") for c, a in variants]
     assert all(x["result"]["ok"] for x in lines), lines
     runs = [line for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
-    assert len(runs) == 8, runs
+    assert len(runs) == 12, runs
     for run, x in zip(runs, lines):
-        assert f"bench/paper/results/{x['name']}/best.json" in run and f"--matmul-chains {x['matmul_chains']}" in run
-    assert runs[0].split("--matmul-chains registers")[1] == runs[1].split("--matmul-chains op-by-op")[1], runs
+        assert f"bench/paper/results/{x['name']}/best.json" in run
+        assert f"--matmul-chains {x['matmul_chains']} --chain-accumulators {x['chain_accumulators']}" in run
+    assert len({run.split("--chain-accumulators")[1].split(None, 1)[1] for run in runs[:3]}) == 1, runs
 
 
 TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"

@@ -651,7 +651,8 @@ def test_tiles_element_wise_ops_write_are_read_in_place(mugraph_bin, sanitized_b
     # that new searches do not change the test): the thread graphs that
     # normalize Q and K write their tiles swizzled (mgd::Swizzled) and fence them for the tensor
     # cores, and QN·KN reads both in place: in the matmul chain that keeps the scores in
-    # registers (the default, wgmma_chain.h), or op by op. On the emulation each matches the
+    # registers (the default, wgmma_chain.h; its sums in registers through the loop, or added to
+    # the accumulators' tiles in every iteration), or op by op. On the emulation each matches the
     # interpreter, as with every operand staged; the harness built for the GPU has the fences
     # (FENCE.VIEW.ASYNC.S) and no cp.async.
     need_emulation(sanitized_build)
@@ -668,12 +669,15 @@ def test_tiles_element_wise_ops_write_are_read_in_place(mugraph_bin, sanitized_b
     for t, a in zip(manifest["inputs"], random_inputs("qknorm", manifest, np.random.default_rng(11))):
         np.save(tmp_path / f"{t['name']}.npy", a)
         inputs += ["--input", f"{t['name']}={tmp_path / (t['name'] + '.npy')}"]
-    for operands, chains in (("in-place", "registers"), ("in-place", "op-by-op"), ("staged", "registers")):
+    variants = (("in-place", "registers", "registers"), ("in-place", "registers", "shared"),
+                ("in-place", "op-by-op", "registers"), ("staged", "registers", "registers"))
+    for operands, chains, sums in variants:
         r = run_cli(mugraph_bin, "bench", path, "--emulate", "--wgmma-operands", operands, "--matmul-chains", chains,
-                    "--json", *inputs, "--cache-dir", tmp_path / "cache", timeout=900)
+                    "--chain-accumulators", sums, "--json", *inputs, "--cache-dir", tmp_path / "cache", timeout=900)
         assert r.returncode == 0, r.stdout + r.stderr
         result = json.loads(r.stdout.strip().splitlines()[-1])
         assert result["ok"] and result["wgmma_operands"] == operands and result["matmul_chains"] == chains, result
+        assert result["chain_accumulators"] == sums, result
     if NVCC is None or CUOBJDUMP is None:
         return
     harness = build_harness(mugraph_bin, path, "sm_90a", tmp_path / "cache")["harness"]

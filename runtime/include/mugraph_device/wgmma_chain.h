@@ -44,29 +44,102 @@ MGD_DEVICE void fence_register_a(uint32_t (&a)[R][4]) {
 }
 }  // namespace detail
 
-/// Where a chain's result goes, element (r, c) of value v: TileStore writes it to a tile of
+namespace detail {
+/// Where element i of a thread's accumulator fragment of a 64-row job at row m0 lies (t: the
+/// thread's rank in its warpgroup; `flat`: n-block nb of NT columns, element i of it, as
+/// nb·NT/2 + i): the layout of wgmma's D (wgmma.h).
+MGD_DEVICE int64_t fragment_row(int64_t m0, unsigned t, int i) {
+  return m0 + 16 * (t / 32) + (t % 32) / 4 + 8 * (i / 2 % 2);
+}
+template <int NT>
+MGD_DEVICE int64_t fragment_col(unsigned t, int flat) {
+  const int nb = flat / (NT / 2), i = flat % (NT / 2);
+  return int64_t{nb} * NT + 8 * (i / 4) + 2 * (t % 4) + i % 2;
+}
+}  // namespace detail
+
+/// Where a chain's result goes. Element (r, c) of value v, the thread's element `i` of its local
+/// job `job` (see ChainRegisters), is put by exactly one thread: TileStore writes it to a tile of
 /// type T at p[r·Row + c·Col]; TileAccumulate adds it, rounded to T (the type the op-by-op
 /// result tile would have, which mgd::accumulate then adds), to a summing accumulator (f32, at
-/// p[r·Row + c·Col]; `first`: the loop's first iteration, which sets it instead); NoResult
+/// p[r·Row + c·Col]; `first`: the loop's first iteration, which sets it instead);
+/// RegisterAccumulate adds it likewise to the thread's own registers (ChainRegisters); NoResult
 /// drops it (the row sums nobody reads).
 template <typename T, int64_t Row, int64_t Col>
 struct TileStore {
+  static constexpr int kJobs = 0, kGroups = 0;  // any number of jobs per warpgroup, of warpgroups
   T* p;
-  MGD_DEVICE void put(int64_t r, int64_t c, float v) const { p[r * Row + c * Col] = from_float<T>(v); }
+  MGD_DEVICE void put(int, int, int64_t r, int64_t c, float v) const { p[r * Row + c * Col] = from_float<T>(v); }
 };
 template <typename T, int64_t Row, int64_t Col>
 struct TileAccumulate {
+  static constexpr int kJobs = 0, kGroups = 0;
   float* p;
   bool first;
-  MGD_DEVICE void put(int64_t r, int64_t c, float v) const {
+  MGD_DEVICE void put(int, int, int64_t r, int64_t c, float v) const {
     const float x = to_float(from_float<T>(v));
     float& acc = p[r * Row + c * Col];
     acc = first ? x : acc + x;
   }
 };
 struct NoResult {
-  MGD_DEVICE void put(int64_t, int64_t, float) const {}
+  static constexpr int kJobs = 0, kGroups = 0;
+  MGD_DEVICE void put(int, int, int64_t, int64_t, float) const {}
 };
+
+/// A chain's result [M, N] summed over a loop's iterations in the registers of the threads that
+/// compute it, in a block of Groups warpgroups: each thread holds its elements of each of its
+/// warpgroup's jobs (job g + j·Groups is its local job j), so the summing accumulator in shared
+/// memory is written once, after the loop (store_chain_registers), instead of read and written
+/// in every iteration. N = 1: the row sums (the thread's two rows, in lanes 4·q); else O's
+/// accumulator fragments. The kernel declares it before its loop; nothing needs zeroing (the
+/// first iteration sets it).
+template <int64_t M, int64_t N, int Groups>
+struct ChainRegisters {
+  static constexpr int kJobs = static_cast<int>(((M + 63) / 64 + Groups - 1) / Groups);
+  static constexpr int kWidth = N == 1 ? 2 : static_cast<int>(N / 2);
+  float v[kJobs][kWidth];
+};
+template <typename T, int64_t M, int64_t N, int Groups>
+struct RegisterAccumulate {
+  static constexpr int kJobs = ChainRegisters<M, N, Groups>::kJobs, kGroups = Groups;
+  ChainRegisters<M, N, Groups>& regs;
+  bool first;
+  MGD_DEVICE void put(int job, int i, int64_t, int64_t, float v) const {
+    const float x = to_float(from_float<T>(v));
+    float& acc = regs.v[job][i];
+    acc = first ? x : acc + x;
+  }
+};
+
+/// Writes what a chain summed in registers (ChainRegisters) to the f32 summing accumulator at
+/// p[r·Row + c·Col], each element by the thread that holds it; a block barrier must follow
+/// before others read it. Block scope, with the block the chain ran in.
+template <int64_t Row, int64_t Col, int64_t M, int64_t N, int Groups>
+MGD_DEVICE void store_chain_registers(const ChainRegisters<M, N, Groups>& regs, float* p) {
+  using Regs = ChainRegisters<M, N, Groups>;
+  constexpr int NT = N <= 64 ? static_cast<int>(N) : 64;  // the n-blocks of O, as the chain computes them
+  const unsigned t = thread_rank() % 128, group = thread_rank() / 128;
+  MGD_UNROLL
+  for (int j = 0; j < Regs::kJobs; ++j) {
+    const int64_t job = group + int64_t{j} * Groups;
+    if (job >= (M + 63) / 64) break;
+    if constexpr (N == 1) {
+      if (t % 4 != 0) continue;  // the quad's sums met in its first lane
+      MGD_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = detail::fragment_row(64 * job, t, 2 * h);
+        if (M % 64 == 0 || r < M) p[r * Row] = regs.v[j][h];
+      }
+    } else {
+      MGD_UNROLL
+      for (int i = 0; i < Regs::kWidth; ++i) {
+        const int64_t r = detail::fragment_row(64 * job, t, i);
+        if (M % 64 == 0 || r < M) p[r * Row + detail::fragment_col<NT>(t, i) * Col] = regs.v[j][i];
+      }
+    }
+  }
+}
 
 /// The chain above on tiles in shared memory, Block scope: A [M, K1] K-major, B [K1, N1] and C
 /// [N1, N2] MN-major, each written swizzled with span SpanA, SpanB, SpanC by the copy engine or
@@ -94,7 +167,7 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   // An n-block of an MN-major operand read in place starts at one of its panels.
   static_assert(NB1 == 1 || NT1 % (SpanB / 2) == 0, "B's n-blocks start at its panels");
   static_assert(NB2 == 1 || NT2 % (SpanC / 2) == 0, "C's n-blocks start at its panels");
-  const unsigned t = thread_rank() % 128, warp = t / 32, lane = t % 32;
+  const unsigned t = thread_rank() % 128, lane = t % 32;
   const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
   if (block_threads() % 128 != 0) {
 #if defined(__CUDACC__)
@@ -108,7 +181,8 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   if (tile_a % (8 * SpanA) != 0 || tile_b % (8 * SpanB) != 0 || tile_c % (8 * SpanC) != 0)
     emu::fail("matmul_chain_wgmma: an operand does not start where its swizzle pattern does");
 #endif
-  for (int64_t job = group; job < (M + 63) / 64; job += groups) {
+  // One 64-row job: warpgroup `group`'s local job j.
+  const auto run_job = [&](int j, int64_t job) {
     const int64_t m0 = job * 64;
     // O's accumulators; this thread's share of the row sums (its two rows: element i of a
     // fragment is in row lane / 4 + 8·(i / 2 % 2)); one n-block of P as the second matmul's A.
@@ -177,8 +251,8 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       if (lane % 4 == 0) {
         MGD_UNROLL
         for (int h = 0; h < 2; ++h) {
-          const int64_t r = m0 + 16 * warp + lane / 4 + 8 * h;
-          if (M % 64 == 0 || r < M) l.put(r, 0, sums[h]);
+          const int64_t r = detail::fragment_row(m0, t, 2 * h);
+          if (M % 64 == 0 || r < M) l.put(j, h, r, 0, sums[h]);
         }
       }
     } else {
@@ -189,11 +263,34 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       fence_registers(acc[nb]);
       MGD_UNROLL
       for (int i = 0; i < NT2 / 2; ++i) {
-        const int64_t r = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2),
-                      col = nb * NT2 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-        if (M % 64 == 0 || r < M) o.put(r, col, acc[nb][i]);
+        const int flat = nb * (NT2 / 2) + i;
+        const int64_t r = detail::fragment_row(m0, t, i);
+        if (M % 64 == 0 || r < M) o.put(j, flat, r, detail::fragment_col<NT2>(t, flat), acc[nb][i]);
       }
     }
+  };
+  // Register results (ChainRegisters) are indexed by the local job: unrolled, so that the index
+  // is a constant and they stay in registers. Else a loop over the warpgroup's jobs.
+  constexpr int kRegisterJobs = OutO::kJobs > OutL::kJobs ? OutO::kJobs : OutL::kJobs;
+  constexpr int kRegisterGroups = OutO::kGroups > OutL::kGroups ? OutO::kGroups : OutL::kGroups;
+  static_assert(OutO::kGroups == 0 || OutL::kGroups == 0 || OutO::kGroups == OutL::kGroups,
+                "register results of one block");
+  if constexpr (kRegisterJobs > 0) {
+    if (static_cast<int>(groups) != kRegisterGroups) {
+#if defined(__CUDACC__)
+      __trap();
+#else
+      emu::fail("matmul_chain_wgmma: register results for another number of warpgroups");
+#endif
+    }
+    MGD_UNROLL
+    for (int j = 0; j < kRegisterJobs; ++j) {
+      const int64_t job = group + int64_t{j} * groups;
+      if (job < (M + 63) / 64) run_job(j, job);
+    }
+  } else {
+    int j = 0;
+    for (int64_t job = group; job < (M + 63) / 64; job += groups) run_job(j++, job);
   }
 }
 
