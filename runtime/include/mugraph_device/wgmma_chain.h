@@ -45,6 +45,17 @@ MGD_DEVICE void fence_register_a(uint32_t (&a)[R][4]) {
 }  // namespace detail
 
 namespace detail {
+/// A call the chain cannot run (the emitter never makes one): traps on the GPU, fails the
+/// emulated block with `what`.
+[[noreturn]] MGD_DEVICE void chain_misuse(const char* what) {
+#if defined(__CUDACC__)
+  (void)what;
+  __trap();
+#else
+  emu::fail(what);
+#endif
+}
+
 /// Where element i of a thread's accumulator fragment of a 64-row job at row m0 lies (t: the
 /// thread's rank in its warpgroup; `flat`: n-block nb of NT columns, element i of it, as
 /// nb·NT/2 + i): the layout of wgmma's D (wgmma.h).
@@ -120,6 +131,7 @@ MGD_DEVICE void store_chain_registers(const ChainRegisters<M, N, Groups>& regs, 
   using Regs = ChainRegisters<M, N, Groups>;
   constexpr int NT = N <= 64 ? static_cast<int>(N) : 64;  // the n-blocks of O, as the chain computes them
   const unsigned t = thread_rank() % 128, group = thread_rank() / 128;
+  if (block_threads() != 128u * Groups) detail::chain_misuse("store_chain_registers: another block than the chain's");
   MGD_UNROLL
   for (int j = 0; j < Regs::kJobs; ++j) {
     const int64_t job = group + int64_t{j} * Groups;
@@ -169,17 +181,11 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   static_assert(NB2 == 1 || NT2 % (SpanC / 2) == 0, "C's n-blocks start at its panels");
   const unsigned t = thread_rank() % 128, lane = t % 32;
   const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
-  if (block_threads() % 128 != 0) {
-#if defined(__CUDACC__)
-    __trap();
-#else
-    emu::fail("matmul_chain_wgmma: a block of partial warpgroups");
-#endif
-  }
+  if (block_threads() % 128 != 0) detail::chain_misuse("matmul_chain_wgmma: a block of partial warpgroups");
   const uint32_t tile_a = shared_address(a), tile_b = shared_address(b), tile_c = shared_address(c);
 #if !defined(__CUDACC__)
   if (tile_a % (8 * SpanA) != 0 || tile_b % (8 * SpanB) != 0 || tile_c % (8 * SpanC) != 0)
-    emu::fail("matmul_chain_wgmma: an operand does not start where its swizzle pattern does");
+    detail::chain_misuse("matmul_chain_wgmma: an operand does not start where its swizzle pattern does");
 #endif
   // One 64-row job: warpgroup `group`'s local job j.
   const auto run_job = [&](int j, int64_t job) {
@@ -276,13 +282,8 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   static_assert(OutO::kGroups == 0 || OutL::kGroups == 0 || OutO::kGroups == OutL::kGroups,
                 "register results of one block");
   if constexpr (kRegisterJobs > 0) {
-    if (static_cast<int>(groups) != kRegisterGroups) {
-#if defined(__CUDACC__)
-      __trap();
-#else
-      emu::fail("matmul_chain_wgmma: register results for another number of warpgroups");
-#endif
-    }
+    if (static_cast<int>(groups) != kRegisterGroups)
+      detail::chain_misuse("matmul_chain_wgmma: register results for another number of warpgroups");
     MGD_UNROLL
     for (int j = 0; j < kRegisterJobs; ++j) {
       const int64_t job = group + int64_t{j} * groups;
