@@ -412,8 +412,8 @@ class BlockKernelEmitter {
       std::string declare, store;
       for (const RegisterResult& r : register_results()) {
         declare += "mgd::ChainRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
-                   std::to_string(body_.threads.volume() / kWarpgroupThreads) + "> " + r.name + ";  // " +
-                   tensor(r.accumulator) + "'s sums, in the registers of the threads that compute them\n";
+                   std::to_string(warpgroups()) + "> " + r.name + ";  // " + tensor(r.accumulator) +
+                   "'s sums, in the registers of the threads that compute them\n";
         store += "mgd::store_chain_registers<" + std::to_string(r.cols) + ", 1>(" + r.name + ", " +
                  tensor(r.accumulator) + ");\n";
       }
@@ -507,6 +507,8 @@ class BlockKernelEmitter {
   }
   bool tma_load(size_t i) const { return tma_tile(i, stages_); }
 
+  /// The block's warpgroups (of whole warpgroups, where wgmma runs).
+  int64_t warpgroups() const { return body_.threads.volume() / kWarpgroupThreads; }
   /// Whether op i is a matmul for the warpgroup tensor cores: the target has them, the block is
   /// whole warpgroups, and both operands are f16 or both bf16.
   bool wgmma_matmul(size_t i) const {
@@ -786,7 +788,7 @@ class BlockKernelEmitter {
       // chain, which then runs S's n-blocks one after another on one warpgroup; op by op, every
       // warpgroup shares each matmul. On an H200 the chain won with one n-block and lost with
       // four (docs/codegen.md, "Hopper: attention's scores in registers").
-      if ((m + 63) / 64 < body_.threads.volume() / kWarpgroupThreads && n1 > 64) continue;
+      if ((m + 63) / 64 < warpgroups() && n1 > 64) continue;
       if (swizzle_[a.index()] == 0 || swizzle_[b.index()] == 0 || swizzle_[c.index()] == 0 || swizzle_[o.index()] != 0)
         continue;
       // The tiles in place are laid out the same whichever way matmul_wgmma would turn the
@@ -816,8 +818,8 @@ class BlockKernelEmitter {
     const Shape& out = body_.type(op.outputs[0]).shape;
     const Shape& a = body_.type(op.inputs[0]).shape;
     return mgd::wgmma_scratch_bytes(out[out.rank() - 2], out[out.rank() - 1], a[a.rank() - 1],
-                                    swizzle_[op.inputs[0].index()], swizzle_[op.inputs[1].index()],
-                                    body_.threads.volume() / kWarpgroupThreads, stage_buffers_);
+                                    swizzle_[op.inputs[0].index()], swizzle_[op.inputs[1].index()], warpgroups(),
+                                    stage_buffers_);
   }
 
   /// Whether wgmma matmul op i stages an operand over several chunks of k (where a second stage
@@ -1184,8 +1186,7 @@ class BlockKernelEmitter {
       for (const RegisterResult& r : register_results())
         if (r.accumulator == body_.ops[accumulator].outputs[0])
           return "mgd::RegisterAccumulate<" + ctype(body_.type(t).dtype) + ", " + std::to_string(r.rows) + ", " +
-                 std::to_string(r.cols) + ", " + std::to_string(body_.threads.volume() / kWarpgroupThreads) + ">{" +
-                 r.name + ", it == 0}";
+                 std::to_string(r.cols) + ", " + std::to_string(warpgroups()) + ">{" + r.name + ", it == 0}";
     if (accumulator != kNoOp)  // dense f32, as mgd::accumulate adds (the result's type rounds first)
       return "mgd::TileAccumulate<" + ctype(body_.type(t).dtype) + ", " + std::to_string(sh[sh.rank() - 1]) + ", 1>{" +
              tensor(body_.ops[accumulator].outputs[0]) + ", " + (in_loop ? "it == 0" : "true") + "}";

@@ -92,6 +92,14 @@ MGD_DEVICE uint32_t shared_address(const void* p) {
 #endif
 }
 
+/// Where accumulator register i of an m64nN wgmma lies in its 64×N result D, for thread t of the
+/// warpgroup (PTX ISA, "Register Fragments and Shared Memory Matrix Layouts", matrix D): row
+/// 16·warp + lane / 4 + 8·(i / 2 % 2), column 8·(i / 4) + 2·(lane % 4) + i % 2.
+MGD_HOST_DEVICE constexpr unsigned wgmma_d_row(unsigned t, unsigned i) {
+  return 16 * (t / 32) + t % 32 / 4 + 8 * (i / 2 % 2);
+}
+MGD_HOST_DEVICE constexpr unsigned wgmma_d_col(unsigned t, unsigned i) { return 8 * (i / 4) + 2 * (t % 4) + i % 2; }
+
 /// Bytes from p to the next multiple of Align in the shared window (p is in shared memory).
 template <uint32_t Align>
 MGD_DEVICE uint32_t shared_padding(const void* p) {
@@ -133,7 +141,7 @@ inline uint32_t wgmma_element_address(uint64_t desc, unsigned row, unsigned k, b
 template <typename T, int N, bool TransA, bool TransB>
 void wgmma_thread_share(const WgmmaOp& op) {
   BlockState* s = state();
-  const unsigned t = s->current % 128, warp = t / 32, lane = t % 32;
+  const unsigned t = s->current % 128;
   auto element = [&](uint64_t desc, unsigned row, unsigned k, bool mn_major) {
     const uint32_t at = wgmma_element_address(desc, row, k, mn_major);
     if (at + 2 > s->shared.size()) fail("wgmma: an operand beyond the block's shared memory");
@@ -142,7 +150,7 @@ void wgmma_thread_share(const WgmmaOp& op) {
     return unpack<T>(bits, 0);
   };
   for (unsigned i = 0; i < N / 2; ++i) {
-    const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    const unsigned m = wgmma_d_row(t, i), n = wgmma_d_col(t, i);
     float acc = 0.0f;
     for (unsigned k = 0; k < 16; ++k) acc += element(op.desc_a, m, k, TransA) * element(op.desc_b, n, k, TransB);
     op.d[i] += acc;
@@ -154,10 +162,10 @@ void wgmma_thread_share(const WgmmaOp& op) {
 template <typename T, int N, bool TransB>
 void wgmma_thread_share_register_a(const WgmmaOp& op) {
   BlockState* s = state();
-  const unsigned t = s->current % 128, warp = t / 32, lane = t % 32;
+  const unsigned t = s->current % 128;
   const std::vector<float>& a = *op.a;
   for (unsigned i = 0; i < N / 2; ++i) {
-    const unsigned m = 16 * warp + lane / 4 + 8 * (i / 2 % 2), n = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+    const unsigned m = wgmma_d_row(t, i), n = wgmma_d_col(t, i);
     float acc = 0.0f;
     for (unsigned k = 0; k < 16; ++k) {
       const uint32_t at = wgmma_element_address(op.desc_b, n, k, TransB);
@@ -433,7 +441,7 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
     constexpr bool kVectorB = BK == 1 && BN % 8 == 0 && batch_strides_aligned<BSt, R>();
     // Whole chunks take four k16 steps; a last partial chunk the steps that cover it.
     constexpr int kLastSteps = static_cast<int>((K % kWgmmaStageK + 15) / 16);
-    const unsigned t = thread_rank() % 128, warp = t / 32, lane = t % 32;
+    const unsigned t = thread_rank() % 128;
     const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
     // Two buffers only where k takes more than one chunk.
     constexpr int64_t kBuffers = StageBuffers < wgmma_stage_buffers(K) ? StageBuffers : wgmma_stage_buffers(K);
@@ -541,7 +549,7 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
       MGD_UNROLL
       for (int i = 0; i < NT / 2; ++i) {
         // Row and column of the instruction's result fragment (PTX's layout of D).
-        const int64_t r = m0 + 16 * warp + lane / 4 + 8 * (i / 2 % 2), c = n0 + 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
         const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
         if (m < M && n < N) po[m * OutSt::get(R - 2) + n * OutSt::get(R - 1)] = from_float<TO>(acc[i]);
       }

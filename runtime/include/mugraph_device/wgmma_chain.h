@@ -58,14 +58,11 @@ namespace detail {
 
 /// Where element i of a thread's accumulator fragment of a 64-row job at row m0 lies (t: the
 /// thread's rank in its warpgroup; `flat`: n-block nb of NT columns, element i of it, as
-/// nb·NT/2 + i): the layout of wgmma's D (wgmma.h).
-MGD_DEVICE int64_t fragment_row(int64_t m0, unsigned t, int i) {
-  return m0 + 16 * (t / 32) + (t % 32) / 4 + 8 * (i / 2 % 2);
-}
+/// nb·NT/2 + i): wgmma's D layout (wgmma_d_row, wgmma_d_col) by blocks.
+MGD_DEVICE int64_t fragment_row(int64_t m0, unsigned t, int i) { return m0 + wgmma_d_row(t, static_cast<unsigned>(i)); }
 template <int NT>
 MGD_DEVICE int64_t fragment_col(unsigned t, int flat) {
-  const int nb = flat / (NT / 2), i = flat % (NT / 2);
-  return int64_t{nb} * NT + 8 * (i / 4) + 2 * (t % 4) + i % 2;
+  return int64_t{flat / (NT / 2)} * NT + wgmma_d_col(t, static_cast<unsigned>(flat % (NT / 2)));
 }
 }  // namespace detail
 
