@@ -9,8 +9,9 @@
 #   check      mugraph bench --json on every μGraph and program in examples/: checked against
 #              the interpreter on fresh inputs (bench/bench_inputs.py), timed (200 runs)
 #                                                                              -> examples.jsonl
-#   chains     the paper's GQA and QKNorm bests with attention's scores in registers (their sums in
-#              registers or in shared memory) and op by op, on the check step's inputs -> chains.jsonl
+#   chains     the paper's GQA and QKNorm bests and the examples' with attention's scores in
+#              registers (the examples' split among warpgroups or not) and op by op, on the check
+#              step's inputs -> chains.jsonl
 #   sass       HGMMA/HMMA/UTMALDG/LDGSTS/LDSM counts in the Figure 3b and 10b harnesses
 #                                                                  -> sass.txt, sass_NAME.txt
 #   operands   wgmma operands in place against staged, chosen tile layouts against row-major
@@ -20,7 +21,7 @@
 #   torch      bench/codegen_vs_torch.py: Figure 3b and 10b against PyTorch (issue 6; $TORCH_ARGS
 #              replaces "--stages 0,1,3,4", e.g. "--stages 0 --compile-modes default")
 #                                                                  -> codegen.md, codegen.json
-#   sanitize   compute-sanitizer memcheck and racecheck on the hand-written μGraphs
+#   sanitize   compute-sanitizer memcheck and racecheck on the hand-written μGraphs and found/gqa
 #                                                                           -> sanitizer.txt
 #   paper      bench/paper/run.py on the saved searches (issue 9; $PAPER_ARGS adds arguments,
 #              e.g. "--benchmarks gqa,qknorm --compile-mode default")  -> paper.{md,json,png}
@@ -194,25 +195,31 @@ run_step() {
     done
     ;;
   chains)
-    # The attention bests with their scores in registers (mgd::matmul_chain_wgmma, the default
-    # since 2026-11-27), the chain's sums in registers through the loop (the default since the
-    # fifth session of 2026-11-27) or added to the accumulators in shared memory in every
-    # iteration, against op by op through shared memory, which is what ran before. Inputs as
-    # the check step draws them (attention's f16 reference overflows on standard normal ones),
-    # the same for all three.
-    local failed=0 inputs f variant
-    for name in gqa_bs1 gqa_bs8 qknorm_bs1 qknorm_bs8; do
-      f=$ROOT/bench/paper/results/$name/best.json
+    # Attention's loop body as one chain with its scores in registers (mgd::matmul_chain_wgmma,
+    # the default since 2026-11-27; its sums in registers since the fifth session of that day)
+    # against op by op through shared memory: the paper's four attention bests (one or more
+    # 64-row jobs per warpgroup), and the examples' GQA and QKNorm (16 query rows for 4
+    # warpgroups) with S's n-blocks split among the warpgroups (the default since the sixth
+    # session of 2026-11-27) or not (--chain-split off: then op by op, as the emitter's rule
+    # has them). Inputs as the
+    # check step draws them (attention's f16 reference overflows on standard normal ones), the
+    # same for every variant of a μGraph.
+    local failed=0 inputs f name variant
+    for f in "$ROOT"/bench/paper/results/{gqa_bs1,gqa_bs8,qknorm_bs1,qknorm_bs8}/best.json \
+             "$ROOT"/examples/found/{gqa,qknorm}/best.json; do
+      name=$(basename "$(dirname "$f")")
+      [[ $f == */examples/* ]] && name=found_$name
       inputs=$(python3 "$ROOT/bench/bench_inputs.py" "$(build_dir "$f")/manifest.json" "$f" \
-        "$CACHE/inputs/paper/$name" 2> /dev/null) || inputs="--seed 1 --input-scale 0.25"
-      for variant in registers:registers registers:shared op-by-op:registers; do
+        "$CACHE/inputs/chains/$name" 2> /dev/null) || inputs="--seed 1 --input-scale 0.25"
+      for variant in registers:on op-by-op:on registers:off; do
+        [[ $f != */examples/* && $variant == registers:off ]] && continue  # one job per warpgroup: no split
         # shellcheck disable=SC2086  # inputs is a list of arguments
-        bench_line "$W/chains.jsonl" name="$name" matmul_chains="${variant%:*}" chain_accumulators="${variant#*:}" \
-          -- "$f" --cache-dir "$CACHE" --matmul-chains "${variant%:*}" --chain-accumulators "${variant#*:}" $inputs \
+        bench_line "$W/chains.jsonl" name="$name" matmul_chains="${variant%:*}" chain_split="${variant#*:}" \
+          -- "$f" --cache-dir "$CACHE" --matmul-chains "${variant%:*}" --chain-split "${variant#*:}" $inputs \
           --warmup 20 --repeats 200 || failed=$((failed + 1))
       done
     done
-    echo "chains: $failed of 12 failed or did not match the interpreter"
+    echo "chains: $failed of 14 failed or did not match the interpreter"
     ((failed == 0))
     ;;
   operands)
@@ -249,7 +256,8 @@ run_step() {
       --markdown "$W/codegen.md" --json "$W/codegen.json"
     ;;
   sanitize)
-    for f in "$ROOT"/examples/ugraphs/*.json; do
+    # The hand-written μGraphs, and the examples' GQA, whose chain splits S among warpgroups.
+    for f in "$ROOT"/examples/ugraphs/*.json "$ROOT"/examples/found/gqa/best.json; do
       dir=$(build_dir "$f")
       "$BIN" bench "$f" --cache-dir "$CACHE" --warmup 0 --repeats 1 > /dev/null 2>&1  # writes io/args.txt
       read -r -a args < "$dir/io/args.txt"  # the harness's file arguments, as mugraph bench ran it

@@ -646,6 +646,12 @@ int run_main(int argc, char** argv) {
                     "iteration (shared)")
         ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"registers", true}, {"shared", false}},
                                             CLI::ignore_case));
+    sub->add_option("--chain-split", o.chain_split_n_blocks,
+                    "sm_90a: a chain with fewer 64-row jobs than the block has warpgroups splits S's n-blocks "
+                    "among them and adds their partial results (on, the default), or is taken only where S has one "
+                    "n-block (off)")
+        ->transform(
+            CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
     sub->add_option("--block-threads", o.block_threads,
                     "threads per block of every graph-defined kernel, a multiple of 32 up to 1024 (default: each "
                     "block graph's own; wgmma needs a multiple of 128)")

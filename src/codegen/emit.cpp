@@ -261,7 +261,8 @@ class BlockKernelEmitter {
         read_operands_in_place_(options.read_operands_in_place),
         max_stage_buffers_(options.wgmma_stage_buffers),
         matmul_chains_(options.matmul_chains_in_registers),
-        chain_accumulator_registers_(options.chain_accumulators_in_registers) {}
+        chain_accumulator_registers_(options.chain_accumulators_in_registers),
+        chain_split_(options.chain_split_n_blocks) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -675,17 +676,31 @@ class BlockKernelEmitter {
     choose_tile_layouts(stages);
     lay_out(stages);
     // A chain writes its results from the first matmul's step on, which can raise the peak
-    // where they are larger than the scores it no longer stores: it is kept only where the
-    // kernel takes no more shared memory than op by op (the cost model's plan, which has no
-    // chains, stays an upper bound).
+    // where they are larger than the scores it no longer stores, and a split chain adds its
+    // partial results: chains are kept only where the kernel takes no more shared memory than op
+    // by op (the cost model's plan, which has no chains, stays an upper bound), with fewer splits
+    // (fewer partials) where that fits and all of them does not.
     if (!chains_.empty()) {
-      const int64_t with_chains = shared_bytes_;
       const std::vector<MatmulChain> chains = chains_;
       chains_.clear();
       lay_out(stages);
-      if (shared_bytes_ >= with_chains) {
-        chains_ = chains;
+      const int64_t op_by_op = shared_bytes_;
+      int64_t most = 1;
+      for (const MatmulChain& c : chains) most = std::max(most, c.splits);
+      for (;; most /= 2) {
+        chains_.clear();
+        for (MatmulChain c : chains) {
+          if (c.splits > 1 && most == 1) continue;  // unsplit, it would idle warpgroups (find_matmul_chains)
+          c.splits = std::min(c.splits, most);
+          chains_.push_back(c);
+        }
         lay_out(stages);
+        if (shared_bytes_ <= op_by_op) break;
+        if (most == 1) {
+          chains_.clear();
+          lay_out(stages);
+          break;
+        }
       }
     }
   }
@@ -700,6 +715,8 @@ class BlockKernelEmitter {
   struct MatmulChain {
     size_t first = kNoOp, elementwise = kNoOp, second = kNoOp, row_sum = kNoOp;
     size_t accumulate_o = kNoOp, accumulate_l = kNoOp;
+    int64_t splits = 1;            // warpgroups per 64-row job (mgd::matmul_chain_splits)
+    int64_t partials_offset = -1;  // their partial results in shared memory, where splits > 1
     std::array<size_t, 6> ops() const { return {first, elementwise, second, row_sum, accumulate_o, accumulate_l}; }
     /// The ops whose results the chain writes: the accumulators it adds to, or O and L.
     std::array<size_t, 2> writers() const {
@@ -784,11 +801,13 @@ class BlockKernelEmitter {
       if (!ok) continue;
       const int64_t m = extent(s, 2), k1 = extent(a, 1), n1 = extent(s, 1), n2 = extent(o, 1);
       if (!mgd::matmul_chain_shape_ok(m, k1, n1, n2)) continue;
-      // A block with more warpgroups than S has 64-row jobs leaves the others idle through the
-      // chain, which then runs S's n-blocks one after another on one warpgroup; op by op, every
-      // warpgroup shares each matmul. On an H200 the chain won with one n-block and lost with
-      // four (docs/codegen.md, "Hopper: attention's scores in registers").
-      if ((m + 63) / 64 < warpgroups() && n1 > 64) continue;
+      // A block with more warpgroups than S has 64-row jobs splits S's n-blocks among them.
+      // Unsplit, the chain left the others idle and ran the n-blocks one after another on one
+      // warpgroup; op by op, every warpgroup shares each matmul. On an H200 the unsplit chain
+      // won with one n-block and lost with four (docs/codegen.md, "Hopper: attention's scores
+      // in registers"), so without the split it is taken only with one.
+      chain.splits = chain_split_ ? mgd::matmul_chain_splits(m, n1, warpgroups()) : 1;
+      if (!chain_split_ && (m + 63) / 64 < warpgroups() && n1 > 64) continue;
       if (swizzle_[a.index()] == 0 || swizzle_[b.index()] == 0 || swizzle_[c.index()] == 0 || swizzle_[o.index()] != 0)
         continue;
       // The tiles in place are laid out the same whichever way matmul_wgmma would turn the
@@ -992,9 +1011,24 @@ class BlockKernelEmitter {
         buffer_tensor.push_back(t.index());
       }
     }
+    // A split chain's partial results, live through its step alone.
+    std::vector<size_t> partials_chain;
+    for (size_t ci = 0; ci < chains_.size(); ++ci) {
+      MatmulChain& c = chains_[ci];
+      const Shape& s = body_.type(body_.ops[c.first].outputs[0]).shape;
+      const Shape& o = body_.type(body_.ops[c.second].outputs[0]).shape;
+      const int64_t bytes = mgd::matmul_chain_partials_bytes(s[s.rank() - 2], o[o.rank() - 1], c.splits);
+      c.partials_offset = -1;
+      if (bytes == 0) continue;
+      const int32_t now = schedule_.time(schedule_.phase[c.first], schedule_.step[c.first]);
+      buffers.push_back({bytes, kSharedAlign, now, now});
+      partials_chain.push_back(ci);
+    }
     memory_plan_ = plan_shared_memory(buffers);
     MUGRAPH_CHECK(plan_is_valid(buffers, memory_plan_)) << "kernel " << index_ << ": the shared-memory plan overlaps";
-    for (size_t b = 0; b < buffers.size(); ++b) storage_[buffer_tensor[b]].offset = memory_plan_.offsets[b];
+    for (size_t b = 0; b < buffer_tensor.size(); ++b) storage_[buffer_tensor[b]].offset = memory_plan_.offsets[b];
+    for (size_t b = 0; b < partials_chain.size(); ++b)
+      chains_[partials_chain[b]].partials_offset = memory_plan_.offsets[buffer_tensor.size() + b];
     tensors_bytes_ = memory_plan_.peak;
     all_live_bytes_ = 0;
     for (const SharedBuffer& b : buffers) all_live_bytes_ = align_up(all_live_bytes_, b.align) + b.bytes;
@@ -1209,12 +1243,17 @@ class BlockKernelEmitter {
     std::ostringstream k;
     k << "mgd::matmul_chain_wgmma<" << last(s, 2) << ", " << last(a, 1) << ", " << last(s, 1) << ", " << last(o, 1)
       << ", " << swizzle_[a.index()] << ", " << swizzle_[b.index()] << ", " << swizzle_[cm.index()] << ", "
-      << ctype(body_.type(s).dtype) << ">(\n    " << chain_result(c.second, c.accumulate_o, in_loop) << ",\n    "
+      << ctype(body_.type(s).dtype) << (c.splits > 1 ? ", " + std::to_string(c.splits) : std::string()) << ">(\n    "
+      << chain_result(c.second, c.accumulate_o, in_loop) << ",\n    "
       << chain_result(c.row_sum, c.accumulate_l, in_loop) << ",\n    " << tensor(a) << ", " << tensor(b) << ", "
-      << tensor(cm) << ", " << functor(unary.kind) << "{});  // matmul, " << op_name(unary.kind) << ", matmul"
-      << (c.row_sum != kNoOp ? " and row sums" : "")
+      << tensor(cm) << ", " << functor(unary.kind) << "{}"
+      << (c.splits > 1 ? ", reinterpret_cast<float*>(smem + " + std::to_string(c.partials_offset) + ")" : std::string())
+      << ");  // matmul, " << op_name(unary.kind) << ", matmul" << (c.row_sum != kNoOp ? " and row sums" : "")
       << (c.accumulate_o != kNoOp || c.accumulate_l != kNoOp ? ", accumulated" : "") << " -> "
-      << type_comment(body_.type(o)) << ", the scores in registers\n";
+      << type_comment(body_.type(o)) << ", the scores in registers"
+      << (c.splits > 1 ? ", S's n-blocks split " + std::to_string(c.splits) + " ways among the warpgroups"
+                       : std::string())
+      << "\n";
     return k.str();
   }
 
@@ -1294,6 +1333,7 @@ class BlockKernelEmitter {
   int64_t max_stage_buffers_;         // CodegenOptions::wgmma_stage_buffers
   bool matmul_chains_;                // CodegenOptions::matmul_chains_in_registers
   bool chain_accumulator_registers_;  // CodegenOptions::chain_accumulators_in_registers
+  bool chain_split_;                  // CodegenOptions::chain_split_n_blocks
   std::vector<MatmulChain> chains_;   // find_matmul_chains
   std::vector<TileLayout> layouts_;   // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;

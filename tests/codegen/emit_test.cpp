@@ -7,8 +7,10 @@
 #include <string>
 
 #include "mugraph/codegen.h"
+#include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 #include "mugraph/loader.h"
+#include "mugraph/validate.h"
 #include "test_graphs.h"
 
 namespace mugraph {
@@ -18,6 +20,12 @@ int count(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+/// The shared memory of the first kernel in generated source, from its header comment.
+long long kernel_shared_bytes(const std::string& src) {
+  const size_t at = src.find(" bytes of shared memory");
+  return std::stoll(src.substr(src.rfind(' ', at - 1) + 1, at));
 }
 
 /// Options that keep every tile dense row-major, for tests of what the layout pass would change.
@@ -109,25 +117,21 @@ TEST(Codegen, WgmmaStagesTakeASecondBufferWhereItCostsNoResidency) {
   CodegenOptions staged;
   staged.read_operands_in_place = false;
   const CudaTarget& hopper = find_cuda_target("sm_90a");
-  const auto shared_bytes = [](const std::string& src) {
-    const size_t at = src.find(" bytes of shared memory");
-    return std::stoll(src.substr(src.rfind(' ', at - 1) + 1, at));
-  };
   // 158,320 bytes with two buffers: one block per SM either way.
   const std::string both =
       generate_cuda(test::rmsnorm_fig3b(16, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
   EXPECT_NE(both.find(", 512, 21504, 0, 0, 2>("), std::string::npos) << both;  // 1024 + 2 · (64 + 16) · 128
-  EXPECT_EQ(shared_bytes(both), 158320);
+  EXPECT_EQ(kernel_shared_bytes(both), 158320);
   // 114,368 bytes with one: two blocks per SM of 233,472 bytes, which 9,216 more would make one.
   const std::string two_blocks =
       generate_cuda(test::rmsnorm_fig3b(8, 4096, 4096, 128, 8, DType::f16), hopper, staged).source;
-  EXPECT_EQ(shared_bytes(two_blocks), 114368);
+  EXPECT_EQ(kernel_shared_bytes(two_blocks), 114368);
   EXPECT_EQ(two_blocks.find(", 2>("), std::string::npos) << two_blocks;
   EXPECT_NE(two_blocks.find("scratch = smem + "), std::string::npos);
   // 230,880 bytes with one: a second would pass the 232,448 a block may have.
   const std::string full =
       generate_cuda(test::rmsnorm_fig3b(24, 4096, 4096, 128, 4, DType::f16), hopper, staged).source;
-  EXPECT_EQ(shared_bytes(full), 230880);
+  EXPECT_EQ(kernel_shared_bytes(full), 230880);
   EXPECT_EQ(full.find(", 2>("), std::string::npos) << full;
   // Where k is one chunk there is nothing to overlap: one buffer.
   const std::string one_chunk =
@@ -352,19 +356,48 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   EXPECT_LT(q, first_stage);
   EXPECT_LT(first_stage, q_wait);
   EXPECT_LT(q_wait, loop);
-  // Q and K are both read in place by Q·K's wgmma. The block's 16 query rows are one 64-row job
-  // for its four warpgroups and S is 256 wide: a matmul chain would run S's four n-blocks on one
-  // warpgroup while three wait (slower on an H200), so the ops run one by one.
-  EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
-  EXPECT_EQ(count(src, "matmul_chain_wgmma"), 0) << src;
-  // With one warpgroup the chain takes the loop body, with the scores in registers (16 query
-  // rows of a 64-row job); nothing is staged for it.
+  // The block's 16 query rows are one 64-row job for its four warpgroups and S is 256 wide: the
+  // matmul chain splits S's four n-blocks among the four warpgroups, which add their partial
+  // results through shared memory of their own (mgd::matmul_chain_partials_bytes), in the loop.
+  // (That fits here: op by op would take more, with S and E stored.)
+  EXPECT_EQ(count(src, "mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half, 4>("), 1) << src;
+  EXPECT_NE(src.find("S's n-blocks split 4 ways among the warpgroups"), std::string::npos) << src;
+  EXPECT_LT(loop, src.find("mgd::matmul_chain_wgmma<"));
+  // Without the split the chain would run S's four n-blocks on one warpgroup while three wait
+  // (slower on an H200), so the ops run one by one, Q and K both read in place by Q·K's wgmma.
+  CodegenOptions unsplit;
+  unsplit.chain_split_n_blocks = false;
+  const std::string op_by_op = generate_cuda(g, find_cuda_target("sm_90a"), unsplit).source;
+  EXPECT_NE(op_by_op.find("on wgmma, both operands in place"), std::string::npos) << op_by_op;
+  EXPECT_EQ(count(op_by_op, "matmul_chain_wgmma"), 0) << op_by_op;
+  // With one warpgroup the chain takes the loop body unsplit, with the scores in registers (16
+  // query rows of a 64-row job); nothing is staged for it.
   CodegenOptions one_warpgroup;
   one_warpgroup.block_threads = 128;
   const std::string chained = generate_cuda(g, find_cuda_target("sm_90a"), one_warpgroup).source;
   EXPECT_NE(chained.find("mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half>("), std::string::npos)
       << chained;
   EXPECT_EQ(count(chained, "unsigned char* const scratch"), 0) << chained;
+}
+
+TEST(Codegen, SplitMatmulChainsTakeNoMoreSharedMemoryThanOpByOp) {
+  // QKNorm's fused kernel (examples/found/qknorm, 16 query rows, 512 threads): split four ways,
+  // the chain's partials (13,056 bytes) would raise the kernel's shared memory above op by op's,
+  // which the cost model's plan must bound; split two ways (4,352 bytes) it fits.
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  const Graph g =
+      load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/qknorm/best.json");
+  const CudaTarget& sm90 = find_cuda_target("sm_90a");
+  const std::string split = generate_cuda(g, sm90).source;
+  EXPECT_EQ(count(split, "mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half, 2>("), 1) << split;
+  CodegenOptions op_by_op;
+  op_by_op.matmul_chains_in_registers = false;
+  const std::string plain = generate_cuda(g, sm90, op_by_op).source;
+  EXPECT_LE(kernel_shared_bytes(split), kernel_shared_bytes(plain));
+  const Op& kernel = g.ops[3];
+  ASSERT_EQ(kernel.kind, OpKind::graph_kernel);
+  EXPECT_LE(kernel_shared_bytes(split),
+            planned_shared_bytes(g.bodies[static_cast<size_t>(kernel.attrs.body)], 2, *find_target("sm_90a")));
 }
 
 TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
@@ -477,11 +510,7 @@ TEST(Codegen, AttentionScoresStayInRegisters) {
     return count(s.substr(from, s.find("\n  }\n", from) - from), "mgd::sync_block();");
   };
   EXPECT_EQ(loop_barriers(plain.source) - loop_barriers(src), 3);
-  const auto first_kernel_shared = [](const std::string& s) {
-    const size_t end = s.find(" bytes of shared memory");
-    return std::stoll(s.substr(s.rfind(", ", end) + 2, end - s.rfind(", ", end) - 2));
-  };
-  EXPECT_LT(first_kernel_shared(src), first_kernel_shared(plain.source));
+  EXPECT_LT(kernel_shared_bytes(src), kernel_shared_bytes(plain.source));
   CodegenOptions staged;
   staged.read_operands_in_place = false;
   EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_90a"), staged).source, "matmul_chain_wgmma"), 0);

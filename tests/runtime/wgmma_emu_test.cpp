@@ -472,10 +472,12 @@ TEST(Wgmma, RegisterAFollowsTheFragmentLayoutOfD) {
 /// stride, as tile layouts may have them; accumulated (mgd::TileAccumulate), the chain runs
 /// twice, as in two iterations of a loop, into dense f32 accumulators, and L may be dropped;
 /// summed in registers (mgd::RegisterAccumulate, a block of `threads` / 128 warpgroups), the
-/// same, written to those accumulators after the second run (mgd::store_chain_registers).
+/// same, written to those accumulators after the second run (mgd::store_chain_registers). With
+/// Splits > 1, each job's n-blocks of S are split among that many warpgroups, which add their
+/// partial results through shared memory poisoned as the emulation leaves it.
 enum class ChainResults { store, accumulate, accumulate_o_only, registers };
 template <typename T, int M, int K1, int N1, int N2, int64_t SpanA, int64_t SpanB, int64_t SpanC,
-          ChainResults Results = ChainResults::store, int Groups = 0>
+          ChainResults Results = ChainResults::store, int Groups = 0, int Splits = 1>
 void check_matmul_chain(unsigned threads) {
   static_assert((Results == ChainResults::registers) == (Groups > 0), "register results, and only they, name Groups");
   std::vector<float> fa = randoms(size_t{M} * K1, 11), fb = randoms(size_t{K1} * N1, 12),
@@ -490,7 +492,8 @@ void check_matmul_chain(unsigned threads) {
                    b_at =
                        (a_at + size_t{M} * K1 * 2 + mgd::matmul_chain_a_overread_bytes(M, SpanA) + 1023) / 1024 * 1024;
   constexpr size_t c_at = (b_at + size_t{K1} * N1 * 2 + 1023) / 1024 * 1024;
-  constexpr size_t end = c_at + size_t{N1} * N2 * 2;
+  constexpr size_t partials_at = (c_at + size_t{N1} * N2 * 2 + 15) / 16 * 16;
+  constexpr size_t end = partials_at + static_cast<size_t>(mgd::matmul_chain_partials_bytes(M, N2, Splits));
   constexpr int64_t kLRow = 3;
   constexpr bool kStore = Results == ChainResults::store;
   std::vector<T> o(size_t{M} * N2, mgd::from_float<T>(NAN)), l(size_t{M} * kLRow, mgd::from_float<T>(NAN));
@@ -510,26 +513,28 @@ void check_matmul_chain(unsigned threads) {
     mgd::fence_proxy_async();
     mgd::sync_block();
     const auto f = [](float x) { return expf(x * 0.125f); };
+    float* const partials = Splits > 1 ? reinterpret_cast<float*>(smem + partials_at) : nullptr;
     if constexpr (kStore) {
-      mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
-          mgd::TileStore<T, 1, M>{o.data()}, mgd::TileStore<T, kLRow, 1>{l.data()}, sa, sb, sc, f);
+      mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T, Splits>(
+          mgd::TileStore<T, 1, M>{o.data()}, mgd::TileStore<T, kLRow, 1>{l.data()}, sa, sb, sc, f, partials);
     } else if constexpr (Results == ChainResults::registers) {
       mgd::ChainRegisters<M, N2, Groups> o_regs;
       mgd::ChainRegisters<M, 1, Groups> l_regs;
       for (int it = 0; it < 2; ++it)
-        mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
+        mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T, Splits>(
             mgd::RegisterAccumulate<T, M, N2, Groups>{o_regs, it == 0},
-            mgd::RegisterAccumulate<T, M, 1, Groups>{l_regs, it == 0}, sa, sb, sc, f);
+            mgd::RegisterAccumulate<T, M, 1, Groups>{l_regs, it == 0}, sa, sb, sc, f, partials);
       mgd::store_chain_registers<N2, 1>(o_regs, o_acc.data());
       mgd::store_chain_registers<1, 1>(l_regs, l_acc.data());
     } else {
       for (int it = 0; it < 2; ++it) {
         const mgd::TileAccumulate<T, N2, 1> to_o{o_acc.data(), it == 0};
         if constexpr (Results == ChainResults::accumulate)
-          mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(
-              to_o, mgd::TileAccumulate<T, 1, 1>{l_acc.data(), it == 0}, sa, sb, sc, f);
+          mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T, Splits>(
+              to_o, mgd::TileAccumulate<T, 1, 1>{l_acc.data(), it == 0}, sa, sb, sc, f, partials);
         else
-          mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T>(to_o, mgd::NoResult{}, sa, sb, sc, f);
+          mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T, Splits>(to_o, mgd::NoResult{}, sa, sb, sc, f,
+                                                                                 partials);
       }
     }
   });
@@ -587,6 +592,19 @@ TEST(TileOps, MatmulChainKeepsTheScoresInRegisters) {
   check_matmul_chain<mgd::half, 64, 64, 64, 64, 128, 128, 128, ChainResults::registers, 4>(512);
   check_matmul_chain<mgd::half, 80, 64, 32, 64, 128, 64, 128, ChainResults::registers, 1>(128);
   check_matmul_chain<mgd::bfloat16, 128, 32, 64, 128, 64, 32, 64, ChainResults::registers, 1>(128);
+  // Fewer jobs than warpgroups, S's n-blocks split among them: the examples' GQA (16 rows, four
+  // n-blocks, four warpgroups) summed in registers; one job split two ways and stored; two jobs
+  // on four warpgroups; three n-blocks on four warpgroups (one idle) accumulated.
+  static_assert(mgd::matmul_chain_splits(16, 256, 4) == 4 && mgd::matmul_chain_splits(16, 128, 4) == 2);
+  static_assert(mgd::matmul_chain_splits(128, 256, 4) == 2 && mgd::matmul_chain_splits(256, 256, 4) == 1);
+  static_assert(mgd::matmul_chain_splits(64, 64, 4) == 1);  // one n-block: nothing to split
+  static_assert(mgd::matmul_chain_partials_bytes(16, 64, 4) == 3 * 34 * 32 * 4);
+  check_matmul_chain<mgd::half, 16, 64, 256, 64, 128, 128, 128, ChainResults::registers, 4, 4>(512);
+  check_matmul_chain<mgd::half, 64, 64, 128, 64, 128, 128, 128, ChainResults::store, 0, 2>(256);
+  check_matmul_chain<mgd::half, 128, 64, 128, 128, 128, 128, 128, ChainResults::accumulate, 0, 2>(512);
+  check_matmul_chain<mgd::bfloat16, 40, 32, 192, 64, 64, 128, 128, ChainResults::accumulate, 0, 3>(512);
+  EXPECT_DEATH((check_matmul_chain<mgd::half, 16, 64, 256, 64, 128, 128, 128, ChainResults::store, 0, 4>(256)),
+               "a split for more warpgroups than the block has");
   // Registers laid out for two warpgroups' jobs, in a block of one: refused, not misfiled.
   EXPECT_DEATH((check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128, ChainResults::registers, 2>(128)),
                "register results for another number of warpgroups");

@@ -309,23 +309,27 @@ def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_p
 
 
 def test_gpu_session_times_the_attention_bests_with_and_without_matmul_chains(tmp_path):
-    # The chains step: each of the four attention bests of bench/paper/results three times, with
-    # its scores in registers (the chain's sums in registers through the loop, or in shared
-    # memory) and op by op, on the same inputs; one JSON line each.
+    # The chains step: each of the four attention bests of bench/paper/results with its scores in
+    # registers and op by op, and the examples' GQA and QKNorm (16 query rows for four
+    # warpgroups) also with the chain's split turned off, on the same inputs per μGraph; one JSON
+    # line each.
     r = run_gpu_session(tmp_path, "--deadline", "60", "chains")
     assert r.returncode == 0, r.stdout + r.stderr
     with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
         lines = [json.loads(line) for line in tar.extractfile("./chains.jsonl").read().decode().splitlines()]
-    variants = (("registers", "registers"), ("registers", "shared"), ("op-by-op", "registers"))
-    assert [(x["name"], x["matmul_chains"], x["chain_accumulators"]) for x in lines] == [
-        (n, c, a) for n in ("gqa_bs1", "gqa_bs8", "qknorm_bs1", "qknorm_bs8") for c, a in variants]
+    both = (("registers", "on"), ("op-by-op", "on"))
+    assert [(x["name"], x["matmul_chains"], x["chain_split"]) for x in lines] == [
+        (n, c, s) for n in ("gqa_bs1", "gqa_bs8", "qknorm_bs1", "qknorm_bs8") for c, s in both] + [
+        (n, c, s) for n in ("found_gqa", "found_qknorm") for c, s in both + (("registers", "off"),)]
     assert all(x["result"]["ok"] for x in lines), lines
     runs = [line for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
-    assert len(runs) == 12, runs
+    assert len(runs) == 14, runs
     for run, x in zip(runs, lines):
-        assert f"bench/paper/results/{x['name']}/best.json" in run
-        assert f"--matmul-chains {x['matmul_chains']} --chain-accumulators {x['chain_accumulators']}" in run
-    assert len({run.split("--chain-accumulators")[1].split(None, 1)[1] for run in runs[:3]}) == 1, runs
+        where = f"examples/found/{x['name'][6:]}" if x["name"].startswith("found_") else f"bench/paper/results/{x['name']}"
+        assert f"{where}/best.json" in run
+        assert f"--matmul-chains {x['matmul_chains']} --chain-split {x['chain_split']}" in run
+    for first in (0, 8, 11):  # the same inputs for every variant of a μGraph
+        assert len({run.split("--chain-split")[1].split(None, 1)[1] for run in runs[first:first + 2]}) == 1, runs
 
 
 TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"

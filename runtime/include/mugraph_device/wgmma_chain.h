@@ -159,12 +159,20 @@ MGD_DEVICE void store_chain_registers(const ChainRegisters<M, N, Groups>& regs, 
 /// multiple of 64 (decoding's few query rows), the last job also computes rows beyond M, from
 /// whatever follows A's rows in its buffer, and drops them: rows never mix in a matmul, a
 /// row-wise op or a row sum.
+///
+/// With Splits > 1 (matmul_chain_splits: fewer jobs than warpgroups), warpgroup g takes job
+/// g mod jobs and, of S's n-blocks, those congruent to g / jobs mod Splits; the job's first
+/// warpgroup adds the others' partial O and row sums (f32, through `partials`, between two
+/// block barriers) before it puts the results, rounded once, as an unsplit job would.
 /// @pre matmul_chain_shape_ok(M, K1, N1, N2); block_threads() % 128 == 0; the operands are
 /// complete (a block barrier, and for element-wise writers a proxy fence, before the call); A's
-/// buffer extends matmul_chain_a_overread_bytes(M, SpanA) past the tile
+/// buffer extends matmul_chain_a_overread_bytes(M, SpanA) past the tile; with Splits > 1,
+/// jobs · Splits ≤ warpgroups, Splits ≤ S's n-blocks, and `partials` holds
+/// matmul_chain_partials_bytes(M, N2, Splits) bytes (16-byte aligned) that nothing else uses
+/// during the call
 template <int64_t M, int64_t K1, int64_t N1, int64_t N2, int64_t SpanA, int64_t SpanB, int64_t SpanC, typename TS,
-          typename OutO, typename OutL, typename F, typename T>
-MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const T* c, F f) {
+          int Splits = 1, typename OutO, typename OutL, typename F, typename T>
+MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const T* c, F f, float* partials = nullptr) {
   constexpr bool kRowSums = !std::is_same_v<OutL, NoResult>;
   static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
   static_assert(kWgmmaAvailable || sizeof(T) == 0, "matmul_chain_wgmma needs wgmma (sm_90a)");
@@ -173,6 +181,8 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   constexpr int NT1 = N1 <= 64 ? static_cast<int>(N1) : 64, NB1 = static_cast<int>(N1) / NT1;
   constexpr int NT2 = N2 <= 64 ? static_cast<int>(N2) : 64, NB2 = static_cast<int>(N2) / NT2;
   constexpr int kSteps1 = static_cast<int>(K1 / 16);
+  constexpr int64_t kJobs = (M + 63) / 64;
+  static_assert(Splits >= 1 && Splits <= NB1, "a split takes at least one of S's n-blocks");
   // An n-block of an MN-major operand read in place starts at one of its panels.
   static_assert(NB1 == 1 || NT1 % (SpanB / 2) == 0, "B's n-blocks start at its panels");
   static_assert(NB2 == 1 || NT2 % (SpanC / 2) == 0, "C's n-blocks start at its panels");
@@ -184,25 +194,28 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   if (tile_a % (8 * SpanA) != 0 || tile_b % (8 * SpanB) != 0 || tile_c % (8 * SpanC) != 0)
     detail::chain_misuse("matmul_chain_wgmma: an operand does not start where its swizzle pattern does");
 #endif
-  // One 64-row job: warpgroup `group`'s local job j.
-  const auto run_job = [&](int j, int64_t job) {
+  // O's accumulators, a job's; this thread's share of its row sums (its two rows: element i of a
+  // fragment is in row lane / 4 + 8·(i / 2 % 2)).
+  using Acc = float[NB2][NT2 / 2];
+  // Computes a job's O and row sums (this thread's share, the row sums not yet met across the
+  // quad) over the n-blocks split, split + Splits, ... of S.
+  const auto compute_job = [&](Acc& acc, float(&sums)[2], int64_t job, int split) {
     const int64_t m0 = job * 64;
-    // O's accumulators; this thread's share of the row sums (its two rows: element i of a
-    // fragment is in row lane / 4 + 8·(i / 2 % 2)); one n-block of P as the second matmul's A.
-    float acc[NB2][NT2 / 2];
     MGD_UNROLL
     for (int nb = 0; nb < NB2; ++nb) {
       MGD_UNROLL
       for (int i = 0; i < NT2 / 2; ++i) acc[nb][i] = 0.0f;
     }
-    float sums[2] = {0.0f, 0.0f};
-    uint32_t pa[NT1 / 16][4];
+    sums[0] = sums[1] = 0.0f;
+    uint32_t pa[NT1 / 16][4];  // one n-block of P as the second matmul's A
     // S an n-block at a time, so that the registers a thread holds do not grow with S's width:
     // S's block (k16 steps of A·B as one group), then P = f(S) rounded as the tiles would be,
     // then O += P·C over the block's rows of C, left in flight while the next block of S is
     // computed (waiting for that block waits for it too, and frees pa).
     MGD_UNROLL
-    for (int nb = 0; nb < NB1; ++nb) {
+    for (int q = 0; q < (NB1 + Splits - 1) / Splits; ++q) {
+      const int nb = split + q * Splits;
+      if (Splits > 1 && nb >= NB1) break;
       float s[NT1 / 2];
       MGD_UNROLL
       for (int i = 0; i < NT1 / 2; ++i) s[i] = 0.0f;
@@ -242,9 +255,15 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
     }
     wgmma_wait<0>();
     detail::fence_register_a(pa);
-    // The row sums: the quad's four lanes hold a row's columns. (Only once no wgmma is in
-    // flight: ptxas serializes every wgmma of a kernel where other instructions may read
-    // registers that fed a wgmma within the pipeline stage of another, C7514.)
+    MGD_UNROLL
+    for (int nb = 0; nb < NB2; ++nb) fence_registers(acc[nb]);
+  };
+  // Puts a job's results, this warpgroup's local job j. (The row sums meet across the quad only
+  // once no wgmma is in flight: ptxas serializes every wgmma of a kernel where other
+  // instructions may read registers that fed a wgmma within the pipeline stage of another,
+  // C7514.)
+  const auto put_job = [&](int j, int64_t job, const Acc& acc, float(&sums)[2]) {
+    const int64_t m0 = job * 64;
     if constexpr (kRowSums) {
       MGD_UNROLL
       for (int h = 0; h < 2; ++h) {
@@ -260,10 +279,10 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       }
     } else {
       (void)l;
+      (void)sums;
     }
     MGD_UNROLL
     for (int nb = 0; nb < NB2; ++nb) {
-      fence_registers(acc[nb]);
       MGD_UNROLL
       for (int i = 0; i < NT2 / 2; ++i) {
         const int flat = nb * (NT2 / 2) + i;
@@ -278,17 +297,63 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   constexpr int kRegisterGroups = OutO::kGroups > OutL::kGroups ? OutO::kGroups : OutL::kGroups;
   static_assert(OutO::kGroups == 0 || OutL::kGroups == 0 || OutO::kGroups == OutL::kGroups,
                 "register results of one block");
-  if constexpr (kRegisterJobs > 0) {
-    if (static_cast<int>(groups) != kRegisterGroups)
-      detail::chain_misuse("matmul_chain_wgmma: register results for another number of warpgroups");
+  if (kRegisterJobs > 0 && static_cast<int>(groups) != kRegisterGroups)
+    detail::chain_misuse("matmul_chain_wgmma: register results for another number of warpgroups");
+  if constexpr (Splits > 1) {
+    // One job per warpgroup at most; a thread's partial lies at partials[((split - 1)·jobs +
+    // job)·width·threads + i·threads + t], consecutive threads in consecutive words.
+    constexpr int kWidth = static_cast<int>(N2 / 2) + 2;
+    constexpr unsigned kThreads = static_cast<unsigned>(matmul_chain_partial_threads(M));
+    if (kJobs * Splits > groups || partials == nullptr)
+      detail::chain_misuse("matmul_chain_wgmma: a split for more warpgroups than the block has, or no partials");
+    const int64_t job = group % kJobs;
+    const int split = static_cast<int>(group / kJobs);
+    const bool active = split < Splits;
+    Acc acc;
+    float sums[2];
+    if (active) compute_job(acc, sums, job, split);
+    sync_block();  // a previous call's first warpgroups have read its partials
+    const auto partial = [&](int from) { return partials + ((from - 1) * kJobs + job) * kWidth * kThreads + t; };
+    if (active && split > 0 && t < kThreads) {
+      float* p = partial(split);
+      MGD_UNROLL
+      for (int i = 0; i < N2 / 2; ++i) p[i * kThreads] = acc[i / (NT2 / 2)][i % (NT2 / 2)];
+      p[(kWidth - 2) * kThreads] = sums[0];
+      p[(kWidth - 1) * kThreads] = sums[1];
+    }
+    sync_block();
+    if (active && split == 0) {
+      if (t < kThreads) {
+        for (int from = 1; from < Splits; ++from) {
+          const float* p = partial(from);
+          MGD_UNROLL
+          for (int i = 0; i < N2 / 2; ++i) acc[i / (NT2 / 2)][i % (NT2 / 2)] += p[i * kThreads];
+          sums[0] += p[(kWidth - 2) * kThreads];
+          sums[1] += p[(kWidth - 1) * kThreads];
+        }
+      }
+      put_job(0, job, acc, sums);
+    }
+  } else if constexpr (kRegisterJobs > 0) {
     MGD_UNROLL
     for (int j = 0; j < kRegisterJobs; ++j) {
       const int64_t job = group + int64_t{j} * groups;
-      if (job < (M + 63) / 64) run_job(j, job);
+      if (job < kJobs) {
+        Acc acc;
+        float sums[2];
+        compute_job(acc, sums, job, 0);
+        put_job(j, job, acc, sums);
+      }
     }
   } else {
+    (void)partials;
     int j = 0;
-    for (int64_t job = group; job < (M + 63) / 64; job += groups) run_job(j++, job);
+    for (int64_t job = group; job < kJobs; job += groups) {
+      Acc acc;
+      float sums[2];
+      compute_job(acc, sums, job, 0);
+      put_job(j++, job, acc, sums);
+    }
   }
 }
 

@@ -143,6 +143,29 @@ MGD_RULE int64_t matmul_chain_a_overread_bytes(int64_t m, int64_t span) {
   return m % kWgmmaM == 0 ? 0 : (kWgmmaM - m % kWgmmaM) * span;
 }
 
+/// How many warpgroups matmul_chain_wgmma gives each 64-row job in a block of `warpgroups`:
+/// where S has fewer jobs than the block has warpgroups (decoding's few query rows), the ones a
+/// job would leave idle take a share of S's n-blocks each (at most one n-block apiece), and the
+/// job's partial O and row sums are added through shared memory once they are done.
+MGD_RULE int64_t matmul_chain_splits(int64_t m, int64_t n1, int64_t warpgroups) {
+  const int64_t jobs = (m + kWgmmaM - 1) / kWgmmaM, n_blocks = n1 <= 64 ? 1 : n1 / 64;
+  const int64_t splits = jobs < warpgroups ? warpgroups / jobs : 1;
+  return splits < n_blocks ? splits : n_blocks;
+}
+
+/// The threads of a warpgroup that hold rows of a job below M, as whole warps (warp w holds the
+/// job's rows 16w to 16w + 15): only they pass partial results when a job is split.
+MGD_RULE int64_t matmul_chain_partial_threads(int64_t m) { return m >= kWgmmaM ? 128 : 32 * ((m + 15) / 16); }
+
+/// Bytes of shared memory (f32) through which matmul_chain_wgmma adds the partial results of a
+/// job split `splits` ways: each thread's O elements (N2 / 2) and its two row sums, for every
+/// split but the first, which adds them.
+MGD_RULE int64_t matmul_chain_partials_bytes(int64_t m, int64_t n2, int64_t splits) {
+  return splits <= 1
+             ? 0
+             : (splits - 1) * ((m + kWgmmaM - 1) / kWgmmaM) * (n2 / 2 + 2) * matmul_chain_partial_threads(m) * 4;
+}
+
 }  // namespace mgd
 
 #undef MGD_RULE
