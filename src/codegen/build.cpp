@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -140,33 +141,45 @@ CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bo
   build.cached = fs::exists(build.output);
   if (build.cached) return build;
 
-  write_generated_code(code, build.dir.string());
-  const std::string dir = build.dir.string();
-  // Build to a temporary name and rename, so that a build cut short never looks cached.
-  const fs::path partial = build.dir / (build.output.filename().string() + ".partial");
+  // Build in a directory of this process's own and move it into place whole, so that a build cut
+  // short never looks cached and two processes building the same code (parallel tests, two
+  // `mugraph bench` runs) never write each other's files: the first to finish wins, the other's
+  // copy is dropped. The files keep their names, so the build runs in the staging directory.
+  static std::atomic<int> builds{0};  // threads of one process may build the same code too
+  const fs::path staging =
+      build.dir.string() + ".partial-" + std::to_string(::getpid()) + "-" + std::to_string(builds++);
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  write_generated_code(code, staging.string());
+  const std::string dir = staging.string();
+  const fs::path output = staging / build.output.filename();
   std::vector<std::string> cmd;
   if (emulate) {
-    cmd = {compiler, "-std=c++20", "-O2", "-I" + dir, "-x", "c++", (build.dir / "ugraph.cu").string()};
+    cmd = {compiler, "-std=c++20", "-O2", "-I" + dir, "-x", "c++", (staging / "ugraph.cu").string()};
     if (library) {
       cmd.insert(cmd.begin() + 1, {"-shared", "-fPIC"});
     } else {
-      cmd.insert(cmd.end(), {"-x", "c++", (build.dir / "mugraph_device" / "bench_main.cu").string()});
+      cmd.insert(cmd.end(), {"-x", "c++", (staging / "mugraph_device" / "bench_main.cu").string()});
     }
   } else {
-    cmd = {compiler, "-std=c++17", "-O3", nvcc_gencode(target), "-I" + dir, (build.dir / "ugraph.cu").string()};
+    cmd = {compiler, "-std=c++17", "-O3", nvcc_gencode(target), "-I" + dir, (staging / "ugraph.cu").string()};
     if (library) {
       cmd.insert(cmd.begin() + 1, {"-shared", "-Xcompiler", "-fPIC"});
     } else {
-      cmd.push_back((build.dir / "mugraph_device" / "bench_main.cu").string());
+      cmd.push_back((staging / "mugraph_device" / "bench_main.cu").string());
     }
     cmd.push_back("-lcublas");
   }
-  cmd.insert(cmd.end(), {"-o", partial.string()});
-  ProcessResult r = run_process(cmd, build.dir);
+  cmd.insert(cmd.end(), {"-o", output.string()});
+  ProcessResult r = run_process(cmd, staging);
   if (r.status != 0) throw UserError("building the generated code in " + dir + " failed:\n" + r.err);
-  std::error_code ec;
-  fs::rename(partial, build.output, ec);
-  if (ec) throw UserError("cannot move the build output into place in " + dir + ": " + ec.message());
+  // A directory left without its output (a build of an older version cut short) is replaced.
+  if (fs::exists(build.dir, ec) && !fs::exists(build.output, ec)) fs::remove_all(build.dir, ec);
+  fs::rename(staging, build.dir, ec);
+  if (ec) {
+    if (!fs::exists(build.output)) throw UserError("cannot move the build " + dir + " into place: " + ec.message());
+    fs::remove_all(staging, ec);  // another process built the same code first
+  }
   return build;
 }
 

@@ -258,7 +258,7 @@ def test_bench_builds_every_harness_for_sm90a(mugraph_bin, sanitized_build, tmp_
     assert harness.parent == Path(built["build_dir"]) and os.access(harness, os.X_OK), built
     # The second build is the cached one, and nothing was left half-built.
     assert build_harness(mugraph_bin, path, "sm_90a", tmp_path)["cached"]
-    assert not list(Path(built["build_dir"]).glob("*.partial"))
+    assert not list(Path(built["build_dir"]).parent.glob("*.partial*"))
 
 
 def test_pre_defined_matmuls_link_against_cublas(mugraph_bin, tmp_path):
@@ -309,6 +309,32 @@ def test_a_compiler_of_another_version_builds_again(mugraph_bin, tmp_path):
     version.write_text("release 13.1\n")
     upgraded = build()
     assert not upgraded["cached"] and upgraded["build_dir"] != first["build_dir"], (first, upgraded)
+
+
+def test_builds_of_the_same_code_at_once_do_not_collide(mugraph_bin, tmp_path):
+    # Four processes build the same harness into one cache at the same time (parallel tests, two
+    # `mugraph bench` runs): each builds in a directory of its own and the first to finish moves
+    # it into place, so every one succeeds, all name the same build, and nothing half-built stays.
+    # The stand-in compiler waits, so that the builds overlap, then writes the size of the source
+    # beside its output.
+    fake = tmp_path / "fake-nvcc"
+    fake.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo fake; exit 0; fi\n'
+                    'for a; do out=$a; done\nsleep 1\nwc -c < "$(dirname "$out")/ugraph.cu" > "$out"\n')
+    fake.chmod(0o755)
+    cmd = [mugraph_bin, "bench", EXAMPLES / "ugraphs" / "exp_scale_concat.json", "--build-only", "--json",
+           "--cache-dir", tmp_path / "cache"]
+    runs = [subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "CUDACXX": str(fake)}) for _ in range(4)]
+    results = []
+    for run in runs:
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, out + err
+        results.append(json.loads(out))
+    assert len({r["build_dir"] for r in results}) == 1, results
+    assert Path(results[0]["harness"]).read_text().split()[0] == str(
+        (Path(results[0]["build_dir"]) / "ugraph.cu").stat().st_size)
+    assert not list((tmp_path / "cache").glob("*.partial*")), list((tmp_path / "cache").iterdir())
+    assert len(list((tmp_path / "cache").iterdir())) == 1
 
 
 # Figure 10b skips 3 stages: the code for 3 and 4 is the same but for the constant, Figure 3b
