@@ -37,7 +37,9 @@ fi
 # generated kernels without a GPU. nanobind builds the Python extension module; PyTorch is for
 # the package's from_torch and tensor tests (MUGRAPH_NO_TORCH=1 skips it: those tests then skip).
 # matplotlib draws the benchmark charts (bench/paper/run.py, bench/calibrate_cost_model.py).
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7" \
+# pytest-xdist runs the CLI tests a worker per core (most of them wait on one single-threaded
+# compiler or emulated kernel at a time).
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "numpy>=1.24" "pytest>=7" "pytest-xdist>=3" \
   "nvidia-cuda-cuobjdump>=13" "nvidia-cuda-nvdisasm>=13" "nanobind>=2.0" "matplotlib>=3.5"
 if [ "${MUGRAPH_NO_TORCH:-0}" != 1 ]; then
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "torch>=2.1"
