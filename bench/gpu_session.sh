@@ -32,7 +32,8 @@
 #              verified beforehand (bench/paper/results_all, exhausted searches with --top 1000,
 #              which has RMSNorm bs 8 too; $CALIBRATE_RESULTS=bench/paper/results_top100 for the
 #              set of 2026-11-26), each timed: the model's calibration (issue 7;
-#              $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE candidates of each, default 100)
+#              $CALIBRATE_BENCHMARKS, $CALIBRATE_MEASURE candidates of each, default 100;
+#              results_all has 40 each of gqa_bs8, qknorm_bs1 and qknorm_bs8 too)
 #                                        -> calibration_runs.{md,json}, calibration.{md,png}
 #   paper_bytes  the bytes-bound searches' bests of GQA and QKNorm     -> paper_bytes.{md,json}
 #   profile    Nsight Compute (speed of light, warp states, memory) on one run of the paper's

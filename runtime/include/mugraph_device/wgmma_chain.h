@@ -182,6 +182,7 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
   constexpr int NT2 = N2 <= 64 ? static_cast<int>(N2) : 64, NB2 = static_cast<int>(N2) / NT2;
   constexpr int kSteps1 = static_cast<int>(K1 / 16);
   constexpr int64_t kJobs = (M + 63) / 64;
+  (void)partials;  // read where S is split (Splits > 1) alone
   static_assert(Splits >= 1 && Splits <= NB1, "a split takes at least one of S's n-blocks");
   // An n-block of an MN-major operand read in place starts at one of its panels.
   static_assert(NB1 == 1 || NT1 % (SpanB / 2) == 0, "B's n-blocks start at its panels");
@@ -346,7 +347,6 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       }
     }
   } else {
-    (void)partials;
     int j = 0;
     for (int64_t job = group; job < kJobs; job += groups) {
       Acc acc;
