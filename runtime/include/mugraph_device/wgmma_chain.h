@@ -335,24 +335,23 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       }
       put_job(0, job, acc, sums);
     }
-  } else if constexpr (kRegisterJobs > 0) {
-    MGD_UNROLL
-    for (int j = 0; j < kRegisterJobs; ++j) {
-      const int64_t job = group + int64_t{j} * groups;
-      if (job < kJobs) {
-        Acc acc;
-        float sums[2];
-        compute_job(acc, sums, job, 0);
-        put_job(j, job, acc, sums);
-      }
-    }
   } else {
-    int j = 0;
-    for (int64_t job = group; job < kJobs; job += groups) {
+    // A whole job, the warpgroup's local job j.
+    const auto run_job = [&](int j, int64_t job) {
       Acc acc;
       float sums[2];
       compute_job(acc, sums, job, 0);
-      put_job(j++, job, acc, sums);
+      put_job(j, job, acc, sums);
+    };
+    if constexpr (kRegisterJobs > 0) {
+      MGD_UNROLL
+      for (int j = 0; j < kRegisterJobs; ++j) {
+        const int64_t job = group + int64_t{j} * groups;
+        if (job < kJobs) run_job(j, job);
+      }
+    } else {
+      int j = 0;
+      for (int64_t job = group; job < kJobs; job += groups) run_job(j++, job);
     }
   }
 }
