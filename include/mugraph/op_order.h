@@ -19,6 +19,12 @@
 /// the loop, pipelined ones iterations ahead; the emitter decides, the step is the same).
 /// Values made in the loop body and read after it (accumulators) need no step: the loop's last
 /// barrier separates the phases.
+///
+/// An element-wise op of one operand whose result one op alone reads, a sum (RMSNorm's square
+/// before its row sum), is *folded* into that sum: the sum applies it to each element as it
+/// reads the op's operand, so the op's tile is never written or read, takes no shared memory,
+/// and separates nothing, like a reshape. Saved, accumulated or otherwise shared results are
+/// tiles as before.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +44,9 @@ struct BlockSchedule {
   /// phase (-1 for dead ops).
   std::vector<OpPhase> phase;
   std::vector<int32_t> step;
+  /// Per op: folded into the sum that reads its result (above); such an op has the step of its
+  /// operand, and its result the storage of nothing (its lifetime's alias_of is the operand).
+  std::vector<bool> folded;
   /// The live ops in the order they run: the tiles loaded once, pre ops by step, the other loop
   /// ops by step, then post ops by step; within a step in graph order.
   std::vector<int32_t> order;
@@ -55,6 +64,10 @@ struct BlockSchedule {
   int32_t end_time() const { return pre_steps + loop_steps + post_steps; }
 };
 
+/// Whether op i of a block graph may be folded into the sum that reads its result: element-wise
+/// of one operand, with one result that exactly one live op reads, a sum. `live[j]`: op j runs.
+bool foldable_into_sum(const Graph& block_graph, size_t i, const std::vector<bool>& live);
+
 /// Schedules the live ops of a block graph (Level::block) in steps of longest-path depth.
 /// Throws UserError where the graph's loop structure is undefined (as the interpreters do).
 BlockSchedule schedule_block_ops(const Graph& block_graph);
@@ -64,7 +77,8 @@ BlockSchedule schedule_block_ops(const Graph& block_graph);
 /// value must survive from one loop iteration to the next (an accumulator's result, a
 /// loop-invariant tile loaded once, a tile a pipeline loads iterations ahead) lives over the
 /// whole loop. Reshapes share their operand's storage: `alias_of` names the tensor that owns
-/// the bytes, and that tensor's lifetime covers the alias's readers.
+/// the bytes, and that tensor's lifetime covers the alias's readers. A folded op's result is
+/// an alias of its operand in the same way: the sum that reads it reads the operand.
 struct TensorLifetime {
   bool stored = false;    ///< the tensor is written by a live op (false: dead, or a parameter)
   int32_t alias_of = -1;  ///< storage owner if this tensor is a reshape of another

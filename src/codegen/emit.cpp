@@ -165,9 +165,11 @@ Operand dense(const TensorType& type, std::string name) {
 }
 
 /// The call of a tile op that computes `op` (an element-wise, reduction, matmul or layout op)
-/// into `out` from `ins` within `scope` ("mgd::Block" or "mgd::Grid"), each read and written
-/// through its strides. Layout ops other than repeat return several statements.
-std::string compute_call(const std::string& scope, const Op& op, const std::vector<Operand>& ins, const Operand& out) {
+/// into `out` from `ins` within `scope` ("mgd::Threads<N>" or "mgd::Grid"), each read and written
+/// through its strides. Layout ops other than repeat return several statements. `read_through`:
+/// for a sum, an mgd::ReadThrough applied to each element it reads (an op folded into it).
+std::string compute_call(const std::string& scope, const Op& op, const std::vector<Operand>& ins, const Operand& out,
+                         const std::string& read_through = "") {
   const Shape& s = out.type.shape;
   const std::string os = out.layout.empty() ? dims(out.strides) : out.layout;
   // Operand i read at the result's shape (broadcasting).
@@ -192,7 +194,8 @@ std::string compute_call(const std::string& scope, const Op& op, const std::vect
     case OpCategory::reduction: {
       const int64_t group = ins[0].type.shape[op.attrs.dim] / s[op.attrs.dim];
       c << "mgd::sum<" << scope << ", " << dims(s) << ", " << os << ", " << dims(ins[0].strides) << ", " << op.attrs.dim
-        << ", " << group << ">(" << out.name << ", " << ins[0].name << ");";
+        << ", " << group << (read_through.empty() ? "" : ", " + read_through) << ">(" << out.name << ", " << ins[0].name
+        << ");";
       break;
     }
     case OpCategory::matmul:
@@ -510,6 +513,8 @@ class BlockKernelEmitter {
 
   /// The block's warpgroups (of whole warpgroups, where wgmma runs).
   int64_t warpgroups() const { return body_.threads.volume() / kWarpgroupThreads; }
+  /// The tile ops' scope: the block's threads, a count the launch bounds fix.
+  std::string scope() const { return "mgd::Threads<" + std::to_string(body_.threads.volume()) + ">"; }
   /// Whether op i is a matmul for the warpgroup tensor cores: the target has them, the block is
   /// whole warpgroups, and both operands are f16 or both bf16.
   bool wgmma_matmul(size_t i) const {
@@ -638,8 +643,10 @@ class BlockKernelEmitter {
     stages_ = stages;
     // A second stage buffer for the wgmma matmuls that stage operands over several chunks of k
     // (the next chunk is staged while the tensor cores read this one), where the kernel still
-    // fits and an SM holds as many of its blocks: the cost model plans one (planned_shared_bytes,
-    // an upper bound of this plan with one), and its occupancy must stay what it assumed.
+    // fits and an SM still holds as many of its blocks as the grid gives it (a grid of one
+    // block per SM loses nothing if two would no longer fit): the cost model plans one
+    // (planned_shared_bytes, an upper bound of this plan with one), and the occupancy it
+    // assumed must stay.
     bool pays = false;
     for (size_t i = 0; i < body_.ops.size(); ++i)
       pays = pays || (schedule_.phase[i] != OpPhase::dead && wgmma_matmul(i) && stages_chunks(i));
@@ -649,9 +656,12 @@ class BlockKernelEmitter {
       stage_buffers_ = 2;
       lay_out(stages);
       const GpuSpec& gpu = gpu_spec(limits_.arch);
-      const int64_t threads = body_.threads.volume();
+      const int64_t threads = body_.threads.volume(), per_sm = (body_.grid.volume() + gpu.sms - 1) / gpu.sms;
+      const auto together = [&](int64_t bytes) {
+        return std::min(per_sm, resident_blocks_per_sm(gpu, threads, bytes));
+      };
       if (shared_bytes_ == one_buffer || shared_bytes_ > limits_.shared_memory_bytes ||
-          resident_blocks_per_sm(gpu, threads, shared_bytes_) < resident_blocks_per_sm(gpu, threads, one_buffer)) {
+          together(shared_bytes_) < together(one_buffer)) {
         stage_buffers_ = 1;
         lay_out(stages);
       }
@@ -988,7 +998,7 @@ class BlockKernelEmitter {
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       const Op& op = body_.ops[i];
       if (schedule_.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape ||
-          unstored[i])
+          schedule_.folded[i] || unstored[i])
         continue;
       const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
       const bool staged = stages > 1 && streamed_load(i);
@@ -1074,7 +1084,7 @@ class BlockKernelEmitter {
     const TensorType& tile = body_.type(op.outputs[0]);
     const TileOrigin o = load_origin(i);
     std::ostringstream s;
-    s << (vector_load(i, o) ? "mgd::load_async<" : "mgd::copy<mgd::Block, ") << dims(tile.shape) << ", "
+    s << (vector_load(i, o) ? "mgd::load_async<" : "mgd::copy<" + scope() + ", ") << dims(tile.shape) << ", "
       << dims(strides_of(op.outputs[0])) << ", " << dims(row_major_strides(whole.shape)) << ">(" << dst << ", in_"
       << op.attrs.io_index << " + " << origin_expr(o, iteration) << ");  // tile " << type_comment(tile) << "\n";
     return s.str();
@@ -1107,7 +1117,7 @@ class BlockKernelEmitter {
         const TensorType& whole = output_types_[static_cast<size_t>(op.attrs.io_index)];
         const TensorType& tile = body_.type(op.inputs[0]);
         TileOrigin o = codegen::saver_origin(whole.shape, tile.shape, op.attrs.omap);
-        s << "mgd::copy<mgd::Block, " << dims(tile.shape) << ", " << dims(row_major_strides(whole.shape)) << ", "
+        s << "mgd::copy<" << scope() << ", " << dims(tile.shape) << ", " << dims(row_major_strides(whole.shape)) << ", "
           << dims(strides_of(op.inputs[0])) << ">(out_" << op.attrs.io_index << " + " << origin_expr(o, "") << ", "
           << tensor(op.inputs[0]) << ");  // save " << type_comment(tile) << "\n";
         break;
@@ -1115,15 +1125,16 @@ class BlockKernelEmitter {
       case OpCategory::accumulator: {
         const TensorType& in = body_.type(op.inputs[0]);
         if (op.attrs.dim == kPhi) {
-          s << "mgd::accumulate<mgd::Block, " << dims(in.shape) << ", " << dims(strides_of(op.inputs[0])) << ">("
+          s << "mgd::accumulate<" << scope() << ", " << dims(in.shape) << ", " << dims(strides_of(op.inputs[0])) << ">("
             << tensor(op.outputs[0]) << ", " << tensor(op.inputs[0]) << ", " << (in_loop ? "it == 0" : "true")
             << ");\n";
         } else {
           const std::vector<int64_t> ws = strides_of(op.outputs[0]);
           const int64_t step = in.shape[op.attrs.dim] * ws[static_cast<size_t>(op.attrs.dim)];
-          s << "mgd::copy<mgd::Block, " << dims(in.shape) << ", " << dims(ws) << ", " << dims(strides_of(op.inputs[0]))
-            << ">(" << tensor(op.outputs[0]) << " + " << (in_loop ? "it * " + std::to_string(step) : std::string("0"))
-            << ", " << tensor(op.inputs[0]) << ");  // accumulate by concatenation\n";
+          s << "mgd::copy<" << scope() << ", " << dims(in.shape) << ", " << dims(ws) << ", "
+            << dims(strides_of(op.inputs[0])) << ">(" << tensor(op.outputs[0]) << " + "
+            << (in_loop ? "it * " + std::to_string(step) : std::string("0")) << ", " << tensor(op.inputs[0])
+            << ");  // accumulate by concatenation\n";
         }
         break;
       }
@@ -1132,9 +1143,21 @@ class BlockKernelEmitter {
         break;
       default: {
         if (op.kind == OpKind::reshape) return "";  // an alias
+        if (schedule_.folded[i]) return "";         // computed by the sum that reads it
         std::vector<Operand> ins;
         for (TensorId t : op.inputs) ins.push_back(operand(t));
         const Operand out = operand(op.outputs[0]);
+        // A sum of a folded op's result reads the folded op's operand through it.
+        std::string read_through;
+        if (op_info(op.kind).category == OpCategory::reduction) {
+          const OpId made = body_.tensors[op.inputs[0].index()].producer;
+          if (made.valid() && schedule_.folded[made.index()]) {
+            const Op& folded = body_.ops[made.index()];
+            ins[0] = operand(folded.inputs[0]);
+            read_through =
+                "mgd::ReadThrough<" + functor(folded.kind) + ", " + ctype(body_.type(folded.outputs[0]).dtype) + ">";
+          }
+        }
         if (wgmma_matmul(i)) {
           const int64_t in_place_a = swizzle_[op.inputs[0].index()], in_place_b = swizzle_[op.inputs[1].index()];
           s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", "
@@ -1153,8 +1176,12 @@ class BlockKernelEmitter {
             << "\n";
           break;
         }
-        s << compute_call("mgd::Block", op, ins, out) << "  // " << op_name(op.kind) << " -> " << type_comment(out.type)
-          << "\n";
+        s << compute_call(scope(), op, ins, out, read_through) << "  // "
+          << (read_through.empty()
+                  ? ""
+                  : std::string(op_name(body_.ops[body_.tensors[op.inputs[0].index()].producer.index()].kind)) +
+                        " folded into ")
+          << op_name(op.kind) << " -> " << type_comment(out.type) << "\n";
         break;
       }
     }
@@ -1265,8 +1292,8 @@ class BlockKernelEmitter {
     std::map<std::vector<int64_t>, std::vector<size_t>> groups;
     for (size_t i = 0; i < tg.ops.size(); ++i)
       if (tg.ops[i].kind == OpKind::output_saver) groups[extents(tg.type(tg.ops[i].inputs[0]).shape)].push_back(i);
-    std::ostringstream s;
-    s << "// thread graph: " << tg.ops.size() << " ops in registers\n";
+    std::ostringstream code;
+    code << "// thread graph: " << tg.ops.size() << " ops in registers\n";
     for (const auto& [shape_v, savers] : groups) {
       const Shape shape(shape_v);
       // The ops these savers need.
@@ -1279,10 +1306,11 @@ class BlockKernelEmitter {
         if (needed)
           for (TensorId t : op.inputs) need[t.index()] = true;
       }
-      s << "mgd::for_each<mgd::Block, " << dims(shape) << ">([&](int64_t e) {\n";
+      code << "mgd::for_each<" << scope() << ", " << dims(shape) << ">([&](int64_t e) {\n";
       for (size_t i = 0; i < tg.ops.size(); ++i) {
         const Op& op = tg.ops[i];
         const std::string v = op.outputs.empty() ? "" : "v" + std::to_string(op.outputs[0].value);
+        std::ostringstream& s = code;
         if (op.kind == OpKind::output_saver) {
           if (std::find(savers.begin(), savers.end(), i) == savers.end()) continue;
           const TensorId dst = tg_op.outputs[static_cast<size_t>(op.attrs.io_index)];
@@ -1316,9 +1344,9 @@ class BlockKernelEmitter {
                           ", which is not element-wise");
         }
       }
-      s << "});\n";
+      code << "});\n";
     }
-    return s.str();
+    return code.str();
   }
 
   const Graph& body_;

@@ -81,7 +81,9 @@ int64_t planned_bytes(const Graph& body, const BlockSchedule& schedule, int stag
   int once_loads = 0;  // tiles loaded once by TMA on Hopper, each with a barrier of its own
   for (size_t i = 0; i < body.ops.size(); ++i) {
     const Op& op = body.ops[i];
-    if (schedule.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape) continue;
+    if (schedule.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape ||
+        schedule.folded[i])
+      continue;
     const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
     const bool streamed =
         pipelined && op.kind == OpKind::input_iterator && op.attrs.fmap != kPhi && schedule.phase[i] == OpPhase::loop;
@@ -149,9 +151,9 @@ int64_t shared_traffic_bytes(const Graph& body, const BlockSchedule& schedule) {
     if (phase == OpPhase::dead) continue;
     // Iterators and savers move device bytes (load_bytes_per_sm, device_bytes); a concat is a
     // placement (its operands are written into adjacent parts of one buffer); an accumulator
-    // lives in registers.
+    // lives in registers; a folded op's operand is read by its sum, in the sum's bytes.
     if (op.kind == OpKind::input_iterator || op.kind == OpKind::output_saver || op.kind == OpKind::concat ||
-        op.kind == OpKind::accum)
+        op.kind == OpKind::accum || schedule.folded[i])
       continue;
     int64_t op_bytes = 0;
     std::set<int32_t> read;

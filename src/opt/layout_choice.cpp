@@ -82,6 +82,16 @@ const Op* producer_of(const Graph& g, TensorId t, const BlockSchedule& s, size_t
   return nullptr;
 }
 
+/// The sum that folded op i (BlockSchedule::folded) runs in: the one live op reading its result.
+const Op& folding_sum(const Graph& g, const BlockSchedule& s, size_t i) {
+  for (size_t j = 0; j < g.ops.size(); ++j)
+    if (s.phase[j] != OpPhase::dead &&
+        std::find(g.ops[j].inputs.begin(), g.ops[j].inputs.end(), g.ops[i].outputs[0]) != g.ops[j].inputs.end())
+      return g.ops[j];
+  MUGRAPH_CHECK(false) << "a folded op without its sum";
+  return g.ops[i];
+}
+
 /// Bytes per element of tensor t in shared memory (summing accumulators hold f32).
 int element_bytes(const Graph& g, TensorId t, const Op* producer) {
   if (producer && producer->kind == OpKind::accum && producer->attrs.dim == kPhi) return 4;
@@ -424,7 +434,7 @@ std::vector<TileLayout> allowed_layouts(const LayoutProblem& p, TensorId t) {
   if (swizzle_of(p, t) != 0) return out;
   // Reshapes alias their operand's bytes in row-major order; summing accumulators are dense f32;
   // the copy engine writes dense boxes.
-  if (producer->kind == OpKind::reshape) return out;
+  if (producer->kind == OpKind::reshape || s.folded[pi]) return out;  // folded: never stored
   if (producer->kind == OpKind::accum && producer->attrs.dim == kPhi) return out;
   const TileLoad load = producer->kind == OpKind::input_iterator ? p.loads[pi] : TileLoad::none;
   if (load == TileLoad::tma) return out;
@@ -456,7 +466,7 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
   const BlockSchedule& s = *p.schedule;
   size_t pi = 0;
   const Op* producer = producer_of(g, t, s, &pi);
-  if (!producer) return 0;
+  if (!producer || s.folded[pi]) return 0;  // a folded op's result is never stored
   const Shape& shape = g.type(t).shape;
   const int esz = element_bytes(g, t, producer);
   const std::vector<int64_t> st = layout_strides(shape, layout);
@@ -520,12 +530,12 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
     total += w.total * runs(g, s, pi);
   }
 
-  // Every consumer's reads.
+  // Every consumer's reads. An op folded into a sum reads t as the sum does (op_order.h).
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (s.phase[i] == OpPhase::dead) continue;
-    const Op& op = g.ops[i];
-    for (size_t j = 0; j < op.inputs.size(); ++j) {
-      if (op.inputs[j] != t) continue;
+    const Op& op = s.folded[i] ? folding_sum(g, s, i) : g.ops[i];
+    for (size_t j = 0; j < g.ops[i].inputs.size(); ++j) {
+      if (g.ops[i].inputs[j] != t) continue;
       w.total = 0;
       switch (op_info(op.kind).category) {
         case OpCategory::unary:

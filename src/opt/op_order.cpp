@@ -7,12 +7,32 @@
 
 namespace mugraph {
 
+bool foldable_into_sum(const Graph& g, size_t i, const std::vector<bool>& live) {
+  const Op& op = g.ops[i];
+  if (!live[i] || op_info(op.kind).category != OpCategory::unary || op.outputs.size() != 1) return false;
+  const TensorId result = op.outputs[0];
+  int readers = 0;
+  bool read_by_sum = false;
+  for (size_t j = 0; j < g.ops.size(); ++j) {
+    if (!live[j]) continue;
+    const Op& r = g.ops[j];
+    const auto n = std::count(r.inputs.begin(), r.inputs.end(), result);
+    readers += static_cast<int>(n);
+    read_by_sum = read_by_sum || (n > 0 && op_info(r.kind).category == OpCategory::reduction);
+  }
+  return readers == 1 && read_by_sum;
+}
+
 BlockSchedule schedule_block_ops(const Graph& g) {
   MUGRAPH_CHECK(g.level == Level::block) << "schedule_block_ops takes a block graph";
   BlockSchedule s;
   const std::vector<interp::BlockPhase> phases = interp::block_phases(g);
   s.phase.resize(g.ops.size());
   s.step.assign(g.ops.size(), -1);
+  std::vector<bool> live(g.ops.size());
+  for (size_t i = 0; i < g.ops.size(); ++i) live[i] = phases[i] != interp::BlockPhase::dead;
+  s.folded.assign(g.ops.size(), false);
+  for (size_t i = 0; i < g.ops.size(); ++i) s.folded[i] = foldable_into_sum(g, i, live);
   // ready[t]: the first step of the reading op's phase at which tensor t may be read; values from
   // the loop read after it are ready at once (the loop's last barrier separates the phases).
   std::vector<int32_t> ready(g.tensors.size(), 0);
@@ -41,10 +61,11 @@ BlockSchedule schedule_block_ops(const Graph& g) {
     for (TensorId t : op.inputs)
       if (made_in[t.index()] == p) step = std::max(step, ready[t.index()]);
     s.step[i] = step;
-    // A reshape is an alias: its readers wait for what its operand waits for.
-    // An accumulator runs in the loop; its result is read after it, from the first step on.
+    // A reshape is an alias, and a folded op runs inside its reader: their readers wait for what
+    // their operand waits for. An accumulator runs in the loop; its result is read after it,
+    // from the first step on.
     const bool accumulated = op.kind == OpKind::accum && g.forloop > 1;
-    const int32_t out_ready = accumulated ? 0 : op.kind == OpKind::reshape ? step : step + 1;
+    const int32_t out_ready = accumulated ? 0 : op.kind == OpKind::reshape || s.folded[i] ? step : step + 1;
     for (TensorId t : op.outputs) {
       ready[t.index()] = out_ready;
       made_in[t.index()] = accumulated ? OpPhase::post : p;
@@ -90,7 +111,7 @@ std::vector<TensorLifetime> tensor_lifetimes(const Graph& g, const BlockSchedule
     }
     for (TensorId t : op.outputs) {
       TensorLifetime& l = life[t.index()];
-      if (op.kind == OpKind::reshape) {
+      if (op.kind == OpKind::reshape || s.folded[i]) {
         l.alias_of = op.inputs[0].value;
         continue;
       }

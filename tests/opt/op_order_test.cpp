@@ -27,13 +27,15 @@ TEST(OpOrder, Figure3bRunsInFourStepsAndTwoAfterTheLoop) {
   const Graph k = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16);
   const Graph& b = k.bodies[0];
   const BlockSchedule s = schedule_block_ops(b);
-  // loads | sqr, mul | sum, matmul | both accumulators ; thread graph | save
+  // loads | sqr folded into sum, mul | matmul, sum's accumulator | matmul's accumulator ;
+  // thread graph | save
   EXPECT_EQ(s.loop_steps, 4);
   EXPECT_EQ(s.post_steps, 2);
-  const std::vector<int32_t> steps = {0, 0, 0, 1, 2, 1, 2, 3, 3, 0, 1};
+  const std::vector<int32_t> steps = {0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 1};
   ASSERT_EQ(s.step.size(), steps.size());
   EXPECT_EQ(s.step, steps);
-  EXPECT_EQ(s.order, (std::vector<int32_t>{0, 1, 2, 3, 5, 4, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(s.folded, (std::vector<bool>{false, false, false, true, false, false, false, false, false, false, false}));
+  EXPECT_EQ(s.order, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
   // Per iteration: 3 between the loop's steps and 1 at its end; 1 after the loop.
   EXPECT_EQ(block_barriers(b, s), 4 * 16 + 1);
 }
@@ -119,6 +121,40 @@ TEST(OpOrder, ReshapesSeparateNothing) {
   EXPECT_EQ(life[1].last, 2);
 }
 
+TEST(OpOrder, ElementWiseOpsThatOnlyASumReadsAreFoldedIntoIt) {
+  // X² read by its row sum alone: folded (no step, no storage). exp(X) read by a sum and saved:
+  // a tile. X·3 (binary) read by a sum: not folded (one operand only).
+  Graph k;
+  TensorId x = k.add_input("X", {16, 64});
+  Graph b = make_block_graph({k.type(x)}, Dim3{4, 1, 1}, 1);
+  TensorId xt = b.add(OpKind::input_iterator, {}, test::iter(0, {0, kPhi, kPhi}, kPhi));  // [4, 64]
+  const OpAttrs row = attrs::sum(1);
+  TensorId sq = b.add(OpKind::sqr, {xt});
+  TensorId sq_sum = b.add(OpKind::sum, {sq}, row);
+  TensorId ex = b.add(OpKind::exp, {xt});
+  TensorId ex_sum = b.add(OpKind::sum, {ex}, row);
+  TensorId scaled = b.add(OpKind::mul, {xt}, attrs::scalar(*parse_scalar("3")));
+  TensorId scaled_sum = b.add(OpKind::sum, {scaled}, row);
+  TensorId total = b.add(OpKind::add, {b.add(OpKind::add, {sq_sum, ex_sum}), scaled_sum});
+  b.add(OpKind::output_saver, {b.add(OpKind::mul, {ex, total})}, test::saver(0, {0, kPhi, kPhi}));
+  const BlockSchedule s = schedule_block_ops(b);
+  for (size_t i = 0; i < b.ops.size(); ++i) EXPECT_EQ(s.folded[i], i == 1) << "op " << i;
+  EXPECT_EQ(s.step[1], 1);  // with its operand's readers
+  EXPECT_EQ(s.step[2], 1);  // the sum of squares, right after the load
+  EXPECT_EQ(s.step[4], 2);  // exp's sum, a step after exp
+  const std::vector<TensorLifetime> life = tensor_lifetimes(b, s, false);
+  EXPECT_FALSE(life[sq.index()].stored);
+  EXPECT_EQ(life[sq.index()].alias_of, xt.value);
+  EXPECT_TRUE(life[ex.index()].stored);
+  EXPECT_TRUE(life[scaled.index()].stored);
+  // The load's tile lives until the folded sum has read it, and on: exp and the scaling read it too.
+  EXPECT_GE(life[xt.index()].last, s.step[2]);
+  // Without the sum of squares, nothing is folded: a result the saver reads is a tile.
+  Graph saved = b;
+  saved.ops[2].inputs[0] = ex;
+  EXPECT_FALSE(schedule_block_ops(saved).folded[1]);
+}
+
 TEST(OpOrder, StepsRespectDependenciesAndAreTheEarliest) {
   const auto graphs = test::example_block_graphs();
   ASSERT_GE(graphs.size(), 8u);
@@ -138,7 +174,7 @@ TEST(OpOrder, StepsRespectDependenciesAndAreTheEarliest) {
         const size_t p = static_cast<size_t>(made_by[t.index()]);
         EXPECT_LT(position[p], position[i]) << name << ": op " << i << " runs before op " << p << " it reads";
         if (s.phase[p] != s.phase[i] || (b.ops[p].kind == OpKind::accum && b.forloop > 1)) continue;
-        const int gap = b.ops[p].kind == OpKind::reshape ? 0 : 1;
+        const int gap = b.ops[p].kind == OpKind::reshape || s.folded[p] ? 0 : 1;
         EXPECT_GE(s.step[i], s.step[p] + gap) << name << ": op " << i << " shares a step with op " << p;
         tight = tight || s.step[i] == s.step[p] + gap;
       }

@@ -285,6 +285,111 @@ TEST(TileOps, SumSplitAmongLanesMatchesPlainLoop) {
   }
 }
 
+/// The tile ops in a Threads<N> scope (a count known at compile time, as generated kernels use)
+/// against the same ops in Block scope: element-wise ops over shapes whose element counts N
+/// does and does not divide (rounds and a tail, or a tail alone), sums split among lanes and
+/// not, a copy and an accumulation; the same elements in the same order, so equal bits.
+template <unsigned N>
+void check_fixed_thread_count() {
+  using H = mgd::half;
+  std::vector<H> a(100), row(1024 * 3);
+  const std::vector<float> af = randoms(100, 21), rf = randoms(3 * 1024, 22);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = mgd::from_float<H>(af[i]);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = mgd::from_float<H>(rf[i]);
+  struct Results {
+    std::vector<H> sq = std::vector<H>(100), scaled = std::vector<H>(100), copied = std::vector<H>(100);
+    std::vector<float> rows = std::vector<float>(3), cols = std::vector<float>(25), acc = std::vector<float>(100);
+  };
+  const auto run = [&](auto scope, Results& r) {
+    using S = decltype(scope);
+    run_block(N, 0, [&] {
+      mgd::unary<S, Dims<4, 25>, Dims<25, 1>, Dims<25, 1>, mgd::op::Sqr>(r.sq.data(), a.data());
+      mgd::binary_scalar<S, Dims<4, 25>, Dims<25, 1>, Dims<25, 1>, mgd::op::Div, false>(r.scaled.data(), a.data(),
+                                                                                        3.0f);
+      mgd::copy<S, Dims<4, 25>, Dims<1, 4>, Dims<25, 1>>(r.copied.data(), a.data());           // transposed
+      mgd::sum<S, Dims<3, 1>, Dims<1, 1>, Dims<1024, 1>, 1, 1024>(r.rows.data(), row.data());  // split
+      mgd::sum<S, Dims<1, 25>, Dims<25, 1>, Dims<25, 1>, 0, 4>(r.cols.data(), a.data());       // one per output
+      mgd::accumulate<S, Dims<4, 25>, Dims<25, 1>>(r.acc.data(), a.data(), true);
+      mgd::accumulate<S, Dims<4, 25>, Dims<25, 1>>(r.acc.data(), r.sq.data(), false);
+    });
+  };
+  Results fixed, plain;
+  run(mgd::Threads<N>{}, fixed);
+  run(mgd::Block{}, plain);
+  const auto bits = [](const std::vector<H>& v) {
+    std::vector<float> f;
+    for (H x : v) f.push_back(mgd::to_float(x));
+    return f;
+  };
+  EXPECT_EQ(bits(fixed.sq), bits(plain.sq)) << N;
+  EXPECT_EQ(bits(fixed.scaled), bits(plain.scaled)) << N;
+  EXPECT_EQ(bits(fixed.copied), bits(plain.copied)) << N;
+  EXPECT_EQ(fixed.rows, plain.rows) << N;
+  EXPECT_EQ(fixed.cols, plain.cols) << N;
+  EXPECT_EQ(fixed.acc, plain.acc) << N;
+  for (size_t i = 0; i < 100; ++i) {  // and both are right: acc = x + x², the square rounded to f16
+    const float x = mgd::to_float(a[i]), sq = mgd::to_float(mgd::from_float<H>(x * x));
+    EXPECT_EQ(mgd::to_float(fixed.sq[i]), sq) << N << ", " << i;
+    EXPECT_EQ(fixed.acc[i], x + sq) << N << ", " << i;
+  }
+  for (size_t r = 0; r < 4; ++r)  // the transposed copy: (r, c) at r + 4c
+    for (size_t c = 0; c < 25; ++c) EXPECT_EQ(mgd::to_float(fixed.copied[r + 4 * c]), mgd::to_float(a[r * 25 + c]));
+  double want = 0;
+  for (int k = 0; k < 1024; ++k) want += mgd::to_float(row[static_cast<size_t>(k)]);
+  EXPECT_NEAR(fixed.rows[0], want, 1e-3) << N;
+}
+
+TEST(TileOps, FixedThreadCountScopeMatchesBlockScope) {
+  check_fixed_thread_count<32>();   // 3 rounds and a tail of 4; the row sums split 32 ways
+  check_fixed_thread_count<96>();   // 1 round and a tail of 4
+  check_fixed_thread_count<128>();  // a tail alone (100 of 128 threads)
+  static_assert(mgd::kBlockScope<mgd::Threads<96>> && mgd::kBlockScope<mgd::Block> && !mgd::kBlockScope<mgd::Grid>);
+}
+
+TEST(TileOps, FixedThreadCountScopeRefusesAnotherBlock) {
+  std::vector<float> out(64);
+  EXPECT_DEATH(
+      run_block(128, 0, [&] { mgd::copy<mgd::Threads<64>, Dims<64>, Dims<1>, Dims<1>>(out.data(), out.data()); }),
+      "Threads<N> used in a block of another thread count");
+}
+
+/// A sum with an element-wise op folded into it (ReadThrough) sums what the op's tile would have
+/// held: each result rounded to the tile's type. Split among lanes (rows of 1024) and not
+/// (columns of 4), in a fixed and a runtime thread count.
+TEST(TileOps, SumReadsThroughAFoldedOp) {
+  using H = mgd::half;
+  const std::vector<float> f = randoms(4 * 1024, 31);
+  std::vector<H> x(f.size());
+  for (size_t i = 0; i < f.size(); ++i) x[i] = mgd::from_float<H>(f[i] * 3.0f);
+  const auto sq = [&](size_t i) {  // x² as an f16 tile holds it
+    const float v = mgd::to_float(x[i]);
+    return mgd::to_float(mgd::from_float<H>(v * v));
+  };
+  using Read = mgd::ReadThrough<mgd::op::Sqr, H>;
+  for (int fixed = 0; fixed < 2; ++fixed) {
+    std::vector<float> rows(4, NAN), cols(1024, NAN);
+    run_block(128, 0, [&] {
+      if (fixed) {
+        mgd::sum<mgd::Threads<128>, Dims<4, 1>, Dims<1, 1>, Dims<1024, 1>, 1, 1024, Read>(rows.data(), x.data());
+        mgd::sum<mgd::Threads<128>, Dims<1, 1024>, Dims<1024, 1>, Dims<1024, 1>, 0, 4, Read>(cols.data(), x.data());
+      } else {
+        mgd::sum<mgd::Block, Dims<4, 1>, Dims<1, 1>, Dims<1024, 1>, 1, 1024, Read>(rows.data(), x.data());
+        mgd::sum<mgd::Block, Dims<1, 1024>, Dims<1024, 1>, Dims<1024, 1>, 0, 4, Read>(cols.data(), x.data());
+      }
+    });
+    for (size_t r = 0; r < 4; ++r) {
+      double want = 0;
+      for (size_t k = 0; k < 1024; ++k) want += sq(r * 1024 + k);
+      EXPECT_NEAR(rows[r], want, 1e-4 * want) << fixed << ", row " << r;
+    }
+    for (size_t c = 0; c < 1024; ++c) {
+      float want = 0;  // a thread per output adds its 4 in order: the same f32 sum
+      for (size_t k = 0; k < 4; ++k) want += sq(k * 1024 + c);
+      EXPECT_EQ(cols[c], want) << fixed << ", column " << c;
+    }
+  }
+}
+
 TEST(TileOps, RepeatCopiesAlongADim) {
   std::vector<float> in = randoms(6, 4), out(18, NAN);  // [2, 3] repeated 3 times along dim 1
   run_block(5, 0, [&] { mgd::repeat<mgd::Block, Dims<2, 9>, Dims<9, 1>, Dims<3, 1>, 1, 3>(out.data(), in.data()); });

@@ -732,10 +732,10 @@ TEST(Search, CandidateMetricsOfAProgram) {
 TEST(Search, SharedTrafficCountsEachBlockOpPerIteration) {
   // Figure 3b at X[4, 8], W[8, 8], f32, 2 blocks, 2 iterations: tiles X 4×4, G 4, W 4×4.
   const Graph g = test::rmsnorm_fig3b(4, 8, 8, 2, 2);
-  // Per iteration (in floats): sqr 16+16, sum 16+4, mul 16+4+16, matmul 16+16+16; after the
-  // loop the thread graph reads 16+4 and writes 16. Iterators and the saver are device traffic,
-  // accumulators registers.
-  const int64_t floats = 2 * (32 + 20 + 36 + 48) + 36;
+  // Per iteration (in floats): sum 16+4 (the sqr folded into it reads X's tile and writes
+  // nothing), mul 16+4+16, matmul 16+16+16; after the loop the thread graph reads 16+4 and writes
+  // 16. Iterators and the saver are device traffic, accumulators registers.
+  const int64_t floats = 2 * (20 + 36 + 48) + 36;
   EXPECT_EQ(block_shared_traffic_bytes(g.bodies[0]), floats * 4);
   // Two blocks on two SMs: each SM sees one block's traffic; on one SM, both.
   Target two = default_target(), one = default_target();

@@ -603,7 +603,7 @@ def test_block_threads_replace_every_block_graphs_own(mugraph_bin, sanitized_bui
     need_emulation(sanitized_build)
     rmsnorm = SOURCE_DIR / "bench" / "paper" / "results_top100" / "rmsnorm_bs1" / "top" / "00.json"
     gated = rescaled_gated_mlp(tmp_path, 8, 1024, 128, 4)
-    for path, threads, marker in ((rmsnorm, "256", ", 33792, 0, 64, 2>("), (gated, "96", "mgd::matmul<mgd::Block,")):
+    for path, threads, marker in ((rmsnorm, "256", ", 33792, 0, 64, 2>("), (gated, "96", "mgd::matmul<mgd::Threads<96>,")):
         codegen(mugraph_bin, path, "sm_90a", tmp_path / f"cuda{threads}", "--block-threads", threads)
         source = (tmp_path / f"cuda{threads}" / "ugraph.cu").read_text()
         assert f"MGD_LAUNCH_BOUNDS({threads})" in source and f"dim3({threads}), " in source, source

@@ -33,6 +33,7 @@
 #define MGD_HOST_DEVICE inline
 #define MGD_GLOBAL
 #define MGD_UNROLL
+#define MGD_UNROLL_8
 #define MGD_LAUNCH_BOUNDS(threads)
 #define MGD_RESTRICT __restrict__
 #define MGD_GRID_CONSTANT

@@ -22,8 +22,11 @@
 #define MGD_GRID_CONSTANT __grid_constant__
 #if defined(__CUDA_ARCH__)
 #define MGD_UNROLL _Pragma("unroll")
+/// Unrolled 8 times: loops with a constant count too long to unroll whole.
+#define MGD_UNROLL_8 _Pragma("unroll 8")
 #else
 #define MGD_UNROLL
+#define MGD_UNROLL_8
 #endif
 /// The block's dynamic shared memory, 128-byte aligned.
 #define MGD_DYNAMIC_SHARED(name) extern __shared__ __align__(128) unsigned char name[]

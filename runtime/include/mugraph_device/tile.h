@@ -20,14 +20,35 @@
 
 namespace mgd {
 
-/// The threads of one block.
+/// The threads of one block, however many the launch gave it.
 struct Block {
+  static constexpr unsigned kThreads = 0;  // not known at compile time
   MGD_DEVICE static int64_t first() { return thread_rank(); }
   MGD_DEVICE static int64_t step() { return block_threads(); }
 };
 
+/// The N threads of one block, a count known at compile time. Generated kernels, whose launch
+/// bounds fix their thread count, use this scope: each thread's share of a tile is then a
+/// constant number of elements, so loops over them unroll with no bound checks, and a sum's
+/// split among lanes is a constant too. The portable tile ops are bound by the instructions
+/// they issue (docs/codegen.md), and these are the instructions a runtime count costs.
+template <unsigned N>
+struct Threads {
+  static_assert(N >= 1 && N <= 1024, "a block has 1 to 1024 threads");
+  static constexpr unsigned kThreads = N;
+  MGD_DEVICE static int64_t first() { return thread_rank(); }
+  MGD_DEVICE static int64_t step() { return N; }
+};
+
+/// Whether Scope is the threads of one block (Block or Threads<N>), not the Grid.
+template <typename Scope>
+inline constexpr bool kBlockScope = std::is_same_v<Scope, Block>;
+template <unsigned N>
+inline constexpr bool kBlockScope<Threads<N>> = true;
+
 /// Every thread of the launch (blocks in x, y, z order).
 struct Grid {
+  static constexpr unsigned kThreads = 0;
   MGD_DEVICE static int64_t first() {
     const int64_t block = blockIdx.x + int64_t{gridDim.x} * (blockIdx.y + int64_t{gridDim.y} * blockIdx.z);
     return block * block_threads() + thread_rank();
@@ -38,7 +59,21 @@ struct Grid {
 /// f(e) for every element e of shape S, spread over the scope's threads.
 template <typename Scope, typename S, typename F>
 MGD_DEVICE void for_each(F&& f) {
-  if constexpr (S::numel < (int64_t{1} << 31)) {  // 32-bit counting (e + step stays below 2^32)
+  if constexpr (Scope::kThreads != 0 && S::numel < (int64_t{1} << 31)) {
+    // A constant count: every thread takes `rounds` elements, the first `tail` threads one more.
+    constexpr uint32_t n = Scope::kThreads, rounds = static_cast<uint32_t>(S::numel / n),
+                       tail = static_cast<uint32_t>(S::numel % n);
+#if !defined(__CUDACC__)  // the emulation checks what the launch bounds promise on a GPU
+    if (block_threads() != n) emu::fail("mgd::Threads<N> used in a block of another thread count");
+#endif
+    const uint32_t t = thread_rank();
+    if constexpr (rounds != 0) {
+      MGD_UNROLL_8
+      for (uint32_t r = 0; r < rounds; ++r) f(static_cast<int64_t>(t + r * n));
+    }
+    if constexpr (tail != 0)
+      if (t < tail) f(static_cast<int64_t>(t + rounds * n));
+  } else if constexpr (S::numel < (int64_t{1} << 31)) {  // 32-bit counting (e + step stays below 2^32)
     const uint32_t step = static_cast<uint32_t>(Scope::step());
     for (uint32_t e = static_cast<uint32_t>(Scope::first()); e < static_cast<uint32_t>(S::numel); e += step)
       f(static_cast<int64_t>(e));
@@ -186,22 +221,42 @@ MGD_DEVICE void binary_scalar(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, fl
   });
 }
 
-/// The split form of sum (Block scope, whole warps): `lanes` (sum_lanes) consecutive lanes share an output,
-/// lane l adding the group's elements l, l + lanes, ...; the partial sums meet by butterfly
-/// shuffles within the lanes' aligned slice of the warp. Every thread takes part in every
-/// shuffle (rounds are the same for the whole block), as __shfl_xor_sync requires.
-template <typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, typename TO, typename TI>
-MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in, int64_t lanes) {
-  const int64_t per_round = block_threads() / lanes, t = thread_rank(), lane = t % lanes;
-  const int64_t stride = InSt::get(Dim);
+/// What a sum applies to each element it reads: nothing (ReadAsIs), or an element-wise op F
+/// folded into it (ReadThrough: F's result rounded to TM, as the tile F's op would have
+/// written holds it), so that RMSNorm's squares are summed without being stored.
+struct ReadAsIs {
+  MGD_DEVICE float operator()(float x) const { return x; }
+};
+template <typename F, typename TM>
+struct ReadThrough {
+  MGD_DEVICE float operator()(float x) const { return to_float(from_float<TM>(F{}(x))); }
+};
+
+/// The split form of sum (Block scope, whole warps): Lanes (sum_lanes) consecutive lanes share an
+/// output, lane l adding the group's elements l, l + Lanes, ...; the partial sums meet by
+/// butterfly shuffles within the lanes' aligned slice of the warp. Every thread takes part in
+/// every shuffle (rounds are the same for the whole block), as __shfl_xor_sync requires. Lanes
+/// is a constant, so the shuffles unroll; with a Threads<N> scope the rounds are constant too.
+template <typename Scope, typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, int64_t Lanes,
+          typename Read, typename TO, typename TI>
+MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
+  const Read read;
+  static_assert(Lanes >= 2 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0, "a power of two of lanes within a warp");
+  const int64_t threads = Scope::kThreads != 0 ? int64_t{Scope::kThreads} : int64_t{block_threads()};
+  const int64_t per_round = threads / Lanes, t = thread_rank(), lane = t % Lanes;
+  constexpr int64_t stride = InSt::get(Dim);
   for (int64_t first = 0; first < OutS::numel; first += per_round) {
-    const int64_t e = first + t / lanes;
+    const int64_t e = first + t / Lanes;
     float acc = 0.0f;
     if (e < OutS::numel) {
-      const int64_t base = offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * stride;
-      for (int64_t g = lane; g < Group; g += lanes) acc += to_float(in[base + g * stride]);
+      const TI* group = in + offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * stride + lane * stride;
+      MGD_UNROLL_8
+      for (int64_t i = 0; i < Group / Lanes; ++i) acc += read(to_float(group[i * Lanes * stride]));
+      if constexpr (Group % Lanes != 0)
+        if (lane < Group % Lanes) acc += read(to_float(group[Group / Lanes * Lanes * stride]));
     }
-    for (int64_t m = lanes / 2; m >= 1; m /= 2) acc += shfl_xor(acc, static_cast<unsigned>(m));
+    MGD_UNROLL
+    for (int m = Lanes / 2; m >= 1; m /= 2) acc += shfl_xor(acc, static_cast<unsigned>(m));
     if (e < OutS::numel && lane == 0) out[offset<OutS, OutSt>(e)] = from_float<TO>(acc);
   }
 }
@@ -209,24 +264,42 @@ MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in, int64
 /// sum(dim = Dim, to): out has shape OutS (written through strides OutSt); out element e sums the
 /// Group = extent / to input elements along Dim that fold into it. InSt are the input's strides;
 /// element e of the output starts at offset<OutS, InSt>(e) with its Dim coordinate scaled by Group.
-template <typename Scope, typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group, typename TO,
-          typename TI>
+/// Read is applied to each element read (ReadThrough: an op folded into the sum).
+template <typename Scope, typename OutS, typename OutSt, typename InSt, int Dim, int64_t Group,
+          typename Read = ReadAsIs, typename TO, typename TI>
 MGD_DEVICE void sum(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   // Few outputs with long groups (RMSNorm's row sums: 2 outputs of 1024 elements for 128
   // threads) would leave most threads idle while a few add a thousand numbers one after another:
   // there, lanes of a warp split each group and combine their sums by shuffles.
   // The split is block_sum_lanes's rule (sum_rules.h), which the layout pass models.
-  if constexpr (std::is_same_v<Scope, Block> && Group >= 2 * kSumMinPerLane) {
-    const int64_t lanes = block_sum_lanes(OutS::numel, block_threads(), Group);
-    if (lanes > 1) {
-      sum_split<OutS, OutSt, InSt, Dim, Group>(out, in, lanes);
+  if constexpr (Scope::kThreads != 0 && Group >= 2 * kSumMinPerLane) {
+    constexpr int64_t lanes = block_sum_lanes(OutS::numel, Scope::kThreads, Group);
+    if constexpr (lanes > 1) {
+      sum_split<Scope, OutS, OutSt, InSt, Dim, Group, lanes, Read>(out, in);
       return;
+    }
+  } else if constexpr (std::is_same_v<Scope, Block> && Group >= 2 * kSumMinPerLane) {
+    switch (block_sum_lanes(OutS::numel, block_threads(), Group)) {
+      case 2:
+        return sum_split<Scope, OutS, OutSt, InSt, Dim, Group, 2, Read>(out, in);
+      case 4:
+        return sum_split<Scope, OutS, OutSt, InSt, Dim, Group, 4, Read>(out, in);
+      case 8:
+        return sum_split<Scope, OutS, OutSt, InSt, Dim, Group, 8, Read>(out, in);
+      case 16:
+        return sum_split<Scope, OutS, OutSt, InSt, Dim, Group, 16, Read>(out, in);
+      case 32:
+        return sum_split<Scope, OutS, OutSt, InSt, Dim, Group, 32, Read>(out, in);
+      default:
+        break;  // one thread per output
     }
   }
   for_each<Scope, OutS>([&](int64_t e) {
-    const int64_t base = offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * InSt::get(Dim);
+    const TI* group = in + offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * InSt::get(Dim);
+    const Read read;
     float acc = 0.0f;
-    for (int64_t g = 0; g < Group; ++g) acc += to_float(in[base + g * InSt::get(Dim)]);
+    MGD_UNROLL_8
+    for (int64_t g = 0; g < Group; ++g) acc += read(to_float(group[g * InSt::get(Dim)]));
     out[offset<OutS, OutSt>(e)] = from_float<TO>(acc);
   });
 }
@@ -239,8 +312,8 @@ template <typename Scope, typename OutS, typename OutSt, typename ASt, int64_t A
           typename TO, typename TA, typename TB>
 MGD_DEVICE void matmul(TO* MGD_RESTRICT out, const TA* MGD_RESTRICT a, const TB* MGD_RESTRICT b) {
   // Tiles of f16 or bf16 operands go to the tensor cores (mma.h) when the block is whole warps.
-  if constexpr (std::is_same_v<Scope, Block> && kTensorCoreOperands<TA, TB>) {
-    if (block_threads() % 32 == 0) {
+  if constexpr (kBlockScope<Scope> && kTensorCoreOperands<TA, TB>) {
+    if (Scope::kThreads != 0 ? Scope::kThreads % 32 == 0 : block_threads() % 32 == 0) {
       matmul_tc<OutS, OutSt, ASt, AK, BSt, BK, K>(out, a, b);
       return;
     }
