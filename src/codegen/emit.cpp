@@ -159,6 +159,22 @@ struct Operand {
   std::string layout = {};
 };
 
+/// The period of a thread-graph value of shape `value` read at the element-wise shape `shape`
+/// (broadcast along its dims of extent 1): the value at element e depends on e modulo it (the
+/// extents from its outermost dim of more than one element inwards; 1 for a scalar). Element e
+/// and e + N hold the same value where N is a multiple of it: a block of N threads, each
+/// taking e, e + N, ..., then has one value per thread.
+int64_t thread_share_period(const Shape& value, const Shape& shape) {
+  int64_t period = 1, inner = 1;
+  const int offset = shape.rank() - value.rank();
+  for (int d = shape.rank() - 1; d >= 0; --d) {
+    inner *= shape[d];
+    const int vd = d - offset;
+    if (vd >= 0 && value[vd] > 1) period = inner;
+  }
+  return period;
+}
+
 /// A dense row-major operand.
 Operand dense(const TensorType& type, std::string name) {
   return {type, row_major_strides(type.shape), std::move(name)};
@@ -1306,11 +1322,25 @@ class BlockKernelEmitter {
         if (needed)
           for (TensorId t : op.inputs) need[t.index()] = true;
       }
-      code << "mgd::for_each<" << scope() << ", " << dims(shape) << ">([&](int64_t e) {\n";
+      // Values every element a thread takes shares (a row scale where the thread's elements lie
+      // in one row), computed once per thread before the loop over its elements
+      // (shared_per_thread): at element e0, which has the thread's coordinates in their dims.
+      const int64_t threads = body_.threads.volume();
+      int64_t period = 1;
+      std::vector<bool> once(tg.tensors.size(), false);
+      for (const Op& op : tg.ops)
+        if (!op.outputs.empty() && need[op.outputs[0].index()]) {
+          const int64_t p = thread_share_period(tg.type(op.outputs[0]).shape, shape);
+          once[op.outputs[0].index()] = threads % p == 0;
+          if (once[op.outputs[0].index()]) period = std::max(period, p);
+        }
+      const bool any_once = std::find(once.begin(), once.end(), true) != once.end();
+      std::ostringstream before, body;
       for (size_t i = 0; i < tg.ops.size(); ++i) {
         const Op& op = tg.ops[i];
         const std::string v = op.outputs.empty() ? "" : "v" + std::to_string(op.outputs[0].value);
-        std::ostringstream& s = code;
+        std::ostringstream& s = !op.outputs.empty() && once[op.outputs[0].index()] ? before : body;
+        const std::string e = &s == &before ? "e0" : "e";
         if (op.kind == OpKind::output_saver) {
           if (std::find(savers.begin(), savers.end(), i) == savers.end()) continue;
           const TensorId dst = tg_op.outputs[static_cast<size_t>(op.attrs.io_index)];
@@ -1329,7 +1359,7 @@ class BlockKernelEmitter {
         if (op.kind == OpKind::input_iterator) {
           const TensorId src = tg_op.inputs[static_cast<size_t>(op.attrs.io_index)];
           s << "  const float " << v << " = mgd::to_float(" << tensor(src) << "[mgd::offset<" << dims(shape) << ", "
-            << dims(broadcast_read_strides(vs, strides_of(src), shape)) << ">(e)]);\n";
+            << dims(broadcast_read_strides(vs, strides_of(src), shape)) << ">(" << e << ")]);\n";
         } else if (op_info(op.kind).category == OpCategory::unary) {
           s << "  const float " << v << " = " << functor(op.kind) << "{}(v" << op.inputs[0].value << ");\n";
         } else if (op_info(op.kind).category == OpCategory::binary) {
@@ -1344,7 +1374,14 @@ class BlockKernelEmitter {
                           ", which is not element-wise");
         }
       }
-      code << "});\n";
+      const std::string loop =
+          "mgd::for_each<" + scope() + ", " + dims(shape) + ">([&](int64_t e) {\n" + body.str() + "});\n";
+      if (any_once)
+        code << "{\n  // shared by every element a thread takes\n  const int64_t e0 = mgd::thread_rank() % " << period
+             << ";\n"
+             << before.str() << indent(loop, 2) << "}\n";
+      else
+        code << loop;
     }
     return code.str();
   }

@@ -438,6 +438,37 @@ TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
   EXPECT_EQ(count(src, "mgd::op::Sqr>("), 0);
 }
 
+TEST(Codegen, ThreadGraphValuesAThreadsElementsShareAreComputedOnce) {
+  // QKNorm at batch 1: K's normalisation in the loop scales each column of the [64, 32] tile by
+  // sqrt(sum / 64) of that column. With 256 threads each thread's 8 elements (e, e + 256, ...)
+  // lie in one column (256 is a multiple of 32), so the column's load, division and square root
+  // run once per thread, at its column (e0), before the loop over its elements; the element's
+  // own load and division stay in it. Q's normalisation before the loop (a [256, 64] tile, a
+  // scale per row of 64) gives each thread elements of 8 rows: nothing there is shared.
+  const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
+  const Graph g =
+      load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/tests/codegen/data/qknorm_bs1_best.json");
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  const size_t loop = src.find("for (int64_t it = 0;");
+  const size_t once = src.find("  const int64_t e0 = mgd::thread_rank() % 32;\n", loop);
+  ASSERT_NE(once, std::string::npos) << src;
+  const size_t each = src.find("mgd::for_each<mgd::Threads<256>, mgd::Dims<1, 64, 32>>", once);
+  ASSERT_NE(each, std::string::npos) << src;
+  const std::string shared = src.substr(once, each - once),
+                    per_element = src.substr(each, src.find("});", each) - each);
+  EXPECT_EQ(count(shared, "(e0)]"), 1) << shared;  // the column's sum
+  EXPECT_EQ(count(shared, "mgd::op::Sqrt{}"), 1) << shared;
+  EXPECT_EQ(count(per_element, "mgd::to_float("), 1) << per_element;  // the element
+  EXPECT_EQ(count(per_element, "mgd::op::Sqrt{}"), 0) << per_element;
+  EXPECT_EQ(count(src, "const int64_t e0"), 1);  // Q's scales differ within a thread
+  // 96 threads keep a thread in one column too; 80 do not, and share nothing.
+  Graph other = g;
+  for (Graph& b : other.bodies) b.threads = Dim3{96, 1, 1};
+  EXPECT_EQ(count(generate_cuda(other, find_cuda_target("sm_90a")).source, "% 32;"), 1);
+  for (Graph& b : other.bodies) b.threads = Dim3{80, 1, 1};
+  EXPECT_EQ(count(generate_cuda(other, find_cuda_target("sm_90a")).source, "const int64_t e0"), 0);
+}
+
 TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {
   // QKNorm at batch 1 (tests/codegen/data/qknorm_bs1_best.json, a search's best of 2026-11-27):
   // the normalized Q and K tiles are written
