@@ -64,10 +64,6 @@ struct BlockSchedule {
   int32_t end_time() const { return pre_steps + loop_steps + post_steps; }
 };
 
-/// Whether op i of a block graph may be folded into the sum that reads its result: element-wise
-/// of one operand, with one result that exactly one live op reads, a sum. `live[j]`: op j runs.
-bool foldable_into_sum(const Graph& block_graph, size_t i, const std::vector<bool>& live);
-
 /// Schedules the live ops of a block graph (Level::block) in steps of longest-path depth.
 /// Throws UserError where the graph's loop structure is undefined (as the interpreters do).
 BlockSchedule schedule_block_ops(const Graph& block_graph);

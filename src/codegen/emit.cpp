@@ -1164,11 +1164,12 @@ class BlockKernelEmitter {
         for (TensorId t : op.inputs) ins.push_back(operand(t));
         const Operand out = operand(op.outputs[0]);
         // A sum of a folded op's result reads the folded op's operand through it.
-        std::string read_through;
+        std::string read_through, folded_note;
         if (op_info(op.kind).category == OpCategory::reduction) {
           const OpId made = body_.tensors[op.inputs[0].index()].producer;
           if (made.valid() && schedule_.folded[made.index()]) {
             const Op& folded = body_.ops[made.index()];
+            folded_note = std::string(op_name(folded.kind)) + " folded into ";
             ins[0] = operand(folded.inputs[0]);
             read_through =
                 "mgd::ReadThrough<" + functor(folded.kind) + ", " + ctype(body_.type(folded.outputs[0]).dtype) + ">";
@@ -1192,12 +1193,8 @@ class BlockKernelEmitter {
             << "\n";
           break;
         }
-        s << compute_call(scope(), op, ins, out, read_through) << "  // "
-          << (read_through.empty()
-                  ? ""
-                  : std::string(op_name(body_.ops[body_.tensors[op.inputs[0].index()].producer.index()].kind)) +
-                        " folded into ")
-          << op_name(op.kind) << " -> " << type_comment(out.type) << "\n";
+        s << compute_call(scope(), op, ins, out, read_through) << "  // " << folded_note << op_name(op.kind) << " -> "
+          << type_comment(out.type) << "\n";
         break;
       }
     }
@@ -1327,14 +1324,15 @@ class BlockKernelEmitter {
       // (shared_per_thread): at element e0, which has the thread's coordinates in their dims.
       const int64_t threads = body_.threads.volume();
       int64_t period = 1;
+      bool any_once = false;
       std::vector<bool> once(tg.tensors.size(), false);
       for (const Op& op : tg.ops)
         if (!op.outputs.empty() && need[op.outputs[0].index()]) {
           const int64_t p = thread_share_period(tg.type(op.outputs[0]).shape, shape);
-          once[op.outputs[0].index()] = threads % p == 0;
-          if (once[op.outputs[0].index()]) period = std::max(period, p);
+          if (threads % p != 0) continue;
+          once[op.outputs[0].index()] = any_once = true;
+          period = std::max(period, p);
         }
-      const bool any_once = std::find(once.begin(), once.end(), true) != once.end();
       std::ostringstream before, body;
       for (size_t i = 0; i < tg.ops.size(); ++i) {
         const Op& op = tg.ops[i];

@@ -7,21 +7,33 @@
 
 namespace mugraph {
 
-bool foldable_into_sum(const Graph& g, size_t i, const std::vector<bool>& live) {
-  const Op& op = g.ops[i];
-  if (!live[i] || op_info(op.kind).category != OpCategory::unary || op.outputs.size() != 1) return false;
-  const TensorId result = op.outputs[0];
-  int readers = 0;
-  bool read_by_sum = false;
+namespace {
+
+/// Per op: whether it folds into the sum that reads its result (op_order.h): element-wise of
+/// one operand, with one result that exactly one live op reads, a sum. One pass counts each
+/// tensor's live readers.
+std::vector<bool> folded_ops(const Graph& g, const std::vector<bool>& live) {
+  std::vector<int32_t> readers(g.tensors.size(), 0);
+  std::vector<bool> read_by_sum(g.tensors.size(), false);
   for (size_t j = 0; j < g.ops.size(); ++j) {
     if (!live[j]) continue;
-    const Op& r = g.ops[j];
-    const auto n = std::count(r.inputs.begin(), r.inputs.end(), result);
-    readers += static_cast<int>(n);
-    read_by_sum = read_by_sum || (n > 0 && op_info(r.kind).category == OpCategory::reduction);
+    const bool sum = op_info(g.ops[j].kind).category == OpCategory::reduction;
+    for (TensorId t : g.ops[j].inputs) {
+      ++readers[t.index()];
+      read_by_sum[t.index()] = read_by_sum[t.index()] || sum;
+    }
   }
-  return readers == 1 && read_by_sum;
+  std::vector<bool> folded(g.ops.size(), false);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    if (!live[i] || op_info(op.kind).category != OpCategory::unary || op.outputs.size() != 1) continue;
+    const size_t r = op.outputs[0].index();
+    folded[i] = readers[r] == 1 && read_by_sum[r];
+  }
+  return folded;
 }
+
+}  // namespace
 
 BlockSchedule schedule_block_ops(const Graph& g) {
   MUGRAPH_CHECK(g.level == Level::block) << "schedule_block_ops takes a block graph";
@@ -31,8 +43,7 @@ BlockSchedule schedule_block_ops(const Graph& g) {
   s.step.assign(g.ops.size(), -1);
   std::vector<bool> live(g.ops.size());
   for (size_t i = 0; i < g.ops.size(); ++i) live[i] = phases[i] != interp::BlockPhase::dead;
-  s.folded.assign(g.ops.size(), false);
-  for (size_t i = 0; i < g.ops.size(); ++i) s.folded[i] = foldable_into_sum(g, i, live);
+  s.folded = folded_ops(g, live);
   // ready[t]: the first step of the reading op's phase at which tensor t may be read; values from
   // the loop read after it are ready at once (the loop's last barrier separates the phases).
   std::vector<int32_t> ready(g.tensors.size(), 0);
