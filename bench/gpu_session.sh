@@ -14,7 +14,8 @@
 #              step's inputs -> chains.jsonl
 #   sass       HGMMA/HMMA/UTMALDG/LDGSTS/LDSM counts in the Figure 3b and 10b harnesses
 #                                                                  -> sass.txt, sass_NAME.txt
-#   operands   wgmma operands in place against staged, chosen tile layouts against row-major
+#   operands   wgmma operands in place against staged, products summed in registers against
+#              stored, chosen tile layouts against row-major
 #              (Figure 3b and 10b)                          -> operands.jsonl, layouts.jsonl
 #   threads    the search's 128 threads per block against 256 and 512 (--block-threads), on Figures
 #              3b and 10b and the paper's RMSNorm, GatedMLP, QKNorm and nTrans bests  -> threads.jsonl
@@ -229,9 +230,12 @@ run_step() {
         bench_line "$W/operands.jsonl" name="$name" wgmma_operands="$operands" -- "$ROOT/examples/ugraphs/$name.json" \
           --cache-dir "$CACHE" --wgmma-operands "$operands" --seed 1 --warmup 20 --repeats 200
       done
-      # One stage buffer: each chunk of k waits for the one before it (two is the default).
-      bench_line "$W/operands.jsonl" name="$name" wgmma_operands=in-place stage_buffers=1 -- \
-        "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --wgmma-stage-buffers 1 --seed 1 --warmup 20 --repeats 200
+      # The products stored and added by the accumulator op, barrier between (the default adds
+      # them in registers). (Both kernels read every operand in place since 2026-11-28: nothing
+      # is staged, so the stage buffers no longer differ.)
+      bench_line "$W/operands.jsonl" name="$name" wgmma_operands=in-place matmul_accumulators=shared -- \
+        "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --matmul-accumulators shared --seed 1 --warmup 20 \
+        --repeats 200
       for layouts in chosen row-major; do
         bench_line "$W/layouts.jsonl" name="$name" layouts="$layouts" -- "$ROOT/examples/ugraphs/$name.json" \
           --cache-dir "$CACHE" --layouts "$layouts" --seed 1 --warmup 20 --repeats 200

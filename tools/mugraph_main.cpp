@@ -646,6 +646,12 @@ int run_main(int argc, char** argv) {
                     "iteration (shared)")
         ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"registers", true}, {"shared", false}},
                                             CLI::ignore_case));
+    sub->add_option("--matmul-accumulators", o.matmul_accumulators_in_registers,
+                    "sm_90a: a wgmma matmul in the for-loop that only a summing accumulator reads adds its product "
+                    "to it in registers, written to shared memory once after the loop (registers, the default), or "
+                    "stores the product for the accumulator op to add in every iteration (shared)")
+        ->transform(CLI::CheckedTransformer(std::map<std::string, bool>{{"registers", true}, {"shared", false}},
+                                            CLI::ignore_case));
     sub->add_option("--chain-split", o.chain_split_n_blocks,
                     "sm_90a: a chain with fewer 64-row jobs than the block has warpgroups splits S's n-blocks "
                     "among them and adds their partial results (on, the default), or is taken only where S has one "

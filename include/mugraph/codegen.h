@@ -87,6 +87,11 @@ struct CodegenOptions {
   /// the threads that compute it, written to shared memory once after the loop
   /// (mgd::RegisterAccumulate), or in shared memory in every iteration (false; to measure the two).
   bool chain_accumulators_in_registers = true;
+  /// On sm_90a, where a wgmma matmul in the for-loop is read only by a summing accumulator: the
+  /// matmul adds its product to the accumulator in the registers of the threads that compute
+  /// it, written to shared memory once after the loop (mgd::matmul_wgmma_to), instead of storing
+  /// a product tile that the accumulator op reads after a barrier (false; to measure the two).
+  bool matmul_accumulators_in_registers = true;
   /// Where a chain has fewer 64-row jobs than the block has warpgroups (decoding's few query
   /// rows), split S's n-blocks among the warpgroups a job would leave idle and add their partial
   /// results through shared memory (mgd::matmul_chain_splits); false runs such a chain only

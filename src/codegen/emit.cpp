@@ -281,6 +281,7 @@ class BlockKernelEmitter {
         max_stage_buffers_(options.wgmma_stage_buffers),
         matmul_chains_(options.matmul_chains_in_registers),
         chain_accumulator_registers_(options.chain_accumulators_in_registers),
+        matmul_accumulator_registers_(options.matmul_accumulators_in_registers),
         chain_split_(options.chain_split_n_blocks) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
@@ -431,10 +432,10 @@ class BlockKernelEmitter {
     if (loop) {
       std::string declare, store;
       for (const RegisterResult& r : register_results()) {
-        declare += "mgd::ChainRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
+        declare += "mgd::ResultRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
                    std::to_string(warpgroups()) + "> " + r.name + ";  // " + tensor(r.accumulator) +
                    "'s sums, in the registers of the threads that compute them\n";
-        store += "mgd::store_chain_registers<" + std::to_string(r.cols) + ", 1>(" + r.name + ", " +
+        store += "mgd::store_result_registers<" + std::to_string(r.cols) + ", 1>(" + r.name + ", " +
                  tensor(r.accumulator) + ");\n";
       }
       if (!store.empty()) store += "mgd::sync_block();\n";
@@ -729,6 +730,50 @@ class BlockKernelEmitter {
         }
       }
     }
+    // The product a matmul adds to an accumulator in registers is not stored: it takes no shared
+    // memory, so the plan above stays an upper bound.
+    find_matmul_accumulations();
+    if (!accumulations_.empty()) lay_out(stages);
+  }
+
+  /// A wgmma matmul in the for-loop whose product only a summing accumulator reads: the matmul
+  /// adds it there itself, in the registers of the threads that compute it
+  /// (mgd::matmul_wgmma_to with mgd::RegisterAccumulate), and the product tile is not stored.
+  struct MatmulAccumulation {
+    size_t matmul, accumulate;
+  };
+
+  /// Finds the MatmulAccumulations: the product one matrix of one n-block (N a multiple of 8, at
+  /// most 64), not computed as its transpose (the registers follow the result fragments, as
+  /// mgd::store_result_registers writes them), with at most 64 accumulator registers a thread.
+  void find_matmul_accumulations() {
+    accumulations_.clear();
+    if (!matmul_accumulator_registers_ || !wgmma_ || body_.forloop <= 1) return;
+    for (size_t i = 0; i < body_.ops.size(); ++i) {
+      if (schedule_.phase[i] != OpPhase::loop || !wgmma_matmul(i) || in_chain(i)) continue;
+      const Op& op = body_.ops[i];
+      const std::vector<size_t> r = readers(op.outputs[0]);
+      if (r.size() != 1) continue;
+      const Op& acc = body_.ops[r[0]];
+      if (acc.kind != OpKind::accum || acc.attrs.dim != kPhi || schedule_.phase[r[0]] != OpPhase::loop) continue;
+      const Shape& c = body_.type(op.outputs[0]).shape;
+      const int64_t m = c[c.rank() - 2], n = c[c.rank() - 1];
+      const Shape& a = body_.type(op.inputs[0]).shape;
+      if (c.numel() != m * n || mgd::wgmma_n(n) != n ||
+          mgd::wgmma_orientation_swaps(m, n, a[a.rank() - 1], swizzle_[op.inputs[0].index()] != 0,
+                                       swizzle_[op.inputs[1].index()] != 0))
+        continue;
+      const int64_t jobs = ((m + mgd::kWgmmaM - 1) / mgd::kWgmmaM + warpgroups() - 1) / warpgroups();
+      if (jobs * n / 2 > 64) continue;
+      accumulations_.push_back({i, r[0]});
+    }
+  }
+
+  /// The accumulation matmul or accumulator op i is part of, or null.
+  const MatmulAccumulation* accumulation_of(size_t i) const {
+    for (const MatmulAccumulation& a : accumulations_)
+      if (a.matmul == i || a.accumulate == i) return &a;
+    return nullptr;
   }
 
   /// Two wgmma matmuls chained through registers (mgd::matmul_chain_wgmma, wgmma_chain.h): the
@@ -998,6 +1043,7 @@ class BlockKernelEmitter {
     // A matmul chain stores neither S nor P, nor the results it adds to accumulators itself, and
     // writes its results at the first matmul's step.
     std::vector<bool> unstored(body_.ops.size(), false);
+    for (const MatmulAccumulation& a : accumulations_) unstored[a.matmul] = true;
     for (const MatmulChain& c : chains_) {
       unstored[c.first] = unstored[c.elementwise] = true;
       if (c.accumulate_o != kNoOp) unstored[c.second] = true;
@@ -1140,6 +1186,7 @@ class BlockKernelEmitter {
       }
       case OpCategory::accumulator: {
         const TensorType& in = body_.type(op.inputs[0]);
+        if (accumulation_of(i) != nullptr) return "";  // its matmul adds to it in registers
         if (op.attrs.dim == kPhi) {
           s << "mgd::accumulate<" << scope() << ", " << dims(in.shape) << ", " << dims(strides_of(op.inputs[0])) << ">("
             << tensor(op.outputs[0]) << ", " << tensor(op.inputs[0]) << ", " << (in_loop ? "it == 0" : "true")
@@ -1177,20 +1224,33 @@ class BlockKernelEmitter {
         }
         if (wgmma_matmul(i)) {
           const int64_t in_place_a = swizzle_[op.inputs[0].index()], in_place_b = swizzle_[op.inputs[1].index()];
-          s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", "
-            << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape) << ", "
+          const MatmulAccumulation* acc = accumulation_of(i);
+          std::string result = out.name;
+          if (acc != nullptr) {
+            const TensorId sums = body_.ops[acc->accumulate].outputs[0];
+            const Shape& c = out.type.shape;
+            result = "mgd::RegisterAccumulate<" + ctype(out.type.dtype) + ", " + std::to_string(c[c.rank() - 2]) +
+                     ", " + std::to_string(c[c.rank() - 1]) + ", " + std::to_string(warpgroups()) + ">{r" +
+                     std::to_string(sums.value) + ", it == 0}";
+            s << "mgd::matmul_wgmma_to<" << dims(out.type.shape) << ", ";
+          } else {
+            s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", ";
+          }
+          s << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape) << ", "
             << scratch_bytes_;
           const int64_t buffers = wgmma_stage_buffers(i);
           if (in_place_a != 0 || in_place_b != 0 || buffers != 1) s << ", " << in_place_a << ", " << in_place_b;
           if (buffers != 1) s << ", " << buffers;
-          s << ">(" << out.name << ", " << ins[0].name << ", " << ins[1].name << ", "
+          s << ">(" << result << ", " << ins[0].name << ", " << ins[1].name << ", "
             << (scratch_bytes_ > 0 ? "scratch" : "nullptr") << ");  // matmul -> " << type_comment(out.type)
             << " on wgmma"
             << (in_place_a != 0 && in_place_b != 0 ? ", both operands in place"
                 : in_place_a != 0                  ? ", A in place"
                 : in_place_b != 0                  ? ", B in place"
-                                                   : "")
-            << "\n";
+                                                   : "");
+          if (acc != nullptr)
+            s << ", added to " << tensor(body_.ops[acc->accumulate].outputs[0]) << "'s sums in registers";
+          s << "\n";
           break;
         }
         s << compute_call(scope(), op, ins, out, read_through) << "  // " << folded_note << op_name(op.kind) << " -> "
@@ -1206,16 +1266,25 @@ class BlockKernelEmitter {
     return s.str();
   }
 
-  /// The bytes a matmul chain reads past the end of tile t, its first matmul's A, where that has
-  /// fewer rows than a whole job (mgd::matmul_chain_a_overread_bytes); 0 for other tiles.
+  /// The bytes the wgmma jobs read past the end of tile t where they read it in place as the
+  /// instruction's A and it has fewer rows than a whole job (mgd::wgmma_a_overread_bytes): a
+  /// matmul chain's first A, or the A of a matmul that does not compute its transpose; 0 for
+  /// other tiles. Its buffer holds them.
   int64_t a_overread_bytes(TensorId t) const {
-    int64_t bytes = 0;
-    for (const MatmulChain& c : chains_)
-      if (body_.ops[c.first].inputs[0] == t) {
-        const Shape& sh = body_.type(t).shape;
-        bytes = std::max(bytes, mgd::matmul_chain_a_overread_bytes(sh[sh.rank() - 2], swizzle_[t.index()]));
-      }
-    return bytes;
+    const int64_t span = swizzle_[t.index()];
+    if (span == 0) return 0;
+    const Shape& sh = body_.type(t).shape;
+    bool instr_a = false;
+    for (const MatmulChain& c : chains_) instr_a = instr_a || body_.ops[c.first].inputs[0] == t;
+    for (size_t i = 0; i < body_.ops.size() && !instr_a; ++i) {
+      if (schedule_.phase[i] == OpPhase::dead || !wgmma_matmul(i) || in_chain(i)) continue;
+      const Op& op = body_.ops[i];
+      if (op.inputs[0] != t) continue;
+      const Shape& out = body_.type(op.outputs[0]).shape;
+      instr_a = !mgd::wgmma_orientation_swaps(out[out.rank() - 2], out[out.rank() - 1], sh[sh.rank() - 1], true,
+                                              swizzle_[op.inputs[1].index()] != 0);
+    }
+    return instr_a ? mgd::wgmma_a_overread_bytes(sh[sh.rank() - 2], span) : 0;
   }
 
   /// Whether op i is part of a matmul chain.
@@ -1226,9 +1295,9 @@ class BlockKernelEmitter {
     return false;
   }
 
-  /// A chain's summing accumulator kept in registers through the for-loop (mgd::ChainRegisters
-  /// `name`, of the accumulator's [rows, cols]), where the option allows: the chain runs in the
-  /// loop and adds to the accumulator itself.
+  /// A summing accumulator kept in registers through the for-loop (mgd::ResultRegisters `name`,
+  /// of the accumulator's [rows, cols]): a MatmulAccumulation's, and, where the option allows, a
+  /// chain's that runs in the loop and adds to the accumulator itself.
   struct RegisterResult {
     TensorId accumulator;
     int64_t rows = 0, cols = 0;
@@ -1236,15 +1305,18 @@ class BlockKernelEmitter {
   };
   std::vector<RegisterResult> register_results() const {
     std::vector<RegisterResult> r;
-    if (!chain_accumulator_registers_ || body_.forloop <= 1) return r;
+    if (body_.forloop <= 1) return r;
+    const auto add = [&](size_t acc) {
+      const TensorId t = body_.ops[acc].outputs[0];
+      const Shape& sh = body_.type(t).shape;
+      r.push_back({t, sh[sh.rank() - 2], sh[sh.rank() - 1], "r" + std::to_string(t.value)});
+    };
+    for (const MatmulAccumulation& a : accumulations_) add(a.accumulate);
+    if (!chain_accumulator_registers_) return r;
     for (const MatmulChain& c : chains_)
       if (schedule_.phase[c.first] == OpPhase::loop)
         for (size_t acc : {c.accumulate_o, c.accumulate_l})
-          if (acc != kNoOp) {
-            const TensorId t = body_.ops[acc].outputs[0];
-            const Shape& sh = body_.type(t).shape;
-            r.push_back({t, sh[sh.rank() - 2], sh[sh.rank() - 1], "r" + std::to_string(t.value)});
-          }
+          if (acc != kNoOp) add(acc);
     return r;
   }
 
@@ -1388,17 +1460,19 @@ class BlockKernelEmitter {
   int index_;
   const std::vector<TensorType>& output_types_;
   const Target& limits_;
-  bool wgmma_;                        // CudaTarget::wgmma
-  bool tma_;                          // CudaTarget::tma
-  int requested_stages_;              // CodegenOptions::pipeline_stages
-  bool choose_layouts_;               // CodegenOptions::choose_layouts
-  bool read_operands_in_place_;       // CodegenOptions::read_operands_in_place
-  int64_t max_stage_buffers_;         // CodegenOptions::wgmma_stage_buffers
-  bool matmul_chains_;                // CodegenOptions::matmul_chains_in_registers
-  bool chain_accumulator_registers_;  // CodegenOptions::chain_accumulators_in_registers
-  bool chain_split_;                  // CodegenOptions::chain_split_n_blocks
-  std::vector<MatmulChain> chains_;   // find_matmul_chains
-  std::vector<TileLayout> layouts_;   // per STensor (layout_choice.h)
+  bool wgmma_;                                     // CudaTarget::wgmma
+  bool tma_;                                       // CudaTarget::tma
+  int requested_stages_;                           // CodegenOptions::pipeline_stages
+  bool choose_layouts_;                            // CodegenOptions::choose_layouts
+  bool read_operands_in_place_;                    // CodegenOptions::read_operands_in_place
+  int64_t max_stage_buffers_;                      // CodegenOptions::wgmma_stage_buffers
+  bool matmul_chains_;                             // CodegenOptions::matmul_chains_in_registers
+  bool chain_accumulator_registers_;               // CodegenOptions::chain_accumulators_in_registers
+  bool matmul_accumulator_registers_;              // CodegenOptions::matmul_accumulators_in_registers
+  bool chain_split_;                               // CodegenOptions::chain_split_n_blocks
+  std::vector<MatmulChain> chains_;                // find_matmul_chains
+  std::vector<MatmulAccumulation> accumulations_;  // find_matmul_accumulations
+  std::vector<TileLayout> layouts_;                // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;
   int stages_ = 1;
   BlockSchedule schedule_;  // op order and steps (op_order.h)

@@ -62,7 +62,12 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
   EXPECT_NE(code.source.find("&tm_2, {int32_t((it + 1) * 256), int32_t(bx * 32)}"), std::string::npos) << code.source;
   EXPECT_NE(generate_cuda(g, find_cuda_target("sm_80")).source.find("in_2 + bx * 32 + (it + 1) * 1048576"),
             std::string::npos);
-  EXPECT_EQ(count(code.source, "mgd::accumulate<"), 2);
+  // Two summing accumulators: the sums of squares, added by mgd::accumulate; the products, which
+  // the matmul adds in registers, written once after the loop. On sm_80 both by mgd::accumulate.
+  EXPECT_EQ(count(code.source, "mgd::accumulate<"), 1);
+  EXPECT_EQ(count(code.source, "mgd::RegisterAccumulate<mgd::half, 16, 32, 1>{r8, it == 0}"), 1);
+  EXPECT_EQ(count(code.source, "mgd::store_result_registers<32, 1>(r8, t8);"), 1);
+  EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_80")).source, "mgd::accumulate<"), 2);
   EXPECT_EQ(count(code.source, "mgd::for_each<"), 1);  // the thread graph
   EXPECT_NE(code.source.find("dim3(128, 1, 1), dim3(128)"), std::string::npos);
   EXPECT_NE(code.manifest.find("\"target\": \"sm_90a\""), std::string::npos);
@@ -70,19 +75,25 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
 }
 
 TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
-  // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a. The
-  // weight tile W [256, 32] comes from the copy engine and only the matmul reads it, so it is
-  // written with the 64-byte swizzle and read in place (B, N-major); A (the mul's result) is
-  // staged, in a scratch area of 1024 + 2 · 64 · 128 bytes for one warpgroup at the end of the
-  // kernel's shared memory: two stage buffers, k being four chunks. mma.sync (mgd::matmul) on
-  // sm_80. Tiles row-major.
+  // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a. Only
+  // the matmul reads the weight tile W [256, 32], which the copy engine writes with the 64-byte
+  // swizzle, and the mul's result [16, 256], which the mul writes in 128-byte swizzled panels:
+  // both are read in place (W as B, N-major; the mul's result as A, K-major), so nothing is
+  // staged and there is no scratch. mma.sync (mgd::matmul) on sm_80. Tiles row-major.
   Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
   const std::string hopper = generate_cuda(g, find_cuda_target("sm_90a"), row_major()).source;
-  EXPECT_NE(hopper.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<32, 1>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, "
-                        "32, 256, 17408, 0, 64, 2>("
-                        "t6, t5, t2, scratch);  // matmul -> [16, 32] f16 on wgmma, B in place"),
+  // Only the loop's summing accumulator reads the product: the matmul adds it there, in the
+  // registers of the threads that compute it (r8), and the product tile t6 is never stored.
+  EXPECT_NE(hopper.find("mgd::matmul_wgmma_to<mgd::Dims<16, 32>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, 32, 256, 0, "
+                        "128, 64>(mgd::RegisterAccumulate<mgd::half, 16, 32, 1>{r8, it == 0}, t5, t2, nullptr);  "
+                        "// matmul -> [16, 32] f16 on wgmma, both operands in place, added to t8's sums in registers"),
             std::string::npos)
       << hopper;
+  EXPECT_EQ(count(hopper, " t6 = "), 0);
+  EXPECT_EQ(count(hopper, "mgd::accumulate<"), 1);  // the sums of squares
+  EXPECT_NE(hopper.find("mgd::binary<mgd::Threads<128>, mgd::Dims<16, 256>, mgd::Swizzled<16, 256, 128>, "),
+            std::string::npos);
+  EXPECT_EQ(count(hopper, "scratch"), 0);
   EXPECT_NE(hopper.find("// 2 stages of [256, 32] f16, 64-byte swizzle for wgmma to read in place"), std::string::npos);
   EXPECT_NE(hopper.find("mgd::tma_load_panels<2, 1, 32, 16384>(t2_stages + "), std::string::npos);
   EXPECT_NE(hopper.find("mgd::make_tensor_map(&k0_tm_2, d2, {4096, 4096}, {256, 32}, 64)"), std::string::npos);
@@ -91,11 +102,32 @@ TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
   // The shared window is realigned for the swizzle pattern (up to 1024 - 128 bytes).
   EXPECT_NE(hopper.find("unsigned char* const smem = smem_window + mgd::shared_padding<1024>(smem_window);"),
             std::string::npos);
-  // (After the tiles, 61,536 bytes as planned (the sqr's [16, 256] result is not a tile: its sum
-  // reads X's tile through it), and the TMA loads' two barriers; then 896 bytes for the
-  // realignment.)
-  EXPECT_NE(hopper.find("unsigned char* const scratch = smem + 61552;  // 17408 bytes"), std::string::npos) << hopper;
-  EXPECT_NE(hopper.find("dim3(128), 79856"), std::string::npos);
+  // The wgmma job reads 64 rows of the mul's result, which has 16: the rows past its last panel
+  // (48 of 128 bytes) are padding its buffer holds, which no other tensor's bytes overlap. With
+  // the 17,408 bytes of A's stages gone, the kernel takes 79,856 - 17,408 + 6,144 bytes, and
+  // 1,024 fewer without the product tile.
+  EXPECT_NE(hopper.find("dim3(128), 67568"), std::string::npos);
+  CodegenOptions product_stored = row_major();
+  product_stored.matmul_accumulators_in_registers = false;
+  const std::string stored = generate_cuda(g, find_cuda_target("sm_90a"), product_stored).source;
+  EXPECT_NE(stored.find("mgd::matmul_wgmma<mgd::Dims<16, 32>, mgd::Dims<32, 1>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, "
+                        "32, 256, 0, 128, 64>(t6, t5, t2, nullptr);  // matmul -> [16, 32] f16 on wgmma, both operands "
+                        "in place\n"),
+            std::string::npos)
+      << stored;
+  EXPECT_EQ(count(stored, "mgd::accumulate<"), 2);
+  EXPECT_EQ(count(stored, "ResultRegisters"), 0);
+  EXPECT_NE(stored.find("dim3(128), 68592"), std::string::npos);
+  const size_t t5 = hopper.find("t5 = reinterpret_cast<mgd::half*>(smem + ");
+  ASSERT_NE(t5, std::string::npos);
+  const int64_t a_at = std::stoll(hopper.substr(t5 + 41));
+  for (size_t at = hopper.find("reinterpret_cast<"); at != std::string::npos;
+       at = hopper.find("reinterpret_cast<", at + 1)) {
+    const size_t offset = hopper.find("(smem + ", at);
+    if (offset == std::string::npos || offset > hopper.find('\n', at)) continue;
+    const int64_t o = std::stoll(hopper.substr(offset + 8));
+    EXPECT_FALSE(o > a_at && o < a_at + 16 * 256 * 2 + 48 * 128) << hopper.substr(at, 80);
+  }
   EXPECT_NE(hopper.find("mgd::sum<mgd::Threads<128>, mgd::Dims<16, 1>, mgd::Dims<1, 1>, mgd::Dims<256, 1>, 1, 256, "
                         "mgd::ReadThrough<mgd::op::Sqr, mgd::half>>(t4, t0);  // sqr folded into sum"),
             std::string::npos);
@@ -123,6 +155,7 @@ TEST(Codegen, WgmmaStagesTakeASecondBufferWhereItCostsNoResidency) {
   // that residency.
   CodegenOptions staged;
   staged.read_operands_in_place = false;
+  staged.matmul_accumulators_in_registers = false;  // the product tiles stored, as the figures below count
   const CudaTarget& hopper = find_cuda_target("sm_90a");
   // 141,680 bytes with two buffers: one block per SM either way.
   const std::string both =
@@ -345,7 +378,7 @@ TEST(Codegen, TilesLoadedOnceWaitOnABarrierOfTheirOwn) {
   EXPECT_EQ(count(src, "mgd::load_async"), 0);
   EXPECT_EQ(count(src, "mgd::async_wait_all"), 0);
   EXPECT_EQ(count(src, "const MGD_GRID_CONSTANT mgd::TensorMap tm_"), 3);
-  EXPECT_NE(src.find("on wgmma, B in place"), std::string::npos) << src;
+  EXPECT_NE(src.find("on wgmma, both operands in place"), std::string::npos) << src;
   // The waits come before the barrier that publishes the tiles, and after the copies.
   EXPECT_LT(src.find("mgd::tma_load"), src.find("mgd::mbarrier_wait(tma_bars + 0, 0);"));
   // The same on sm_80 with cp.async.
@@ -406,6 +439,7 @@ TEST(Codegen, SplitMatmulChainsTakeNoMoreSharedMemoryThanOpByOp) {
   EXPECT_EQ(count(split, "mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half, 2>("), 1) << split;
   CodegenOptions op_by_op;
   op_by_op.matmul_chains_in_registers = false;
+  op_by_op.matmul_accumulators_in_registers = false;
   const std::string plain = generate_cuda(g, sm90, op_by_op).source;
   EXPECT_LE(kernel_shared_bytes(split), kernel_shared_bytes(plain));
   const Op& kernel = g.ops[3];
@@ -481,6 +515,7 @@ TEST(Codegen, ElementWiseOpsWriteTheTilesWgmmaReadsInPlaceSwizzled) {
       load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/tests/codegen/data/qknorm_bs1_best.json");
   CodegenOptions op_by_op;
   op_by_op.matmul_chains_in_registers = false;
+  op_by_op.matmul_accumulators_in_registers = false;
   const std::string src = generate_cuda(g, find_cuda_target("sm_90a"), op_by_op).source;
   const size_t qn = src.find("[mgd::offset<mgd::Dims<1, 256, 64>, mgd::Swizzled<256, 64, 128>>(e)] = ");
   const size_t kn = src.find("[mgd::offset<mgd::Dims<1, 64, 32>, mgd::Swizzled<64, 32, 64>>(e)] = ");
@@ -520,8 +555,8 @@ TEST(Codegen, AttentionScoresStayInRegisters) {
   const GeneratedCode chained = generate_cuda(g, find_cuda_target("sm_90a"));
   const std::string& src = chained.source;
   EXPECT_EQ(count(src, "mgd::matmul_chain_wgmma<256, 64, 32, 64, 128, 64, 128, mgd::half>("), 1) << src;
-  EXPECT_EQ(count(src, "mgd::ChainRegisters<256, 64, 2> r13;"), 1) << src;
-  EXPECT_EQ(count(src, "mgd::ChainRegisters<256, 1, 2> r14;"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::ResultRegisters<256, 64, 2> r13;"), 1) << src;
+  EXPECT_EQ(count(src, "mgd::ResultRegisters<256, 1, 2> r14;"), 1) << src;
   EXPECT_EQ(count(src, "mgd::RegisterAccumulate<mgd::half, 256, 64, 2>{r13, it == 0}"), 1) << src;
   EXPECT_EQ(count(src, "mgd::RegisterAccumulate<mgd::half, 256, 1, 2>{r14, it == 0}"), 1) << src;
   EXPECT_EQ(count(src, "TileAccumulate"), 0) << src;
@@ -534,8 +569,8 @@ TEST(Codegen, AttentionScoresStayInRegisters) {
   const size_t loop_end = src.find("\n  }\n", loop);
   EXPECT_LT(loop, chain);
   EXPECT_LT(chain, loop_end);
-  EXPECT_LT(src.find("mgd::ChainRegisters<256, 64, 2> r13;"), loop);
-  const size_t store = src.find("mgd::store_chain_registers<64, 1>(r13, t13);\n");
+  EXPECT_LT(src.find("mgd::ResultRegisters<256, 64, 2> r13;"), loop);
+  const size_t store = src.find("mgd::store_result_registers<64, 1>(r13, t13);\n");
   EXPECT_LT(loop_end, store);
   EXPECT_LT(store, src.find("mgd::sync_block();", store));
   EXPECT_LT(src.find("mgd::sync_block();", store), src.find("mgd::copy<", store));  // the saves read them after
@@ -544,9 +579,10 @@ TEST(Codegen, AttentionScoresStayInRegisters) {
   const std::string in_shared = generate_cuda(g, find_cuda_target("sm_90a"), shared_sums).source;
   EXPECT_EQ(count(in_shared, "mgd::TileAccumulate<mgd::half, 64, 1>{t13, it == 0}"), 1) << in_shared;
   EXPECT_EQ(count(in_shared, "mgd::TileAccumulate<mgd::half, 1, 1>{t14, it == 0}"), 1) << in_shared;
-  EXPECT_EQ(count(in_shared, "ChainRegisters"), 0) << in_shared;
+  EXPECT_EQ(count(in_shared, "ResultRegisters"), 0) << in_shared;
   CodegenOptions op_by_op;
   op_by_op.matmul_chains_in_registers = false;
+  op_by_op.matmul_accumulators_in_registers = false;
   const GeneratedCode plain = generate_cuda(g, find_cuda_target("sm_90a"), op_by_op);
   EXPECT_EQ(count(plain.source, "matmul_chain_wgmma"), 0);
   EXPECT_EQ(count(plain.source, "mgd::matmul_wgmma<"), 2);

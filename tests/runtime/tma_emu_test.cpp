@@ -229,6 +229,25 @@ void check_swizzled_layout() {
       // offset<> reaches it from the row-major index, with leading dims of 1 too.
       ASSERT_EQ((mgd::offset<mgd::Dims<1, Rows, Cols>, L>(r * Cols + c)), at);
     }
+  // Element-wise ops writing through L (8 elements at a time: a group of 8 along a row is one
+  // 16-byte chunk, which the swizzle moves whole) put every element there too, on a block of 96
+  // threads (a tail of groups).
+  std::vector<unsigned char> copied(landed.size()), scaled(landed.size());
+  run_block(96, 2 * landed.size(), [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    auto* a = reinterpret_cast<mgd::half*>(smem);
+    auto* b = reinterpret_cast<mgd::half*>(smem + landed.size());
+    mgd::copy<mgd::Block, mgd::Dims<Rows, Cols>, L, mgd::Dims<Cols, 1>>(a, t.data());
+    mgd::binary_scalar<mgd::Block, mgd::Dims<Rows, Cols>, L, mgd::Dims<Cols, 1>, mgd::op::Mul, false>(b, t.data(),
+                                                                                                      1.0f);
+    mgd::sync_block();
+    if (mgd::thread_rank() == 0) {
+      std::memcpy(copied.data(), a, landed.size());
+      std::memcpy(scaled.data(), b, landed.size());
+    }
+  });
+  EXPECT_EQ(copied, landed) << "span " << Span;
+  EXPECT_EQ(scaled, landed) << "span " << Span;
 }
 
 TEST(Tma, TheSwizzledLayoutIsWhereTheCopyEngineLandsEachElement) {
@@ -249,8 +268,9 @@ TEST(Tma, TilesLargerThanABoxLandThroughASplitView) {
     for (size_t e = 0; e < t.size(); ++e) t[e] = mgd::from_float<mgd::half>(static_cast<float>(e % 2000));
     mgd::TensorMap map;
     ASSERT_EQ(mgd::make_tensor_map(&map, t.data(), {4, 16, 256}, {2, 4, 256}), 0);
-    const std::vector<unsigned char> landed =
-        land(0, 2 * 1024 * 2, [&](void* dst, uint64_t* bar) { mgd::tma_load<3>(dst, &map, {2, 4, 0}, bar); });
+    const std::vector<unsigned char> landed = land(0, 2 * 1024 * 2, [&](void* dst, uint64_t* bar) {
+      mgd::tma_load<3>(dst, &map, {2, 4, 0}, bar);
+    });
     for (int r = 0; r < 2; ++r)
       for (int c = 0; c < 1024; ++c) {
         mgd::half v;

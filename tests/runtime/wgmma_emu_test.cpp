@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <type_traits>
@@ -281,23 +282,49 @@ TEST(Wgmma, SwizzledDescriptorsDecodeThePtxCanonicalLayouts) {
   });
 }
 
-TEST(Wgmma, OperandsReadInPlaceWhereEveryJobReadsWholeRowsOfTheTile) {
+TEST(Wgmma, OperandsReadInPlaceWhereEveryJobReadsRowsTheTileOrItsPaddingHolds) {
   // Figure 3b and 10b: the weight tile [256, 32] (n innermost: MN-major, 64-byte rows) is read in
-  // place as the instruction's B; as its A (swapped) it would need 64 rows.
+  // place as the instruction's B; as its A (swapped) a job would read 64 rows of one 32-row panel.
   static_assert(mgd::wgmma_in_place_b(16, 32, 256, false) == 64 && mgd::wgmma_in_place_b(16, 32, 256, true) == 0);
   static_assert(mgd::wgmma_in_place_b(8, 32, 256, false) == 64);
   static_assert(!mgd::wgmma_orientation_swaps(16, 32, 256, false, true));  // in place beats less padding
   static_assert(mgd::wgmma_orientation_swaps(16, 32, 256, false, false));  // nothing in place: wgmma_swaps
-  // X [8, 256] (k innermost, 128-byte panels) fits the instruction's B (8 rows), not its A.
-  static_assert(mgd::wgmma_in_place_a(8, 32, 256, true) == 128 && mgd::wgmma_in_place_a(8, 32, 256, false) == 0);
-  // Both weight and X: the weights are more elements.
+  // X [8, 256] (k innermost, 128-byte panels) fits the instruction's B (8 rows), and its A: the
+  // job's rows 8-63 run on through the next panels and then into padding its buffer holds.
+  static_assert(mgd::wgmma_in_place_a(8, 32, 256, true) == 128 && mgd::wgmma_in_place_a(8, 32, 256, false) == 128);
+  static_assert(mgd::wgmma_a_overread_bytes(8, 128) == 56 * 128 && mgd::wgmma_a_overread_bytes(16, 64) == 48 * 64);
+  static_assert(mgd::wgmma_a_overread_bytes(128, 128) == 0 && mgd::wgmma_a_overread_bytes(104, 128) == 24 * 128);
+  // Both weight and X: unswapped, both are read in place (swapped, only X would be).
   static_assert(!mgd::wgmma_orientation_swaps(8, 32, 256, true, true));
+  static_assert(!mgd::wgmma_orientation_swaps(16, 32, 256, true, true));
+  static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 128, 64, 1, 2) == 0);
   static_assert(mgd::wgmma_tile_swizzle(16) == 32 && mgd::wgmma_tile_swizzle(32) == 64 &&
                 mgd::wgmma_tile_swizzle(192) == 128 && mgd::wgmma_tile_swizzle(24) == 0 &&
                 mgd::wgmma_tile_swizzle(8) == 0);
-  static_assert(mgd::wgmma_in_place_b(64, 48, 64, false) == 0);   // rows of 96 bytes
-  static_assert(mgd::wgmma_in_place_a(64, 64, 40, false) == 0);   // k not whole k16 steps
-  static_assert(mgd::wgmma_in_place_a(100, 64, 64, false) == 0);  // a job would read rows 100-127
+  static_assert(mgd::wgmma_in_place_b(64, 48, 64, false) == 0);     // rows of 96 bytes
+  static_assert(mgd::wgmma_in_place_a(64, 64, 40, false) == 0);     // k not whole k16 steps
+  static_assert(mgd::wgmma_in_place_a(104, 64, 64, false) == 128);  // rows 104-127 from padding
+  // ... in whole 8-row groups: a panel of 2 or 100 rows would not start where the pattern does.
+  static_assert(mgd::wgmma_in_place_a(2, 32, 1024, false) == 0 && mgd::wgmma_in_place_a(100, 64, 64, false) == 0);
+  // As the instruction's B a K-major tile still needs whole jobs: 12 rows, N = 16.
+  static_assert(mgd::wgmma_in_place_a(12, 100, 64, true) == 0);
+  // An MN-major tile as the instruction's A: a job's 64 rows must lie in one panel.
+  static_assert(mgd::wgmma_in_place_b(100, 32, 64, true) == 0);
+}
+
+/// The padding A's buffer holds past the tile where wgmma reads A in place with fewer rows than
+/// its jobs (mgd::wgmma_a_overread_bytes), as the emitter lays it out.
+template <int M, int N, int K, int64_t SwA, int64_t SwB>
+constexpr size_t a_padding() {
+  const bool instr_a = SwA != 0 && !mgd::wgmma_orientation_swaps(M, N, K, true, SwB != 0);
+  return instr_a ? static_cast<size_t>(mgd::wgmma_a_overread_bytes(M, SwA)) : 0;
+}
+
+/// Fills `bytes` of shared memory at p with NaNs (0xffff in f16 and bf16) and waits for every
+/// thread: the rows wgmma reads from padding must reach no stored result.
+void poison_padding(unsigned char* p, size_t bytes) {
+  if (mgd::thread_rank() == 0) std::memset(p, 0xff, bytes);
+  mgd::sync_block();
 }
 
 /// matmul_wgmma on out[M, N] = a[M, K] · b[K, N] with the operands marked SwA / SwB loaded by
@@ -319,7 +346,8 @@ void check_in_place(unsigned threads) {
   ASSERT_EQ(mgd::make_tensor_map(&map_a, a.data(), {AR, AC}, {M, WA}, SwA), 0);
   ASSERT_EQ(mgd::make_tensor_map(&map_b, b.data(), {BR, BC}, {K, WB}, SwB), 0);
   constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
-  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + 1023) / 1024 * 1024;
+  constexpr size_t a_pad = a_padding<M, N, K, SwA, SwB>();
+  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + a_pad + 1023) / 1024 * 1024;
   constexpr size_t bar_at = b_at + b_bytes, scratch_at = bar_at + 64;
   std::vector<float> out(size_t{M} * N, NAN);
   run_block(threads, scratch_at + kScratch, [&] {
@@ -327,6 +355,7 @@ void check_in_place(unsigned threads) {
     T* sa = reinterpret_cast<T*>(smem + a_at);
     T* sb = reinterpret_cast<T*>(smem + b_at);
     auto* bar = reinterpret_cast<uint64_t*>(smem + bar_at);
+    poison_padding(smem + a_at + a_bytes, a_pad);
     if (mgd::thread_rank() == 0) mgd::mbarrier_init(bar, 1);
     mgd::mbarrier_init_fence();
     mgd::sync_block();
@@ -362,6 +391,11 @@ TEST(TileOps, WgmmaMatmulReadsSwizzledTilesInPlace) {
   static_assert(mgd::wgmma_scratch_bytes(16, 32, 256, 0, 64, 1, 2) == 1024 + 2 * 64 * 128);
   check_in_place<mgd::half, 128, 16, 32, 64, 32>(128);     // 64- and 32-byte spans, two row jobs
   check_in_place<mgd::bfloat16, 64, 64, 80, 0, 128>(128);  // a partial chunk of k (64 + 16)
+  // A with fewer rows than a job, in place, the rest of the job's rows read from NaN padding.
+  check_in_place<mgd::half, 16, 32, 256, 128, 64>(128);     // Figure 3b with X in place: no stages
+  check_in_place<mgd::bfloat16, 8, 32, 256, 128, 64>(128);  // Figure 10b
+  check_in_place<mgd::half, 104, 64, 128, 128, 128>(256);   // two row jobs, the second partial; two panels
+  check_in_place<mgd::half, 40, 32, 32, 64, 0>(128);        // 64-byte span, B staged
 }
 
 /// matmul_wgmma on out[M, N] = sqr(a)[M, K] · (b + 1)[K, N] where element-wise ops (mgd::unary,
@@ -378,13 +412,15 @@ void check_written_in_place(unsigned threads) {
   for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
   for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
   constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
-  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + 1023) / 1024 * 1024;
+  constexpr size_t a_pad = a_padding<M, N, K, SwA, SwB>();
+  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + a_pad + 1023) / 1024 * 1024;
   constexpr size_t scratch_at = (b_at + b_bytes + 1023) / 1024 * 1024;
   std::vector<float> out(size_t{M} * N, NAN);
   run_block(threads, scratch_at + kScratch, [&] {
     MGD_DYNAMIC_SHARED(smem);
     T* sa = reinterpret_cast<T*>(smem + a_at);
     T* sb = reinterpret_cast<T*>(smem + b_at);
+    poison_padding(smem + a_at + a_bytes, a_pad);
     mgd::unary<mgd::Block, Dims<M, K>, LA, Dims<K, 1>, mgd::op::Sqr>(sa, a.data());
     mgd::binary_scalar<mgd::Block, Dims<K, N>, LB, Dims<N, 1>, mgd::op::Add, false>(sb, b.data(), 1.0f);
     mgd::fence_proxy_async();
@@ -409,7 +445,86 @@ TEST(TileOps, WgmmaMatmulReadsTilesElementWiseOpsWroteSwizzled) {
   check_written_in_place<mgd::half, 256, 32, 64, 128, 64>(128);        // QKNorm bs 1: QN · KN, both written so
   check_written_in_place<mgd::bfloat16, 64, 128, 128, 128, 128>(256);  // two panels each, two warpgroups
   check_written_in_place<mgd::half, 16, 32, 256, 0, 64>(128);          // B written so, A staged
+  check_written_in_place<mgd::half, 16, 32, 256, 128, 64>(128);        // Figure 3b: both, A's job from padding
+  check_written_in_place<mgd::bfloat16, 24, 16, 64, 128, 32>(256);     // a job for one warpgroup of two
   check_written_in_place<mgd::half, 128, 16, 32, 64, 32>(128);         // 64- and 32-byte spans
+}
+
+/// A for-loop's summing accumulator of a matmul over three iterations, three ways: the product
+/// stored as a tile of T and added by mgd::accumulate (the op-by-op kernel); added by the matmul
+/// itself to the f32 accumulator in shared memory (matmul_wgmma_to, TileAccumulate); and summed
+/// in the registers of the threads that compute it (RegisterAccumulate), written once after the
+/// loop (store_result_registers). The operands of each iteration are written by element-wise
+/// ops, swizzled for wgmma to read in place where SwA / SwB say. The three sums must agree bit
+/// for bit: each product is rounded to T before it is added, in the same order.
+template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB, int Groups>
+void check_accumulated() {
+  constexpr int kIterations = 3;
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, Groups, 2);
+  using LA = std::conditional_t<SwA != 0, mgd::Swizzled<M, K, (SwA ? SwA : 32)>, Dims<K, 1>>;
+  using LB = std::conditional_t<SwB != 0, mgd::Swizzled<K, N, (SwB ? SwB : 32)>, Dims<N, 1>>;
+  std::vector<float> fa = randoms(size_t{kIterations} * M * K, 11), fb = randoms(size_t{kIterations} * K * N, 12);
+  std::vector<T> a(fa.size()), b(fb.size());
+  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
+  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
+  constexpr size_t a_pad = a_padding<M, N, K, SwA, SwB>();
+  constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + a_pad + 1023) / 1024 * 1024;
+  constexpr size_t c_at = (b_at + b_bytes + 1023) / 1024 * 1024;
+  constexpr size_t scratch_at = (c_at + size_t{M} * N * sizeof(T) + 1023) / 1024 * 1024;
+  std::vector<float> op_by_op(size_t{M} * N, NAN), in_tile(size_t{M} * N, NAN), in_registers(size_t{M} * N, NAN);
+  run_block(128 * Groups, scratch_at + kScratch, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    T* sa = reinterpret_cast<T*>(smem + a_at);
+    T* sb = reinterpret_cast<T*>(smem + b_at);
+    T* sc = reinterpret_cast<T*>(smem + c_at);
+    poison_padding(smem + a_at + a_bytes, a_pad);
+    mgd::ResultRegisters<M, N, Groups> regs;
+    for (int it = 0; it < kIterations; ++it) {
+      mgd::unary<mgd::Block, Dims<M, K>, LA, Dims<K, 1>, mgd::op::Sqr>(sa, a.data() + size_t{M} * K * it);
+      mgd::binary_scalar<mgd::Block, Dims<K, N>, LB, Dims<N, 1>, mgd::op::Add, false>(sb, b.data() + size_t{K} * N * it,
+                                                                                      1.0f);
+      mgd::fence_proxy_async();
+      mgd::sync_block();
+      mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB, 2>(
+          sc, sa, sb, smem + scratch_at);
+      mgd::matmul_wgmma_to<Dims<M, N>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB, 2>(
+          mgd::TileAccumulate<T, N, 1>{in_tile.data(), it == 0}, sa, sb, smem + scratch_at);
+      mgd::matmul_wgmma_to<Dims<M, N>, Dims<K, 0>, 1, Dims<0, 1>, N, K, kScratch, SwA, SwB, 2>(
+          mgd::RegisterAccumulate<T, M, N, Groups>{regs, it == 0}, sa, sb, smem + scratch_at);
+      mgd::sync_block();
+      mgd::accumulate<mgd::Block, Dims<M, N>, Dims<N, 1>>(op_by_op.data(), sc, it == 0);
+      mgd::sync_block();
+    }
+    mgd::store_result_registers<N, 1>(regs, in_registers.data());
+  });
+  for (size_t e = 0; e < op_by_op.size(); ++e) {
+    ASSERT_FALSE(std::isnan(op_by_op[e])) << e;
+    ASSERT_EQ(in_tile[e], op_by_op[e]) << e;
+    ASSERT_EQ(in_registers[e], op_by_op[e]) << e;
+  }
+}
+
+TEST(TileOps, WgmmaMatmulAddsItsProductToALoopAccumulator) {
+  check_accumulated<mgd::half, 16, 32, 256, 128, 64, 1>();    // Figure 3b: both operands in place
+  check_accumulated<mgd::bfloat16, 8, 32, 64, 128, 64, 1>();  // GatedMLP's rows
+  check_accumulated<mgd::half, 192, 16, 80, 0, 0, 2>();       // staged; three jobs on two warpgroups
+  check_accumulated<mgd::half, 64, 24, 32, 64, 0, 2>();       // one job, the second warpgroup idle
+}
+
+TEST(TileOps, WgmmaMatmulRefusesRegistersOfAnotherBlock) {
+  // Registers summed for two warpgroups, in a block of one.
+  constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(64, 8, 16, 0, 0, 1);
+  EXPECT_DEATH(run_block(128, 3072 + kScratch,
+                         [] {
+                           MGD_DYNAMIC_SHARED(smem);
+                           auto* a = reinterpret_cast<mgd::half*>(smem + 0);
+                           auto* b = reinterpret_cast<mgd::half*>(smem + 2048);
+                           mgd::ResultRegisters<64, 8, 2> regs;
+                           mgd::matmul_wgmma_to<Dims<64, 8>, Dims<16, 1>, 1, Dims<8, 1>, 1, 16, kScratch>(
+                               mgd::RegisterAccumulate<mgd::half, 64, 8, 2>{regs, true}, a, b, smem + 3072);
+                         }),
+               "another number of warpgroups");
 }
 
 TEST(TileOps, WgmmaMatmulChecksWhereAnInPlaceOperandStarts) {
@@ -472,7 +587,7 @@ TEST(Wgmma, RegisterAFollowsTheFragmentLayoutOfD) {
 /// stride, as tile layouts may have them; accumulated (mgd::TileAccumulate), the chain runs
 /// twice, as in two iterations of a loop, into dense f32 accumulators, and L may be dropped;
 /// summed in registers (mgd::RegisterAccumulate, a block of `threads` / 128 warpgroups), the
-/// same, written to those accumulators after the second run (mgd::store_chain_registers). With
+/// same, written to those accumulators after the second run (mgd::store_result_registers). With
 /// Splits > 1, each job's n-blocks of S are split among that many warpgroups, which add their
 /// partial results through shared memory poisoned as the emulation leaves it.
 enum class ChainResults { store, accumulate, accumulate_o_only, registers };
@@ -489,8 +604,7 @@ void check_matmul_chain(unsigned threads) {
   // A's buffer holds the rows the last job reads beyond M (poison: the emulation fills shared
   // memory with 0xCD, so those rows compute NaN or worse, and must not reach a result).
   constexpr size_t a_at = 1024,
-                   b_at =
-                       (a_at + size_t{M} * K1 * 2 + mgd::matmul_chain_a_overread_bytes(M, SpanA) + 1023) / 1024 * 1024;
+                   b_at = (a_at + size_t{M} * K1 * 2 + mgd::wgmma_a_overread_bytes(M, SpanA) + 1023) / 1024 * 1024;
   constexpr size_t c_at = (b_at + size_t{K1} * N1 * 2 + 1023) / 1024 * 1024;
   constexpr size_t partials_at = (c_at + size_t{N1} * N2 * 2 + 15) / 16 * 16;
   constexpr size_t end = partials_at + static_cast<size_t>(mgd::matmul_chain_partials_bytes(M, N2, Splits));
@@ -518,14 +632,14 @@ void check_matmul_chain(unsigned threads) {
       mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T, Splits>(
           mgd::TileStore<T, 1, M>{o.data()}, mgd::TileStore<T, kLRow, 1>{l.data()}, sa, sb, sc, f, partials);
     } else if constexpr (Results == ChainResults::registers) {
-      mgd::ChainRegisters<M, N2, Groups> o_regs;
-      mgd::ChainRegisters<M, 1, Groups> l_regs;
+      mgd::ResultRegisters<M, N2, Groups> o_regs;
+      mgd::ResultRegisters<M, 1, Groups> l_regs;
       for (int it = 0; it < 2; ++it)
         mgd::matmul_chain_wgmma<M, K1, N1, N2, SpanA, SpanB, SpanC, T, Splits>(
             mgd::RegisterAccumulate<T, M, N2, Groups>{o_regs, it == 0},
             mgd::RegisterAccumulate<T, M, 1, Groups>{l_regs, it == 0}, sa, sb, sc, f, partials);
-      mgd::store_chain_registers<N2, 1>(o_regs, o_acc.data());
-      mgd::store_chain_registers<1, 1>(l_regs, l_acc.data());
+      mgd::store_result_registers<N2, 1>(o_regs, o_acc.data());
+      mgd::store_result_registers<1, 1>(l_regs, l_acc.data());
     } else {
       for (int it = 0; it < 2; ++it) {
         const mgd::TileAccumulate<T, N2, 1> to_o{o_acc.data(), it == 0};
@@ -580,8 +694,8 @@ TEST(TileOps, MatmulChainKeepsTheScoresInRegisters) {
   check_matmul_chain<mgd::half, 16, 64, 256, 64, 128, 128, 128>(512);
   check_matmul_chain<mgd::half, 32, 64, 64, 64, 128, 128, 128>(128);
   check_matmul_chain<mgd::half, 80, 64, 32, 64, 128, 64, 128>(256);
-  static_assert(mgd::matmul_chain_a_overread_bytes(16, 128) == 48 * 128);
-  static_assert(mgd::matmul_chain_a_overread_bytes(128, 128) == 0);
+  static_assert(mgd::wgmma_a_overread_bytes(16, 128) == 48 * 128);
+  static_assert(mgd::wgmma_a_overread_bytes(128, 128) == 0);
   // Into the loop's summing accumulators, over two iterations; the row sums too, or dropped.
   check_matmul_chain<mgd::half, 256, 64, 32, 64, 128, 64, 128, ChainResults::accumulate>(256);
   check_matmul_chain<mgd::half, 128, 64, 64, 64, 128, 128, 128, ChainResults::accumulate_o_only>(128);

@@ -179,17 +179,19 @@ def test_block_matmuls_use_tensor_cores_and_async_loads(mugraph_bin, tmp_path, n
         assert "cp.async.commit_group" in ptx and "cp.async.wait_group 1" in ptx
     else:
         # The weight tiles [256, 32] are written by the copy engine with the 64-byte swizzle and
-        # read in place as the instruction's B, N-major (transpose flag 1), which keeps the
-        # results [16, 32] and [8, 32] unswapped (mgd::wgmma_orientation_swaps): m64n32k16, four
-        # k16 steps per chunk of k, issued at two places (the loop over chunks, then the last
-        # chunk); only A (the mul's result, or X) is staged, in two buffers (each chunk waits for
-        # the one before it only), and fenced to the async proxy; no mma.sync left.
+        # read in place as the instruction's B, N-major (transpose flag 1); A (the mul's result
+        # [16, 256], which the mul writes swizzled and fences to the async proxy, or X [8, 256],
+        # which the copy engine writes so) is read in place as the instruction's A, K-major, its
+        # job's rows past 16 or 8 read from padding. Unswapped (mgd::wgmma_orientation_swaps):
+        # m64n32k16, the 16 k16 steps of k = 256 issued back to back and waited for once, nothing
+        # staged; no mma.sync left.
         wgmma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m64n\d+k16)\.f32\.f16\.f16 \{[^}]*\}, %rd\d+, %rd\d+, "
                            r"1, 1, 1, (\d), (\d);", ptx)
-        assert len(wgmma) == ptx.count("wgmma.mma_async") == 8 * (2 if "mlp" in name else 1), ptx
+        assert len(wgmma) == ptx.count("wgmma.mma_async") == 16 * (2 if "mlp" in name else 1), ptx
         assert set(wgmma) == {("m64n32k16", "0", "1")}, wgmma
-        assert "fence.proxy.async.shared::cta" in ptx
-        assert "wgmma.wait_group.sync.aligned 1" in ptx and "wgmma.wait_group.sync.aligned 0" in ptx
+        assert ("fence.proxy.async.shared::cta" in ptx) == (name == "rmsnorm_fig3b")
+        assert "wgmma.wait_group.sync.aligned 1" not in ptx
+        assert ptx.count("wgmma.wait_group.sync.aligned 0") == (2 if "mlp" in name else 1)
         assert "mma.sync" not in ptx
         # Tensor copies counted against a barrier per stage, waited for by phase.
         assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
@@ -216,14 +218,13 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
     assert r.returncode == 0, r.stderr
     sass = r.stdout
     if target == "sm_90a":
-        # Both read their weight tile in place, N-major (.tnspB), as the instruction's B: 64 rows
-        # (16 or 8 of them the result's) by 32 columns; four k16 steps per chunk of k at least
-        # (ptxas may unroll the loop over chunks; the first step of a job may start from zero,
-        # RZ, instead of the accumulators). The chunks wait for the one before them only.
+        # Both read their weight tile in place, N-major (.tnspB), as the instruction's B, and A
+        # in place: 64 rows (16 or 8 of them the result's) by 32 columns, 16 k16 steps per matmul
+        # (the first may start from zero, RZ, instead of the accumulators), waited for once.
         hgmma = re.findall(r"HGMMA\.(\w+)\.F32 R\d+, gdesc\[UR\d+\](\.\w+)?, (?:R\d+|RZ, !UPT)", sass)
-        assert len(hgmma) == sass.count("HGMMA.") >= 4 * (2 if "mlp" in name else 1), sass
+        assert len(hgmma) == sass.count("HGMMA.") == 16 * (2 if "mlp" in name else 1), sass
         assert set(hgmma) == {("64x32x16", ".tnspB")}, hgmma
-        assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
+        assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass and "WARPGROUP.DEPBAR.LE gsb0, 0x1" not in sass
         assert "HMMA" not in sass
         assert "UTMALDG.2D" in sass and "LDGSTS" not in sass
     else:
@@ -529,6 +530,9 @@ def rescaled_gated_mlp(tmp_path, rows, hidden, cols, grid):
     # X [8, 64] as its B.
     (8, 1024, 512, 4, "both operands in place"),
     (8, 1024, 48, 2, "A in place"),                  # W [64, 24] (48-byte rows) staged; X [8, 64] as the swapped B
+    # Unswapped, X [24, 128] (two panels of 24 rows) as the instruction's A: its job's rows 24-63
+    # run on into the second panel and then into the padding after X's buffer.
+    (24, 2048, 256, 8, "both operands in place"),
 ])
 def test_operand_tiles_read_in_place_match_the_interpreter(mugraph_bin, sanitized_build, tmp_path, rows, hidden, cols,
                                                            grid, in_place):
@@ -575,17 +579,40 @@ def test_host_code_of_blas_only_programs_and_unread_inputs_compiles_without_warn
         assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_staged_operands_take_two_buffers_or_one(mugraph_bin, sanitized_build, tmp_path):
-    # GatedMLP with k = 192 per iteration: X's [8, 192] tile is staged in three chunks of k, the
-    # next staged while the tensor cores read this one (two buffers, the default where it costs no
-    # resident block), or with --wgmma-stage-buffers 1 each waiting for the one before it. Both
-    # match the interpreter on the emulation.
+def test_loop_matmuls_sum_their_products_in_registers_or_through_a_tile(mugraph_bin, sanitized_build, tmp_path):
+    # GatedMLP (X [8, 128], W1 and W2 tiles [128, 32], a 16-step loop): each matmul adds its
+    # product to the loop's summing accumulator in registers, written once after the loop
+    # (--matmul-accumulators registers, the default), or stores it for mgd::accumulate to add
+    # (shared). Both match the interpreter on the emulation; the option is refused on bad values.
     need_emulation(sanitized_build)
-    path = rescaled_gated_mlp(tmp_path, 8, 3072, 128, 4)
+    path = rescaled_gated_mlp(tmp_path, 8, 2048, 128, 4)
+    for sums, in_registers, accumulate_ops in (("registers", 2, 0), ("shared", 0, 2)):
+        codegen(mugraph_bin, path, "sm_90a", tmp_path / sums, "--matmul-accumulators", sums)
+        source = (tmp_path / sums / "ugraph.cu").read_text()
+        assert source.count("mgd::matmul_wgmma_to<") == in_registers, source
+        assert source.count("mgd::store_result_registers<32, 1>(") == in_registers, source
+        assert source.count("mgd::accumulate<") == accumulate_ops, source
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "4", "--matmul-accumulators", sums, "--json",
+                    "--cache-dir", tmp_path / "cache", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["matmul_accumulators"] == sums, result
+    r = run_cli(mugraph_bin, "codegen", path, "--target", "sm_90a", "-o", tmp_path / "bad", "--matmul-accumulators", "x")
+    assert r.returncode == 2 and "--matmul-accumulators" in r.stderr, r.stderr
+
+
+def test_staged_operands_take_two_buffers_or_one(mugraph_bin, sanitized_build, tmp_path):
+    # GatedMLP with k = 160 per iteration: X's [8, 160] tile (rows of 320 bytes, no swizzle span
+    # fits them) is staged in three chunks of k (64, 64, 32), the next staged while the tensor
+    # cores read this one (two buffers, the default where it costs no resident block), or with
+    # --wgmma-stage-buffers 1 each waiting for the one before it. Both match the interpreter on
+    # the emulation.
+    need_emulation(sanitized_build)
+    path = rescaled_gated_mlp(tmp_path, 8, 2560, 128, 4)
     for buffers, marker in (("2", 2), ("1", 0)):
         codegen(mugraph_bin, path, "sm_90a", tmp_path / f"cuda{buffers}", "--wgmma-stage-buffers", buffers)
         source = (tmp_path / f"cuda{buffers}" / "ugraph.cu").read_text()
-        assert source.count(", 192, ") == 2 and source.count("0, 64, 2>(") == marker, source
+        assert source.count(", 160, ") == 2 and source.count("0, 64, 2>(") == marker, source
         r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "2", "--wgmma-stage-buffers", buffers, "--json",
                     "--cache-dir", tmp_path / "cache", timeout=900)
         assert r.returncode == 0, r.stdout + r.stderr

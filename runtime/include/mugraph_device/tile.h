@@ -91,11 +91,12 @@ struct alignas(16) Vec8 {
 /// Whether element-wise ops over shape S may take 8 elements of a row at a time through strides
 /// St: the last dim a multiple of 8, and the operand contiguous along it (stride 1) with every
 /// other stride a multiple of 8, so that each group of 8 starts 16-byte aligned when the tile
-/// does; or (Broadcast) constant along it (stride 0), one element for all 8.
+/// does; or (Broadcast) constant along it (stride 0), one element for all 8. A Swizzled tile
+/// qualifies too: its panels are whole 16-byte chunks wide, and the swizzle moves chunks whole.
 template <typename S, typename St, bool Broadcast = true>
 MGD_HOST_DEVICE constexpr bool vector_rows_ok() {
   if constexpr (kIsSwizzled<St>) {
-    return false;
+    return St::panel_width % 8 == 0;
   } else {
     // One return, at the end: nvcc warns of unreachable code after a constant early return.
     constexpr int last = S::rank - 1;
@@ -109,12 +110,22 @@ MGD_HOST_DEVICE constexpr bool vector_rows_ok() {
 template <typename T>
 inline constexpr bool k16Bit = sizeof(T) == 2;
 
+/// Whether an operand read through strides St is one element for a whole row (stride 0 along the
+/// last dim of S); never a Swizzled tile.
+template <typename S, typename St>
+MGD_HOST_DEVICE constexpr bool splat_rows() {
+  if constexpr (kIsSwizzled<St>)
+    return false;
+  else
+    return St::get(S::rank - 1) == 0;
+}
+
 /// Whether p may be read or written 8 elements at a time through strides St: 16-byte aligned
 /// (tiles are, by the memory plan; checked, since callers may pass any pointer), or read one
 /// element for 8 (stride 0 along the last dim).
 template <typename S, typename St>
 MGD_DEVICE bool vector_base_ok(const void* p) {
-  return St::get(S::rank - 1) == 0 || reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return splat_rows<S, St>() || reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 /// The 8 elements at p (16-byte aligned) or, with Broadcast stride, p[0] 8 times.
@@ -128,7 +139,7 @@ MGD_DEVICE Vec8<T> load8(const T* p) {
 #if defined(__CUDACC__)
     x = *reinterpret_cast<const Vec8<T>*>(p);
 #else
-    std::memcpy(&x, p, sizeof(x));
+    std::memcpy(static_cast<void*>(&x), static_cast<const void*>(p), sizeof(x));  // bytes of 16-bit values
 #endif
   }
   return x;
@@ -139,7 +150,7 @@ MGD_DEVICE void store8(T* p, const Vec8<T>& x) {
 #if defined(__CUDACC__)
   *reinterpret_cast<Vec8<T>*>(p) = x;
 #else
-  std::memcpy(p, &x, sizeof(x));
+  std::memcpy(static_cast<void*>(p), static_cast<const void*>(&x), sizeof(x));
 #endif
 }
 
@@ -171,7 +182,7 @@ MGD_DEVICE void unary(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   if constexpr (k16Bit<TO> && k16Bit<TI> && vector_rows_ok<S, OutSt, false>() && vector_rows_ok<S, InSt>()) {
     if (vector_base_ok<S, OutSt>(out) && vector_base_ok<S, InSt>(in)) {
       for_each_8<Scope, S>([&](int64_t e) {
-        const Vec8<TI> x = load8<InSt::get(S::rank - 1) == 0>(in + offset<S, InSt>(e));
+        const Vec8<TI> x = load8<splat_rows<S, InSt>()>(in + offset<S, InSt>(e));
         Vec8<TO> y;
         MGD_UNROLL
         for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i])));
@@ -195,8 +206,8 @@ MGD_DEVICE void binary(TO* out, const TA* a, const TB* b) {
                 vector_rows_ok<S, ASt>() && vector_rows_ok<S, BSt>()) {
     if (vector_base_ok<S, OutSt>(out) && vector_base_ok<S, ASt>(a) && vector_base_ok<S, BSt>(b)) {
       for_each_8<Scope, S>([&](int64_t e) {
-        const Vec8<TA> x = load8<ASt::get(S::rank - 1) == 0>(a + offset<S, ASt>(e));
-        const Vec8<TB> z = load8<BSt::get(S::rank - 1) == 0>(b + offset<S, BSt>(e));
+        const Vec8<TA> x = load8<splat_rows<S, ASt>()>(a + offset<S, ASt>(e));
+        const Vec8<TB> z = load8<splat_rows<S, BSt>()>(b + offset<S, BSt>(e));
         Vec8<TO> y;
         MGD_UNROLL
         for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i]), to_float(z.v[i])));

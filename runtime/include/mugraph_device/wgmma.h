@@ -393,6 +393,170 @@ MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t stage_a, uint32_t til
                                                            SrcB::descriptor(stage_b, tile_b, r0b, kc, s));
 }
 
+namespace detail {
+/// matmul_wgmma's work, each result element handed to put(batch, j, i, m, n, value): job j of
+/// this warpgroup's (local), register i of its accumulator fragment, at (m, n) of the batch's
+/// M × N result, each element by exactly one thread. Groups: the block's warpgroups where the
+/// caller fixes them (then the jobs are unrolled, so that j is a constant: results the caller
+/// keeps in registers stay there), or 0.
+template <typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
+          int64_t SwizzleA, int64_t SwizzleB, int64_t StageBuffers, int Groups, typename T, typename Put>
+MGD_DEVICE void matmul_wgmma_jobs(const T* MGD_RESTRICT a, const T* MGD_RESTRICT b, unsigned char* scratch,
+                                  const Put& put) {
+  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
+  static_assert(StageBuffers == 1 || StageBuffers == 2, "one or two stage buffers");
+  constexpr int R = OutS::rank;
+  constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
+  constexpr int64_t AM = ASt::get(R - 2), BN = BSt::get(R - 1);
+  constexpr bool kSwap = wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0);
+  static_assert(SwizzleA == 0 || wgmma_in_place_a(M, N, K, kSwap) == SwizzleA, "A cannot be read in place");
+  static_assert(SwizzleB == 0 || wgmma_in_place_b(M, N, K, kSwap) == SwizzleB, "B cannot be read in place");
+  constexpr WgmmaJobs kJobs = wgmma_jobs(M, N, kSwap);
+  // The instruction's A and B: the matrices A ([M, K], K-major) and B ([K, N], MN-major in
+  // place), or with kSwap B and A.
+  using MatrixA = WgmmaSource<SwizzleA, true, M, K>;
+  using MatrixB = WgmmaSource<SwizzleB, false, N, K>;
+  using InstrA = std::conditional_t<kSwap, MatrixB, MatrixA>;
+  using InstrB = std::conditional_t<kSwap, MatrixA, MatrixB>;
+  constexpr bool kStages = !InstrA::kInPlace || !InstrB::kInPlace;
+  constexpr int64_t NT = kJobs.n, TM = kJobs.row_jobs, TN = kJobs.col_jobs, batches = OutS::numel / (M * N);
+  constexpr bool kVectorA = AK == 1 && AM % 8 == 0 && batch_strides_aligned<ASt, R>();
+  constexpr bool kVectorB = BK == 1 && BN % 8 == 0 && batch_strides_aligned<BSt, R>();
+  // Whole chunks take four k16 steps; a last partial chunk the steps that cover it.
+  constexpr int kLastSteps = static_cast<int>((K % kWgmmaStageK + 15) / 16);
+  const unsigned t = thread_rank() % 128;
+  const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
+  // Two buffers only where k takes more than one chunk.
+  constexpr int64_t kBuffers = StageBuffers < wgmma_stage_buffers(K) ? StageBuffers : wgmma_stage_buffers(K);
+  if (block_threads() % 128 != 0 || wgmma_scratch_bytes(M, N, K, SwizzleA, SwizzleB, groups, kBuffers) > Scratch) {
+#if defined(__CUDACC__)
+    __trap();
+#else
+    emu::fail("matmul_wgmma: a block of partial warpgroups, or less scratch than wgmma_scratch_bytes");
+#endif
+  }
+  // This warpgroup's stage buffers, 1024-byte aligned in the shared window (the swizzle
+  // pattern repeats every 1024 bytes of address; a buffer is a multiple of 1024 bytes).
+  // (None when both operands are read in place: scratch may be null.)
+  constexpr int64_t kStageRows = wgmma_stage_rows(M, N, K, SwizzleA, SwizzleB);
+  constexpr uint32_t kBufferBytes = static_cast<uint32_t>(kStageRows * 128);
+  unsigned char* stage_a = scratch;
+  unsigned char* stage_b = scratch;
+  uint32_t addr_a = 0, addr_b = 0;
+  if constexpr (kStages) {
+    const uint32_t base = shared_address(scratch);
+    stage_a = scratch + (1024 - base % 1024) % 1024 + group * kBuffers * kBufferBytes;
+    stage_b = stage_a + (InstrA::kInPlace ? 0 : kWgmmaM * 128);
+    addr_a = shared_address(stage_a);
+    addr_b = shared_address(stage_b);
+  }
+  const auto run_job = [&](int j, int64_t job) {
+    const int64_t batch = job / (TM * TN), m0 = (job / TN) % TM * kWgmmaM, n0 = job % TN * NT;
+    // Element (batch, 0, 0) of the result locates the batch in each operand.
+    const T* pa = a + offset<OutS, ASt>(batch * M * N);
+    const T* pb = b + offset<OutS, BSt>(batch * M * N);
+    const uint32_t tile_a = shared_address(kSwap ? static_cast<const void*>(pb) : pa);
+    const uint32_t tile_b = shared_address(kSwap ? static_cast<const void*>(pa) : pb);
+#if !defined(__CUDACC__)
+    // Where each side's swizzle pattern repeats (8 rows of its span; 1 for a stage).
+    constexpr int64_t kPatternA = InstrA::kInPlace ? 8 * (kSwap ? SwizzleB : SwizzleA) : 1;
+    constexpr int64_t kPatternB = InstrB::kInPlace ? 8 * (kSwap ? SwizzleA : SwizzleB) : 1;
+    if (tile_a % kPatternA != 0 || tile_b % kPatternB != 0)
+      emu::fail("matmul_wgmma: an operand read in place does not start where its swizzle pattern does");
+#endif
+    float acc[NT / 2];
+    MGD_UNROLL
+    for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
+    // Chunk c (64 values of k; the last may be partial) is staged into buffer c % kBuffers.
+    // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction each
+    // is on. (Operands read in place were written by the copy engine, through the async proxy
+    // the tensor cores read by, and waited for; or by element-wise ops, whose threads each
+    // fenced their stores before the block barrier that precedes this call: they need no
+    // fence here.)
+    const auto stage = [&](int64_t kc, uint32_t buffer) {
+      if constexpr (!InstrA::kInPlace) {
+        if constexpr (kSwap)
+          wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a + buffer * kBufferBytes, pb, m0, kc, t);
+        else
+          wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a + buffer * kBufferBytes, pa, m0, kc, t);
+      }
+      if constexpr (!InstrB::kInPlace) {
+        if constexpr (kSwap)
+          wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b + buffer * kBufferBytes, pa, n0, kc, t);
+        else
+          wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b + buffer * kBufferBytes, pb, n0, kc, t);
+      }
+      fence_proxy_async();
+      warpgroup_sync();
+    };
+    // Issues chunk kc's Steps k16 ops from `buffer` as one group. The groups accumulate into
+    // acc in issue order while in flight (wgmma ops of one shape on the same accumulators
+    // need no wait between them).
+    const auto issue = [&](int64_t kc, uint32_t buffer, auto steps) {
+      fence_registers(acc);
+      wgmma_fence();
+      wgmma_chunk<T, NT, decltype(steps)::value, InstrA, InstrB>(acc, addr_a + buffer * kBufferBytes, tile_a, m0,
+                                                                 addr_b + buffer * kBufferBytes, tile_b, n0, kc);
+      wgmma_commit();
+    };
+    // Before chunk kc is staged into `buffer`: the chunk read from it before (two back, with
+    // two buffers) has landed, in every warp of the group. The chunk just issued stays in
+    // flight while this one is staged.
+    const auto stage_next = [&](int64_t kc, uint32_t buffer) {
+      if constexpr (kStages) {
+        if constexpr (kBuffers == 2)
+          wgmma_wait<1>();
+        else
+          wgmma_wait<0>();
+        fence_registers(acc);
+        warpgroup_sync();
+        stage(kc, buffer);
+      }
+    };
+    // The partial chunk is peeled off at compile time: a wgmma under a run-time branch is one
+    // ptxas cannot prove warpgroup-uniform, and it serializes every wgmma of the kernel
+    // ("wgmma.mma_async instructions are serialized due to ... divergent path", C7520).
+    constexpr int64_t kChunks = (K + kWgmmaStageK - 1) / kWgmmaStageK;
+    if constexpr (kStages) stage(0, 0);
+    for (int64_t c = 0; c + 1 < kChunks; ++c) {
+      issue(c * kWgmmaStageK, static_cast<uint32_t>(c % kBuffers), std::integral_constant<int, 4>{});
+      stage_next((c + 1) * kWgmmaStageK, static_cast<uint32_t>((c + 1) % kBuffers));
+    }
+    constexpr int kFinalSteps = kLastSteps != 0 ? kLastSteps : 4;
+    issue((kChunks - 1) * kWgmmaStageK, static_cast<uint32_t>((kChunks - 1) % kBuffers),
+          std::integral_constant<int, kFinalSteps>{});
+    wgmma_wait<0>();
+    fence_registers(acc);
+    if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before the next job refills them
+    MGD_UNROLL
+    for (int i = 0; i < NT / 2; ++i) {
+      // Row and column of the instruction's result fragment (PTX's layout of D).
+      const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
+      const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
+      if (m < M && n < N) put(batch, j, i, m, n, acc[i]);
+    }
+  };
+  constexpr int64_t kAllJobs = batches * TM * TN;
+  if constexpr (Groups > 0) {
+    if (static_cast<int>(groups) != Groups) {
+#if defined(__CUDACC__)
+      __trap();
+#else
+      emu::fail("matmul_wgmma: results for another number of warpgroups than the block has");
+#endif
+    }
+    MGD_UNROLL
+    for (int j = 0; j < (kAllJobs + Groups - 1) / Groups; ++j) {
+      const int64_t job = group + int64_t{j} * Groups;
+      if (job < kAllJobs) run_job(j, job);
+    }
+  } else {
+    int j = 0;
+    for (int64_t job = group; job < kAllJobs; job += groups) run_job(j++, job);
+  }
+}
+}  // namespace detail
+
 /// Batched matmul of tiles on Hopper's warpgroup tensor cores (the arguments of mgd::matmul,
 /// Block scope; T f16 or bf16). Warpgroup g takes the 64 × wgmma_n(N) result blocks g, g +
 /// warpgroups, ... of every batch; for each, 64 values of k at a time (a chunk), it stages the
@@ -415,8 +579,6 @@ template <typename OutS, typename OutSt, typename ASt, int64_t AK, typename BSt,
           int64_t SwizzleA = 0, int64_t SwizzleB = 0, int64_t StageBuffers = 1, typename TO, typename T>
 MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, const T* MGD_RESTRICT b,
                              unsigned char* scratch) {
-  static_assert(std::is_same_v<T, half> || std::is_same_v<T, bfloat16>, "wgmma takes f16 or bf16 operands");
-  static_assert(StageBuffers == 1 || StageBuffers == 2, "one or two stage buffers");
   if constexpr (!kWgmmaAvailable) {
     static_assert(SwizzleA == 0 && SwizzleB == 0, "only wgmma reads swizzled operand tiles");
     (void)scratch;
@@ -424,137 +586,34 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
   } else {
     constexpr int R = OutS::rank;
     constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
-    constexpr int64_t AM = ASt::get(R - 2), BN = BSt::get(R - 1);
-    constexpr bool kSwap = wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0);
-    static_assert(SwizzleA == 0 || wgmma_in_place_a(M, N, K, kSwap) == SwizzleA, "A cannot be read in place");
-    static_assert(SwizzleB == 0 || wgmma_in_place_b(M, N, K, kSwap) == SwizzleB, "B cannot be read in place");
-    constexpr WgmmaJobs kJobs = wgmma_jobs(M, N, kSwap);
-    // The instruction's A and B: the matrices A ([M, K], K-major) and B ([K, N], MN-major in
-    // place), or with kSwap B and A.
-    using MatrixA = WgmmaSource<SwizzleA, true, M, K>;
-    using MatrixB = WgmmaSource<SwizzleB, false, N, K>;
-    using InstrA = std::conditional_t<kSwap, MatrixB, MatrixA>;
-    using InstrB = std::conditional_t<kSwap, MatrixA, MatrixB>;
-    constexpr bool kStages = !InstrA::kInPlace || !InstrB::kInPlace;
-    constexpr int64_t NT = kJobs.n, TM = kJobs.row_jobs, TN = kJobs.col_jobs, batches = OutS::numel / (M * N);
-    constexpr bool kVectorA = AK == 1 && AM % 8 == 0 && batch_strides_aligned<ASt, R>();
-    constexpr bool kVectorB = BK == 1 && BN % 8 == 0 && batch_strides_aligned<BSt, R>();
-    // Whole chunks take four k16 steps; a last partial chunk the steps that cover it.
-    constexpr int kLastSteps = static_cast<int>((K % kWgmmaStageK + 15) / 16);
-    const unsigned t = thread_rank() % 128;
-    const unsigned group = thread_rank() / 128, groups = block_threads() / 128;
-    // Two buffers only where k takes more than one chunk.
-    constexpr int64_t kBuffers = StageBuffers < wgmma_stage_buffers(K) ? StageBuffers : wgmma_stage_buffers(K);
-    if (block_threads() % 128 != 0 || wgmma_scratch_bytes(M, N, K, SwizzleA, SwizzleB, groups, kBuffers) > Scratch) {
-#if defined(__CUDACC__)
-      __trap();
-#else
-      emu::fail("matmul_wgmma: a block of partial warpgroups, or less scratch than wgmma_scratch_bytes");
-#endif
-    }
-    // This warpgroup's stage buffers, 1024-byte aligned in the shared window (the swizzle
-    // pattern repeats every 1024 bytes of address; a buffer is a multiple of 1024 bytes).
-    // (None when both operands are read in place: scratch may be null.)
-    constexpr int64_t kStageRows = wgmma_stage_rows(M, N, K, SwizzleA, SwizzleB);
-    constexpr uint32_t kBufferBytes = static_cast<uint32_t>(kStageRows * 128);
-    unsigned char* stage_a = scratch;
-    unsigned char* stage_b = scratch;
-    uint32_t addr_a = 0, addr_b = 0;
-    if constexpr (kStages) {
-      const uint32_t base = shared_address(scratch);
-      stage_a = scratch + (1024 - base % 1024) % 1024 + group * kBuffers * kBufferBytes;
-      stage_b = stage_a + (InstrA::kInPlace ? 0 : kWgmmaM * 128);
-      addr_a = shared_address(stage_a);
-      addr_b = shared_address(stage_b);
-    }
-    for (int64_t job = group; job < batches * TM * TN; job += groups) {
-      const int64_t batch = job / (TM * TN), m0 = (job / TN) % TM * kWgmmaM, n0 = job % TN * NT;
-      // Element (batch, 0, 0) of the result locates the batch in each operand.
-      const T* pa = a + offset<OutS, ASt>(batch * M * N);
-      const T* pb = b + offset<OutS, BSt>(batch * M * N);
-      const uint32_t tile_a = shared_address(kSwap ? static_cast<const void*>(pb) : pa);
-      const uint32_t tile_b = shared_address(kSwap ? static_cast<const void*>(pa) : pb);
-#if !defined(__CUDACC__)
-      // Where each side's swizzle pattern repeats (8 rows of its span; 1 for a stage).
-      constexpr int64_t kPatternA = InstrA::kInPlace ? 8 * (kSwap ? SwizzleB : SwizzleA) : 1;
-      constexpr int64_t kPatternB = InstrB::kInPlace ? 8 * (kSwap ? SwizzleA : SwizzleB) : 1;
-      if (tile_a % kPatternA != 0 || tile_b % kPatternB != 0)
-        emu::fail("matmul_wgmma: an operand read in place does not start where its swizzle pattern does");
-#endif
-      float acc[NT / 2];
-      MGD_UNROLL
-      for (int i = 0; i < NT / 2; ++i) acc[i] = 0.0f;
-      // Chunk c (64 values of k; the last may be partial) is staged into buffer c % kBuffers.
-      // A as rows m, B transposed (rows n): both K-major, whichever side of the instruction each
-      // is on. (Operands read in place were written by the copy engine, through the async proxy
-      // the tensor cores read by, and waited for; or by element-wise ops, whose threads each
-      // fenced their stores before the block barrier that precedes this call: they need no
-      // fence here.)
-      const auto stage = [&](int64_t kc, uint32_t buffer) {
-        if constexpr (!InstrA::kInPlace) {
-          if constexpr (kSwap)
-            wgmma_stage<kWgmmaM, BN, BK, N, K, kVectorB>(stage_a + buffer * kBufferBytes, pb, m0, kc, t);
-          else
-            wgmma_stage<kWgmmaM, AM, AK, M, K, kVectorA>(stage_a + buffer * kBufferBytes, pa, m0, kc, t);
-        }
-        if constexpr (!InstrB::kInPlace) {
-          if constexpr (kSwap)
-            wgmma_stage<NT, AM, AK, M, K, kVectorA>(stage_b + buffer * kBufferBytes, pa, n0, kc, t);
-          else
-            wgmma_stage<NT, BN, BK, N, K, kVectorB>(stage_b + buffer * kBufferBytes, pb, n0, kc, t);
-        }
-        fence_proxy_async();
-        warpgroup_sync();
-      };
-      // Issues chunk kc's Steps k16 ops from `buffer` as one group. The groups accumulate into
-      // acc in issue order while in flight (wgmma ops of one shape on the same accumulators
-      // need no wait between them).
-      const auto issue = [&](int64_t kc, uint32_t buffer, auto steps) {
-        fence_registers(acc);
-        wgmma_fence();
-        wgmma_chunk<T, NT, decltype(steps)::value, InstrA, InstrB>(acc, addr_a + buffer * kBufferBytes, tile_a, m0,
-                                                                   addr_b + buffer * kBufferBytes, tile_b, n0, kc);
-        wgmma_commit();
-      };
-      // Before chunk kc is staged into `buffer`: the chunk read from it before (two back, with
-      // two buffers) has landed, in every warp of the group. The chunk just issued stays in
-      // flight while this one is staged.
-      const auto stage_next = [&](int64_t kc, uint32_t buffer) {
-        if constexpr (kStages) {
-          if constexpr (kBuffers == 2)
-            wgmma_wait<1>();
-          else
-            wgmma_wait<0>();
-          fence_registers(acc);
-          warpgroup_sync();
-          stage(kc, buffer);
-        }
-      };
-      // The partial chunk is peeled off at compile time: a wgmma under a run-time branch is one
-      // ptxas cannot prove warpgroup-uniform, and it serializes every wgmma of the kernel
-      // ("wgmma.mma_async instructions are serialized due to ... divergent path", C7520).
-      constexpr int64_t kChunks = (K + kWgmmaStageK - 1) / kWgmmaStageK;
-      if constexpr (kStages) stage(0, 0);
-      for (int64_t c = 0; c + 1 < kChunks; ++c) {
-        issue(c * kWgmmaStageK, static_cast<uint32_t>(c % kBuffers), std::integral_constant<int, 4>{});
-        stage_next((c + 1) * kWgmmaStageK, static_cast<uint32_t>((c + 1) % kBuffers));
-      }
-      constexpr int kFinalSteps = kLastSteps != 0 ? kLastSteps : 4;
-      issue((kChunks - 1) * kWgmmaStageK, static_cast<uint32_t>((kChunks - 1) % kBuffers),
-            std::integral_constant<int, kFinalSteps>{});
-      wgmma_wait<0>();
-      fence_registers(acc);
-      if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before the next job refills them
-      TO* po = out + offset<OutS, OutSt>(batch * M * N);
-      MGD_UNROLL
-      for (int i = 0; i < NT / 2; ++i) {
-        // Row and column of the instruction's result fragment (PTX's layout of D).
-        const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
-        const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
-        if (m < M && n < N) po[m * OutSt::get(R - 2) + n * OutSt::get(R - 1)] = from_float<TO>(acc[i]);
-      }
-    }
+    detail::matmul_wgmma_jobs<OutS, ASt, AK, BSt, BK, K, Scratch, SwizzleA, SwizzleB, StageBuffers, 0>(
+        a, b, scratch, [&](int64_t batch, int, int, int64_t m, int64_t n, float v) {
+          out[offset<OutS, OutSt>(batch * M * N) + m * OutSt::get(R - 2) + n * OutSt::get(R - 1)] = from_float<TO>(v);
+        });
   }
+}
+
+/// matmul_wgmma of one [M, N] product (no batches) whose result goes to `result`, a sink of
+/// wgmma_chain.h (result.put(j, i, m, n, value) for each element, by one thread): added to a
+/// for-loop's summing accumulator in shared memory (TileAccumulate) or in the registers of the
+/// threads that compute it (RegisterAccumulate, whose fragment order this keeps: the product is
+/// not computed as its transpose and is one n-block, N = wgmma_n(N)), instead of a result tile
+/// that mgd::accumulate then reads. The value is rounded to the result tile's type first, so
+/// the sums are the same. sm_90a only (the emitter uses it where kWgmmaAvailable).
+template <typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
+          int64_t SwizzleA = 0, int64_t SwizzleB = 0, int64_t StageBuffers = 1, typename Result, typename T>
+MGD_DEVICE void matmul_wgmma_to(const Result& result, const T* MGD_RESTRICT a, const T* MGD_RESTRICT b,
+                                unsigned char* scratch) {
+  constexpr int R = OutS::rank;
+  constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
+  static_assert(OutS::numel == M * N, "one product, no batches");
+  static_assert(kWgmmaAvailable || sizeof(T) == 0, "matmul_wgmma_to needs wgmma (sm_90a)");
+  static_assert(
+      Result::kJobs == 0 || (!wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0) && wgmma_n(N) == N &&
+                             Result::kJobs == ((M + kWgmmaM - 1) / kWgmmaM + Result::kGroups - 1) / Result::kGroups),
+      "registers in the order of an unswapped product of one n-block");
+  detail::matmul_wgmma_jobs<OutS, ASt, AK, BSt, BK, K, Scratch, SwizzleA, SwizzleB, StageBuffers, Result::kGroups>(
+      a, b, scratch, [&](int64_t, int j, int i, int64_t m, int64_t n, float v) { result.put(j, i, m, n, v); });
 }
 
 }  // namespace mgd

@@ -66,13 +66,13 @@ MGD_DEVICE int64_t fragment_col(unsigned t, int flat) {
 }
 }  // namespace detail
 
-/// Where a chain's result goes. Element (r, c) of value v, the thread's element `i` of its local
-/// job `job` (see ChainRegisters), is put by exactly one thread: TileStore writes it to a tile of
-/// type T at p[r·Row + c·Col]; TileAccumulate adds it, rounded to T (the type the op-by-op
-/// result tile would have, which mgd::accumulate then adds), to a summing accumulator (f32, at
-/// p[r·Row + c·Col]; `first`: the loop's first iteration, which sets it instead);
-/// RegisterAccumulate adds it likewise to the thread's own registers (ChainRegisters); NoResult
-/// drops it (the row sums nobody reads).
+/// Where a chain's result goes, or a single matmul's (matmul_wgmma_to, wgmma.h). Element (r, c)
+/// of value v, the thread's element `i` of its local job `job` (see ResultRegisters), is put by
+/// exactly one thread: TileStore writes it to a tile of type T at p[r·Row + c·Col];
+/// TileAccumulate adds it, rounded to T (the type the op-by-op result tile would have, which
+/// mgd::accumulate then adds), to a summing accumulator (f32, at p[r·Row + c·Col]; `first`: the
+/// loop's first iteration, which sets it instead); RegisterAccumulate adds it likewise to the
+/// thread's own registers (ResultRegisters); NoResult drops it (the row sums nobody reads).
 template <typename T, int64_t Row, int64_t Col>
 struct TileStore {
   static constexpr int kJobs = 0, kGroups = 0;  // any number of jobs per warpgroup, of warpgroups
@@ -95,23 +95,22 @@ struct NoResult {
   MGD_DEVICE void put(int, int, int64_t, int64_t, float) const {}
 };
 
-/// A chain's result [M, N] summed over a loop's iterations in the registers of the threads that
-/// compute it, in a block of Groups warpgroups: each thread holds its elements of each of its
-/// warpgroup's jobs (job g + j·Groups is its local job j), so the summing accumulator in shared
-/// memory is written once, after the loop (store_chain_registers), instead of read and written
-/// in every iteration. N = 1: the row sums (the thread's two rows, in lanes 4·q); else O's
-/// accumulator fragments. The kernel declares it before its loop; nothing needs zeroing (the
-/// first iteration sets it).
+/// A chain's result [M, N], or a single matmul's, summed over a loop's iterations in the
+/// registers of the threads that compute it, in a block of Groups warpgroups: each thread holds its elements of each of
+/// its warpgroup's jobs (job g + j·Groups is its local job j), so the summing accumulator in shared memory is written
+/// once, after the loop (store_result_registers), instead of read and written in every iteration. N = 1: the row sums
+/// (the thread's two rows, in lanes 4·q); else O's accumulator fragments. The kernel declares it before its loop;
+/// nothing needs zeroing (the first iteration sets it).
 template <int64_t M, int64_t N, int Groups>
-struct ChainRegisters {
+struct ResultRegisters {
   static constexpr int kJobs = static_cast<int>(((M + 63) / 64 + Groups - 1) / Groups);
   static constexpr int kWidth = N == 1 ? 2 : static_cast<int>(N / 2);
   float v[kJobs][kWidth];
 };
 template <typename T, int64_t M, int64_t N, int Groups>
 struct RegisterAccumulate {
-  static constexpr int kJobs = ChainRegisters<M, N, Groups>::kJobs, kGroups = Groups;
-  ChainRegisters<M, N, Groups>& regs;
+  static constexpr int kJobs = ResultRegisters<M, N, Groups>::kJobs, kGroups = Groups;
+  ResultRegisters<M, N, Groups>& regs;
   bool first;
   MGD_DEVICE void put(int job, int i, int64_t, int64_t, float v) const {
     const float x = to_float(from_float<T>(v));
@@ -120,15 +119,16 @@ struct RegisterAccumulate {
   }
 };
 
-/// Writes what a chain summed in registers (ChainRegisters) to the f32 summing accumulator at
+/// Writes what a chain or a matmul summed in registers (ResultRegisters) to the f32 summing accumulator at
 /// p[r·Row + c·Col], each element by the thread that holds it; a block barrier must follow
 /// before others read it. Block scope, with the block the chain ran in.
 template <int64_t Row, int64_t Col, int64_t M, int64_t N, int Groups>
-MGD_DEVICE void store_chain_registers(const ChainRegisters<M, N, Groups>& regs, float* p) {
-  using Regs = ChainRegisters<M, N, Groups>;
+MGD_DEVICE void store_result_registers(const ResultRegisters<M, N, Groups>& regs, float* p) {
+  using Regs = ResultRegisters<M, N, Groups>;
   constexpr int NT = N <= 64 ? static_cast<int>(N) : 64;  // the n-blocks of O, as the chain computes them
   const unsigned t = thread_rank() % 128, group = thread_rank() / 128;
-  if (block_threads() != 128u * Groups) detail::chain_misuse("store_chain_registers: another block than the chain's");
+  if (block_threads() != 128u * Groups)
+    detail::chain_misuse("store_result_registers: another block than the one that summed them");
   MGD_UNROLL
   for (int j = 0; j < Regs::kJobs; ++j) {
     const int64_t job = group + int64_t{j} * Groups;
@@ -166,7 +166,7 @@ MGD_DEVICE void store_chain_registers(const ChainRegisters<M, N, Groups>& regs, 
 /// block barriers) before it puts the results, rounded once, as an unsplit job would.
 /// @pre matmul_chain_shape_ok(M, K1, N1, N2); block_threads() % 128 == 0; the operands are
 /// complete (a block barrier, and for element-wise writers a proxy fence, before the call); A's
-/// buffer extends matmul_chain_a_overread_bytes(M, SpanA) past the tile; with Splits > 1,
+/// buffer extends wgmma_a_overread_bytes(M, SpanA) past the tile; with Splits > 1,
 /// jobs · Splits ≤ warpgroups, Splits ≤ S's n-blocks, and `partials` holds
 /// matmul_chain_partials_bytes(M, N2, Splits) bytes (16-byte aligned) that nothing else uses
 /// during the call
@@ -292,7 +292,7 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       }
     }
   };
-  // Register results (ChainRegisters) are indexed by the local job: unrolled, so that the index
+  // Register results (ResultRegisters) are indexed by the local job: unrolled, so that the index
   // is a constant and they stay in registers. Else a loop over the warpgroup's jobs.
   constexpr int kRegisterJobs = OutO::kJobs > OutL::kJobs ? OutO::kJobs : OutL::kJobs;
   constexpr int kRegisterGroups = OutO::kGroups > OutL::kGroups ? OutO::kGroups : OutL::kGroups;

@@ -67,16 +67,31 @@ MGD_RULE int64_t wgmma_tile_swizzle(int64_t inner) {
   return bytes == 32 || bytes == 64 ? bytes : bytes > 0 && bytes % 128 == 0 ? 128 : 0;
 }
 
+/// Bytes the wgmma jobs reading a K-major tile of `m` rows (swizzle span `span`) in place as the
+/// instruction's A read past the tile's end: the last job's 64 rows run past m unless m is a
+/// whole number of jobs. The tile's buffer holds them; their values reach only result rows at or
+/// beyond m, which are never stored (row i of a product depends on row i of A alone).
+MGD_RULE int64_t wgmma_a_overread_bytes(int64_t m, int64_t span) {
+  return m % kWgmmaM == 0 ? 0 : (kWgmmaM - m % kWgmmaM) * span;
+}
+
 /// The swizzle span with which an operand tile is read in place by the wgmma jobs of a matmul,
 /// or 0 where it must be staged. k_major: the tile is [mn, k] (matrix A), else [k, mn] (matrix
 /// B). instr_a: the operand is the instruction's A (64 rows per job) rather than its B (`nt`
-/// rows per job). Every job must read rows inside the tile (no padding rows exist in place) and
-/// whole k16 steps (no zero padding along k exists either); an MN-major job's rows must lie in
-/// one panel.
+/// rows per job). Jobs must read whole k16 steps (no zero padding along k exists in place). A
+/// K-major tile on the instruction's A side may have fewer rows than its jobs read (the small
+/// batches' activations: Figure 3b's 16 rows, GatedMLP's 8): its 8-row groups are 8 · span
+/// apart, so the rows past the tile lie in its next panels and, for the last, in padding its
+/// buffer holds (wgmma_a_overread_bytes). Such a tile must have whole 8-row groups, so that each
+/// panel (mn · span bytes) starts where the swizzle pattern does, as the descriptors assume.
+/// Elsewhere every job reads rows inside the tile, and an MN-major job's rows must lie in one
+/// panel.
 MGD_RULE int64_t wgmma_in_place_swizzle(bool k_major, bool instr_a, int64_t mn, int64_t k, int64_t nt) {
   const int64_t span = wgmma_tile_swizzle(k_major ? k : mn);
   const int64_t rows = instr_a ? kWgmmaM : nt;
-  if (span == 0 || k % 16 != 0 || mn % rows != 0) return 0;
+  if (span == 0 || k % 16 != 0) return 0;
+  if (k_major && instr_a) return mn % 8 == 0 ? span : 0;
+  if (mn % rows != 0) return 0;
   return k_major || (span / 2) % rows == 0 ? span : 0;
 }
 
@@ -134,13 +149,6 @@ MGD_RULE int64_t wgmma_scratch_bytes(int64_t m, int64_t n, int64_t k, int64_t sw
 MGD_RULE bool matmul_chain_shape_ok(int64_t m, int64_t k1, int64_t n1, int64_t n2) {
   return m > 0 && m % 8 == 0 && k1 > 0 && k1 % 16 == 0 && n1 % 16 == 0 && n1 >= 16 && (n1 <= 64 || n1 % 64 == 0) &&
          n2 >= 8 && n2 % 8 == 0 && (n2 <= 64 || n2 % 64 == 0) && n2 <= 256;
-}
-
-/// Bytes matmul_chain_wgmma reads past the end of its A tile ([M, K1], K-major, swizzle span
-/// `span`): the last job's rows beyond M, in the tile's last panel. A's buffer must hold them
-/// (their values only reach results that are dropped).
-MGD_RULE int64_t matmul_chain_a_overread_bytes(int64_t m, int64_t span) {
-  return m % kWgmmaM == 0 ? 0 : (kWgmmaM - m % kWgmmaM) * span;
 }
 
 /// How many warpgroups matmul_chain_wgmma gives each 64-row job in a block of `warpgroups`:
