@@ -142,6 +142,14 @@ std::vector<float> randoms(size_t n, unsigned seed) {
   return v;
 }
 
+/// The values of f rounded to T, as a tile of T holds them.
+template <typename T>
+std::vector<T> rounded(const std::vector<float>& f) {
+  std::vector<T> t(f.size());
+  for (size_t i = 0; i < f.size(); ++i) t[i] = mgd::from_float<T>(f[i]);
+  return t;
+}
+
 /// matmul_wgmma on out[B, M, N] = a[M, K] (shared by the batches) · b[B, K, N], or with A
 /// transposed in memory (a stored [K, M]) or B transposed (b stored [B, N, K]), against f32
 /// arithmetic on the same rounded operands. The tiles sit at odd offsets of shared memory, so
@@ -159,9 +167,7 @@ void check_wgmma_matmul(unsigned threads) {
   const size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{B} * K * N * sizeof(T);
   const size_t a_at = 48, b_at = (a_at + a_bytes + 15) / 16 * 16, scratch_at = (b_at + b_bytes + 15) / 16 * 16 + 16;
   std::vector<float> fa = randoms(size_t{M} * K, 3), fb = randoms(size_t{B} * K * N, 4);
-  std::vector<T> a(fa.size()), b(fb.size());
-  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
-  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  const std::vector<T> a = rounded<T>(fa), b = rounded<T>(fb);
   std::vector<float> out(size_t{B} * M * N, NAN);
   run_block(threads, scratch_at + kScratch, [&] {
     MGD_DYNAMIC_SHARED(smem);
@@ -338,9 +344,7 @@ void check_in_place(unsigned threads) {
   constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(M, N, K, SwA, SwB, 2, Buffers);
   constexpr int AR = M + 8, AC = K + 64, BR = K + 64, BC = N + 64;
   std::vector<float> fa = randoms(size_t{AR} * AC, 5), fb = randoms(size_t{BR} * BC, 6);
-  std::vector<T> a(fa.size()), b(fb.size());
-  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
-  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  const std::vector<T> a = rounded<T>(fa), b = rounded<T>(fb);
   constexpr int64_t WA = SwA ? SwA / 2 : K, WB = SwB ? SwB / 2 : N;  // box widths
   mgd::TensorMap map_a, map_b;
   ASSERT_EQ(mgd::make_tensor_map(&map_a, a.data(), {AR, AC}, {M, WA}, SwA), 0);
@@ -408,9 +412,7 @@ void check_written_in_place(unsigned threads) {
   using LA = std::conditional_t<SwA != 0, mgd::Swizzled<M, K, (SwA ? SwA : 32)>, Dims<K, 1>>;
   using LB = std::conditional_t<SwB != 0, mgd::Swizzled<K, N, (SwB ? SwB : 32)>, Dims<N, 1>>;
   std::vector<float> fa = randoms(size_t{M} * K, 7), fb = randoms(size_t{K} * N, 8);
-  std::vector<T> a(fa.size()), b(fb.size());
-  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
-  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  const std::vector<T> a = rounded<T>(fa), b = rounded<T>(fb);
   constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
   constexpr size_t a_pad = a_padding<M, N, K, SwA, SwB>();
   constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + a_pad + 1023) / 1024 * 1024;
@@ -464,9 +466,7 @@ void check_accumulated() {
   using LA = std::conditional_t<SwA != 0, mgd::Swizzled<M, K, (SwA ? SwA : 32)>, Dims<K, 1>>;
   using LB = std::conditional_t<SwB != 0, mgd::Swizzled<K, N, (SwB ? SwB : 32)>, Dims<N, 1>>;
   std::vector<float> fa = randoms(size_t{kIterations} * M * K, 11), fb = randoms(size_t{kIterations} * K * N, 12);
-  std::vector<T> a(fa.size()), b(fb.size());
-  for (size_t i = 0; i < fa.size(); ++i) a[i] = mgd::from_float<T>(fa[i]);
-  for (size_t i = 0; i < fb.size(); ++i) b[i] = mgd::from_float<T>(fb[i]);
+  const std::vector<T> a = rounded<T>(fa), b = rounded<T>(fb);
   constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
   constexpr size_t a_pad = a_padding<M, N, K, SwA, SwB>();
   constexpr size_t a_at = 1024, b_at = (a_at + a_bytes + a_pad + 1023) / 1024 * 1024;
