@@ -645,15 +645,23 @@ class BlockKernelEmitter {
     stages = static_cast<int>(std::min<int64_t>(stages, body_.forloop));
     // Automatic pipelines fall back to fewer stages where they do not fit.
     for (;; --stages) {
-      // Tiles element-wise ops write are read in place only where that takes no more shared
-      // memory than staging them: their 1024-byte alignment can cost more than the stages it
-      // saves, and the cost model's plan, which stages them (planned_shared_bytes), must stay
-      // an upper bound of this one.
+      // Tiles element-wise ops write, and A tiles with fewer rows than a wgmma job, are read in
+      // place only where that takes no more shared memory than staging them: the former's
+      // 1024-byte alignment, the latter's padding (in every pipeline stage) can cost more than
+      // the stages it saves, and the cost model's plan, which stages them
+      // (planned_shared_bytes), must stay an upper bound of this one.
+      // The padding may pass that plan where the kernel still fits and an SM still holds as many
+      // of its blocks (as a second wgmma stage buffer may, below): Figure 10b's X tile pads
+      // 7,168 bytes a stage, more than the one stage buffer the plan has, less than the two
+      // staging would take.
       place(stages, true);
-      if (elementwise_swizzled_) {
-        const int64_t swizzled_bytes = shared_bytes_;
+      if (elementwise_swizzled_ || a_padded_) {
+        const int64_t extras_bytes = shared_bytes_;
+        const bool padded = a_padded_;
         place(stages, false);
-        if (shared_bytes_ >= swizzled_bytes) place(stages, true);
+        if (shared_bytes_ >= extras_bytes || (padded && extras_bytes <= limits_.shared_memory_bytes &&
+                                              blocks_per_sm(extras_bytes) >= blocks_per_sm(shared_bytes_)))
+          place(stages, true);
       }
       if (shared_bytes_ <= limits_.shared_memory_bytes || stages == 1 || !automatic) break;
     }
@@ -672,13 +680,8 @@ class BlockKernelEmitter {
       const int64_t one_buffer = shared_bytes_;
       stage_buffers_ = 2;
       lay_out(stages);
-      const GpuSpec& gpu = gpu_spec(limits_.arch);
-      const int64_t threads = body_.threads.volume(), per_sm = (body_.grid.volume() + gpu.sms - 1) / gpu.sms;
-      const auto together = [&](int64_t bytes) {
-        return std::min(per_sm, resident_blocks_per_sm(gpu, threads, bytes));
-      };
       if (shared_bytes_ == one_buffer || shared_bytes_ > limits_.shared_memory_bytes ||
-          together(shared_bytes_) < together(one_buffer)) {
+          blocks_per_sm(shared_bytes_) < blocks_per_sm(one_buffer)) {
         stage_buffers_ = 1;
         lay_out(stages);
       }
@@ -695,10 +698,20 @@ class BlockKernelEmitter {
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
   }
 
-  /// Which tiles are read in place (element-wise ops' results too, or not), their layouts and
-  /// where they go in shared memory, with `stages` pipeline stages.
-  void place(int stages, bool elementwise) {
-    read_in_place(stages, elementwise);
+  /// The blocks of this kernel an SM holds together with `bytes` of shared memory each, at most
+  /// as many as the grid gives it (a grid of one block per SM loses nothing when two would no
+  /// longer fit).
+  int64_t blocks_per_sm(int64_t bytes) const {
+    const GpuSpec& gpu = gpu_spec(limits_.arch);
+    const int64_t per_sm = (body_.grid.volume() + gpu.sms - 1) / gpu.sms;
+    return std::min(per_sm, resident_blocks_per_sm(gpu, body_.threads.volume(), bytes));
+  }
+
+  /// Which tiles are read in place (element-wise ops' results and A tiles short of a job too, or
+  /// not: read_in_place's `extras`), their layouts and where they go in shared memory, with
+  /// `stages` pipeline stages.
+  void place(int stages, bool extras) {
+    read_in_place(stages, extras);
     find_matmul_chains(stages);
     choose_tile_layouts(stages);
     lay_out(stages);
@@ -927,19 +940,21 @@ class BlockKernelEmitter {
 
   /// Which tiles are written swizzled for the wgmma matmuls to read in place, with `stages`
   /// pipeline stages (swizzle_, per tensor: the span, or 0): tiles the copy engine loads (TMA)
-  /// or, if `elementwise`, element-wise ops write (through mgd::Swizzled, with a proxy fence
-  /// after them; elementwise_swizzled_ says whether any is), that only wgmma matmuls read,
+  /// or, if `extras`, element-wise ops write (through mgd::Swizzled, with a proxy fence after
+  /// them; elementwise_swizzled_ says whether any is), that only wgmma matmuls read,
   /// 16-bit whole 2-D tiles (leading dims of 1), that every matmul reading them can read in place
   /// in the orientation it takes (mgd::wgmma_orientation_swaps, which depends on which of its
   /// operands are in place: dropping a tile can turn a matmul around, so this repeats until
-  /// nothing changes; the device library then takes the same orientation).
-  void read_in_place(int stages, bool elementwise) {
+  /// nothing changes; the device library then takes the same orientation). A tile a matmul
+  /// reads as the instruction's A with fewer rows than a job (its buffer padded past its end,
+  /// a_overread_bytes) is one only if `extras` too (a_padded_ says whether any is).
+  void read_in_place(int stages, bool extras) {
     swizzle_.assign(body_.tensors.size(), 0);
     std::vector<bool> candidate(body_.tensors.size(), false);
     std::vector<bool> written(body_.tensors.size(), false);  // by an element-wise op
     for (size_t i = 0; i < body_.ops.size(); ++i) {
       if (!read_operands_in_place_ || schedule_.phase[i] == OpPhase::dead) continue;
-      if (!(is_load(i) ? tma_tile(i, stages) : elementwise && elementwise_writer(i))) continue;
+      if (!(is_load(i) ? tma_tile(i, stages) : extras && elementwise_writer(i))) continue;
       for (const TensorId t : body_.ops[i].outputs) {
         const TensorType& type = body_.type(t);
         const Shape& shape = type.shape;
@@ -965,7 +980,8 @@ class BlockKernelEmitter {
         const int64_t m = out[out.rank() - 2], n = out[out.rank() - 1];
         const int64_t k = body_.type(a).shape[body_.type(a).shape.rank() - 1];
         const bool swap = mgd::wgmma_orientation_swaps(m, n, k, candidate[a.index()], candidate[b.index()]);
-        if (candidate[a.index()] && mgd::wgmma_in_place_a(m, n, k, swap) == 0) {
+        const bool padded = !swap && m % mgd::kWgmmaM != 0;  // A the instruction's, short of a job
+        if (candidate[a.index()] && (mgd::wgmma_in_place_a(m, n, k, swap) == 0 || (padded && !extras))) {
           candidate[a.index()] = false;
           changed = true;
         }
@@ -974,6 +990,17 @@ class BlockKernelEmitter {
           changed = true;
         }
       }
+    }
+    a_padded_ = false;
+    for (size_t c = 0; c < body_.ops.size(); ++c) {
+      if (schedule_.phase[c] == OpPhase::dead || !wgmma_matmul(c)) continue;
+      const Op& op = body_.ops[c];
+      const TensorId a = op.inputs[0], b = op.inputs[1];
+      const Shape& out = body_.type(op.outputs[0]).shape;
+      const int64_t m = out[out.rank() - 2], n = out[out.rank() - 1];
+      const int64_t k = body_.type(a).shape[body_.type(a).shape.rank() - 1];
+      a_padded_ = a_padded_ || (candidate[a.index()] && m % mgd::kWgmmaM != 0 &&
+                                !mgd::wgmma_orientation_swaps(m, n, k, true, candidate[b.index()]));
     }
     any_swizzled_ = elementwise_swizzled_ = false;
     for (size_t t = 0; t < body_.tensors.size(); ++t)
@@ -1483,6 +1510,7 @@ class BlockKernelEmitter {
   std::vector<int64_t> swizzle_;       // per STensor: the swizzle span of a tile wgmma reads in place, or 0
   bool any_swizzled_ = false;          // some tile is swizzled: the shared window is realigned
   bool elementwise_swizzled_ = false;  // some tile an element-wise op writes is swizzled
+  bool a_padded_ = false;              // some A tile is read in place with fewer rows than a job
   bool streams_cp_async_ = false;      // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
