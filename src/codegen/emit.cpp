@@ -970,8 +970,10 @@ class BlockKernelEmitter {
         written[t.index()] = !is_load(i);
       }
     }
+    // (A pass that changes nothing leaves a_padded_ as the final candidates have it.)
     for (bool changed = true; changed;) {
       changed = false;
+      a_padded_ = false;
       for (size_t c = 0; c < body_.ops.size(); ++c) {
         if (schedule_.phase[c] == OpPhase::dead || !wgmma_matmul(c)) continue;
         const Op& op = body_.ops[c];
@@ -989,18 +991,8 @@ class BlockKernelEmitter {
           candidate[b.index()] = false;
           changed = true;
         }
+        a_padded_ = a_padded_ || (candidate[a.index()] && padded);
       }
-    }
-    a_padded_ = false;
-    for (size_t c = 0; c < body_.ops.size(); ++c) {
-      if (schedule_.phase[c] == OpPhase::dead || !wgmma_matmul(c)) continue;
-      const Op& op = body_.ops[c];
-      const TensorId a = op.inputs[0], b = op.inputs[1];
-      const Shape& out = body_.type(op.outputs[0]).shape;
-      const int64_t m = out[out.rank() - 2], n = out[out.rank() - 1];
-      const int64_t k = body_.type(a).shape[body_.type(a).shape.rank() - 1];
-      a_padded_ = a_padded_ || (candidate[a.index()] && m % mgd::kWgmmaM != 0 &&
-                                !mgd::wgmma_orientation_swaps(m, n, k, true, candidate[b.index()]));
     }
     any_swizzled_ = elementwise_swizzled_ = false;
     for (size_t t = 0; t < body_.tensors.size(); ++t)
