@@ -655,9 +655,9 @@ class BlockKernelEmitter {
       // 7,168 bytes a stage, more than the one stage buffer the plan has, less than the two
       // staging would take.
       place(stages, true);
-      if (elementwise_swizzled_ || a_padded_) {
+      if (elementwise_swizzled_ || any_a_padded()) {
         const int64_t extras_bytes = shared_bytes_;
-        const bool padded = a_padded_;
+        const bool padded = any_a_padded();
         place(stages, false);
         if (shared_bytes_ >= extras_bytes || (padded && extras_bytes <= limits_.shared_memory_bytes &&
                                               blocks_per_sm(extras_bytes) >= blocks_per_sm(shared_bytes_)))
@@ -947,7 +947,7 @@ class BlockKernelEmitter {
   /// operands are in place: dropping a tile can turn a matmul around, so this repeats until
   /// nothing changes; the device library then takes the same orientation). A tile a matmul
   /// reads as the instruction's A with fewer rows than a job (its buffer padded past its end,
-  /// a_overread_bytes) is one only if `extras` too (a_padded_ says whether any is).
+  /// a_overread_bytes) is one only if `extras` too (a_padded_ marks them).
   void read_in_place(int stages, bool extras) {
     swizzle_.assign(body_.tensors.size(), 0);
     std::vector<bool> candidate(body_.tensors.size(), false);
@@ -973,7 +973,7 @@ class BlockKernelEmitter {
     // (A pass that changes nothing leaves a_padded_ as the final candidates have it.)
     for (bool changed = true; changed;) {
       changed = false;
-      a_padded_ = false;
+      a_padded_.assign(body_.tensors.size(), false);
       for (size_t c = 0; c < body_.ops.size(); ++c) {
         if (schedule_.phase[c] == OpPhase::dead || !wgmma_matmul(c)) continue;
         const Op& op = body_.ops[c];
@@ -991,7 +991,7 @@ class BlockKernelEmitter {
           candidate[b.index()] = false;
           changed = true;
         }
-        a_padded_ = a_padded_ || (candidate[a.index()] && padded);
+        if (candidate[a.index()] && padded) a_padded_[a.index()] = true;
       }
     }
     any_swizzled_ = elementwise_swizzled_ = false;
@@ -1287,24 +1287,17 @@ class BlockKernelEmitter {
 
   /// The bytes the wgmma jobs read past the end of tile t where they read it in place as the
   /// instruction's A and it has fewer rows than a whole job (mgd::wgmma_a_overread_bytes): a
-  /// matmul chain's first A, or the A of a matmul that does not compute its transpose; 0 for
-  /// other tiles. Its buffer holds them.
+  /// matmul chain's first A, or a tile read_in_place marked (a_padded_); 0 for other tiles. Its
+  /// buffer holds them.
   int64_t a_overread_bytes(TensorId t) const {
-    const int64_t span = swizzle_[t.index()];
-    if (span == 0) return 0;
-    const Shape& sh = body_.type(t).shape;
-    bool instr_a = false;
+    bool instr_a = a_padded_[t.index()];
     for (const MatmulChain& c : chains_) instr_a = instr_a || body_.ops[c.first].inputs[0] == t;
-    for (size_t i = 0; i < body_.ops.size() && !instr_a; ++i) {
-      if (schedule_.phase[i] == OpPhase::dead || !wgmma_matmul(i) || in_chain(i)) continue;
-      const Op& op = body_.ops[i];
-      if (op.inputs[0] != t) continue;
-      const Shape& out = body_.type(op.outputs[0]).shape;
-      instr_a = !mgd::wgmma_orientation_swaps(out[out.rank() - 2], out[out.rank() - 1], sh[sh.rank() - 1], true,
-                                              swizzle_[op.inputs[1].index()] != 0);
-    }
-    return instr_a ? mgd::wgmma_a_overread_bytes(sh[sh.rank() - 2], span) : 0;
+    const Shape& sh = body_.type(t).shape;
+    return instr_a ? mgd::wgmma_a_overread_bytes(sh[sh.rank() - 2], swizzle_[t.index()]) : 0;
   }
+
+  /// Whether some tile is read in place as an A with fewer rows than a job.
+  bool any_a_padded() const { return std::find(a_padded_.begin(), a_padded_.end(), true) != a_padded_.end(); }
 
   /// Whether op i is part of a matmul chain.
   bool in_chain(size_t i) const {
@@ -1502,7 +1495,7 @@ class BlockKernelEmitter {
   std::vector<int64_t> swizzle_;       // per STensor: the swizzle span of a tile wgmma reads in place, or 0
   bool any_swizzled_ = false;          // some tile is swizzled: the shared window is realigned
   bool elementwise_swizzled_ = false;  // some tile an element-wise op writes is swizzled
-  bool a_padded_ = false;              // some A tile is read in place with fewer rows than a job
+  std::vector<bool> a_padded_;         // per STensor: read in place as an A with fewer rows than a job
   bool streams_cp_async_ = false;      // the pipelined loop loads some tile with cp.async
   std::vector<Storage> storage_;
   int64_t shared_bytes_ = 0;
