@@ -201,9 +201,9 @@ run_step() {
     # the default since 2026-11-27; its sums in registers since the fifth session of that day)
     # against op by op through shared memory: the paper's four attention bests (one or more
     # 64-row jobs per warpgroup), and the examples' GQA and QKNorm (16 query rows for 4
-    # warpgroups) with S's n-blocks split among the warpgroups (the default since the sixth
-    # session of 2026-11-27) or not (--chain-split off: then op by op, as the emitter's rule
-    # has them). Inputs as the
+    # warpgroups) with S's n-blocks split among the warpgroups (--chain-split on, the default
+    # from the sixth session of 2026-11-27 until it was timed on 2026-11-28) or not (off: then op
+    # by op, as the emitter's rule has them). Inputs as the
     # check step draws them (attention's f16 reference overflows on standard normal ones), the
     # same for every variant of a μGraph.
     local failed=0 inputs f name variant

@@ -94,9 +94,11 @@ struct CodegenOptions {
   bool matmul_accumulators_in_registers = true;
   /// Where a chain has fewer 64-row jobs than the block has warpgroups (decoding's few query
   /// rows), split S's n-blocks among the warpgroups a job would leave idle and add their partial
-  /// results through shared memory (mgd::matmul_chain_splits); false runs such a chain only
-  /// where S has one n-block, and the others op by op (to measure the two).
-  bool chain_split_n_blocks = true;
+  /// results through shared memory (mgd::matmul_chain_splits; true, to measure the two); false
+  /// runs such a chain only where S has one n-block, and the others op by op. Off by default:
+  /// on an H200 (2026-11-28) the split chains of examples/found/gqa and qknorm took 53.5 and
+  /// 82.8 µs against 33.9 and 69.2 op by op (docs/codegen.md).
+  bool chain_split_n_blocks = false;
   /// Threads per block of every graph-defined kernel: 0 keeps each block graph's own (the
   /// search's 128); a multiple of 32 up to 1024 replaces it. Block ops are cooperative, so the
   /// μGraph computes the same; more warps hide more of the portable tile ops' latency, which

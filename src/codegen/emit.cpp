@@ -885,11 +885,13 @@ class BlockKernelEmitter {
       if (!ok) continue;
       const int64_t m = extent(s, 2), k1 = extent(a, 1), n1 = extent(s, 1), n2 = extent(o, 1);
       if (!mgd::matmul_chain_shape_ok(m, k1, n1, n2)) continue;
-      // A block with more warpgroups than S has 64-row jobs splits S's n-blocks among them.
-      // Unsplit, the chain left the others idle and ran the n-blocks one after another on one
-      // warpgroup; op by op, every warpgroup shares each matmul. On an H200 the unsplit chain
-      // won with one n-block and lost with four (docs/codegen.md, "Hopper: attention's scores
-      // in registers"), so without the split it is taken only with one.
+      // A block with more warpgroups than S has 64-row jobs leaves the others idle through an
+      // unsplit chain, which runs S's n-blocks one after another on one warpgroup; op by op,
+      // every warpgroup shares each matmul. On an H200 the unsplit chain won with one n-block and
+      // lost with four, and so did the chain with the n-blocks split among the warpgroups (its
+      // partials added through shared memory; docs/codegen.md, "Hopper: attention's scores in
+      // registers"). So by default such a chain is taken only with one n-block; the split is an
+      // option (CodegenOptions::chain_split_n_blocks).
       chain.splits = chain_split_ ? mgd::matmul_chain_splits(m, n1, warpgroups()) : 1;
       if (!chain_split_ && (m + 63) / 64 < warpgroups() && n1 > 64) continue;
       if (swizzle_[a.index()] == 0 || swizzle_[b.index()] == 0 || swizzle_[c.index()] == 0 || swizzle_[o.index()] != 0)

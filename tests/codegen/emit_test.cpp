@@ -429,7 +429,9 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   const char* env = std::getenv("MUGRAPH_SOURCE_DIR");
   const Graph g =
       load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/gqa/best.json");
-  const std::string src = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  CodegenOptions split;
+  split.chain_split_n_blocks = true;
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a"), split).source;
   const size_t q = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 2, ");
   const size_t first_stage = src.find("mgd::mbarrier_arrive_expect_tx(tma_bars + 0, ");
   const size_t q_wait = src.find("mgd::mbarrier_wait(tma_bars + 2, 0);");
@@ -438,18 +440,17 @@ TEST(Codegen, LoopInvariantTilesLoadOnceBeforeThePipeline) {
   EXPECT_LT(q, first_stage);
   EXPECT_LT(first_stage, q_wait);
   EXPECT_LT(q_wait, loop);
-  // The block's 16 query rows are one 64-row job for its four warpgroups and S is 256 wide: the
-  // matmul chain splits S's four n-blocks among the four warpgroups, which add their partial
-  // results through shared memory of their own (mgd::matmul_chain_partials_bytes), in the loop.
-  // (That fits here: op by op would take more, with S and E stored.)
+  // The block's 16 query rows are one 64-row job for its four warpgroups and S is 256 wide: with
+  // the split on, the matmul chain splits S's four n-blocks among the four warpgroups, which add
+  // their partial results through shared memory of their own (mgd::matmul_chain_partials_bytes),
+  // in the loop. (That fits here: op by op would take more, with S and E stored.)
   EXPECT_EQ(count(src, "mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half, 4>("), 1) << src;
   EXPECT_NE(src.find("S's n-blocks split 4 ways among the warpgroups"), std::string::npos) << src;
   EXPECT_LT(loop, src.find("mgd::matmul_chain_wgmma<"));
-  // Without the split the chain would run S's four n-blocks on one warpgroup while three wait
-  // (slower on an H200), so the ops run one by one, Q and K both read in place by Q·K's wgmma.
-  CodegenOptions unsplit;
-  unsplit.chain_split_n_blocks = false;
-  const std::string op_by_op = generate_cuda(g, find_cuda_target("sm_90a"), unsplit).source;
+  // Without the split, the default since both were timed on an H200 (op by op was faster), the
+  // chain would run S's four n-blocks on one warpgroup while three wait, so the ops run one by
+  // one, Q and K both read in place by Q·K's wgmma.
+  const std::string op_by_op = generate_cuda(g, find_cuda_target("sm_90a")).source;
   EXPECT_NE(op_by_op.find("on wgmma, both operands in place"), std::string::npos) << op_by_op;
   EXPECT_EQ(count(op_by_op, "matmul_chain_wgmma"), 0) << op_by_op;
   // With one warpgroup the chain takes the loop body unsplit, with the scores in registers (16
@@ -470,8 +471,12 @@ TEST(Codegen, SplitMatmulChainsTakeNoMoreSharedMemoryThanOpByOp) {
   const Graph g =
       load_graph_file(std::string(env ? env : MUGRAPH_SOURCE_DIR_DEFAULT) + "/examples/found/qknorm/best.json");
   const CudaTarget& sm90 = find_cuda_target("sm_90a");
-  const std::string split = generate_cuda(g, sm90).source;
+  CodegenOptions split_on;
+  split_on.chain_split_n_blocks = true;
+  const std::string split = generate_cuda(g, sm90, split_on).source;
   EXPECT_EQ(count(split, "mgd::matmul_chain_wgmma<16, 64, 256, 64, 128, 128, 128, mgd::half, 2>("), 1) << split;
+  // By default (the split off) S's four n-blocks run op by op.
+  EXPECT_EQ(count(generate_cuda(g, sm90).source, "matmul_chain_wgmma"), 0);
   CodegenOptions op_by_op;
   op_by_op.matmul_chains_in_registers = false;
   op_by_op.matmul_accumulators_in_registers = false;

@@ -741,6 +741,29 @@ def test_tiles_element_wise_ops_write_are_read_in_place(mugraph_bin, sanitized_b
     assert "FENCE.VIEW.ASYNC.S" in sass and "HGMMA" in sass and "LDGSTS" not in sass, sass[:2000]
 
 
+def test_split_matmul_chains_match_the_interpreter(mugraph_bin, sanitized_build, tmp_path):
+    # examples/found/gqa: 16 query rows, four warpgroups, S four n-blocks wide. By default (timed
+    # on an H200, docs/codegen.md) the chain is not taken there and the ops run one by one;
+    # --chain-split on splits S's n-blocks among the warpgroups. Both match the interpreter on
+    # the emulation.
+    need_emulation(sanitized_build)
+    path = EXAMPLES / "found" / "gqa" / "best.json"
+    manifest = codegen(mugraph_bin, path, "sm_90a", tmp_path / "default")
+    assert "matmul_chain_wgmma" not in (tmp_path / "default" / "ugraph.cu").read_text()
+    codegen(mugraph_bin, path, "sm_90a", tmp_path / "split", "--chain-split", "on")
+    assert "S's n-blocks split 4 ways" in (tmp_path / "split" / "ugraph.cu").read_text()
+    inputs = []
+    for t, a in zip(manifest["inputs"], random_inputs("gqa", manifest, np.random.default_rng(5))):
+        np.save(tmp_path / f"{t['name']}.npy", a)
+        inputs += ["--input", f"{t['name']}={tmp_path / (t['name'] + '.npy')}"]
+    for split in ("off", "on"):
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--chain-split", split, "--json", *inputs,
+                    "--cache-dir", tmp_path / "cache", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["chain_split"] == split, result
+
+
 def test_bench_says_when_its_inputs_overflow_the_reference_and_draws_smaller_ones(mugraph_bin, sanitized_build,
                                                                                   tmp_path):
     # Standard normal inputs overflow attention's f16 reference (exp(Q·K)): bench says that the
