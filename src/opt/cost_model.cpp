@@ -176,13 +176,15 @@ const std::vector<GpuSpec>& gpu_specs() {
   // reaching 3× its share of HBM bandwidth, 128 bytes per clock of shared memory per SM, a
   // launch of 3 µs (A100) or 2.5 µs (H100, H200) and a barrier of 20 ns.
   //
-  // Fitted to 80 candidates timed on an H200 (docs/cost_model.md, "Calibration"): 25,000
-  // 128-byte pieces per µs, and 25 cycles per element and thread of tile-op work (8 of issue).
+  // Fitted on an H200 (docs/cost_model.md, "Calibration"): 25 cycles per element and thread of
+  // tile-op work (8 of issue), to 80 candidates timed on 2026-11-26/27; 31,250 128-byte pieces
+  // per µs, refitted on 2026-11-28 to 103 attention candidates timed with operands read in place
+  // (25,000 before: every set's pick then within 1% of its fastest, the old sets ranked as before).
   // The A100 and H100 rows take the H200's figures until they are measured there.
   static const std::vector<GpuSpec> specs = {
-      {"a100", 108, 1.41, 2.039e6, 5.1e6, 3.0, 128, 312e6, 19.5e6, 167936, 2048, 32, 3.0, 0.02, 25e3, 25, 8},
-      {"h100", 132, 1.98, 3.35e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02, 25e3, 25, 8},
-      {"h200", 132, 1.98, 4.8e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02, 25e3, 25, 8},
+      {"a100", 108, 1.41, 2.039e6, 5.1e6, 3.0, 128, 312e6, 19.5e6, 167936, 2048, 32, 3.0, 0.02, 31.25e3, 25, 8},
+      {"h100", 132, 1.98, 3.35e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02, 31.25e3, 25, 8},
+      {"h200", 132, 1.98, 4.8e6, 8.4e6, 3.0, 128, 989e6, 66.9e6, 233472, 2048, 32, 2.5, 0.02, 31.25e3, 25, 8},
   };
   return specs;
 }

@@ -397,3 +397,33 @@ def test_calibrate_cost_model_reestimates_with_the_current_model(mugraph_bin, tm
     assert "| gated_mlp | NVIDIA H200 | 2 (2) | 1.000 | 30.30 us | 30.30 us | 0.0% |" in r.stdout, r.stdout
     r = run_script(CALIBRATE, str(path))  # the recorded estimates: the wrong pick
     assert "| n/a | 137.90 us | 30.30 us | 355.1% |" in r.stdout, r.stdout
+
+
+FIT_TERMS = SOURCE_DIR / "bench" / "fit_cost_model_terms.py"
+
+
+def test_fit_cost_model_terms_finds_the_scaled_term_behind_timings(mugraph_bin, tmp_path, monkeypatch):
+    # Six saved GQA bs 8 candidates, "timed" at the model's own estimates with the pieces term
+    # halved: the unscaled terms add up to mugraph check's totals, and of the grid's points only
+    # a = 0.5 ranks them exactly (the candidates differ in their pieces-bound kernels).
+    monkeypatch.setenv("MUGRAPH_BIN", str(mugraph_bin))
+    import fit_cost_model_terms as fit  # bench/ is on the path
+    top = SOURCE_DIR / "bench" / "paper" / "results_all" / "gqa_bs8" / "top"
+    candidates = []
+    for i in (0, 3, 7, 12, 20, 31):
+        path = top / f"{i:02d}.json"
+        kernels = fit.kernel_breakdowns(path, "h200")
+        assert fit.estimate(kernels, 1, 1, 1) == pytest.approx(sum(k[1] for k in kernels), abs=0.03 * len(kernels))  # terms printed to 0.01
+        candidates.append({"path": "/elsewhere/bench/" + str(path.relative_to(SOURCE_DIR / "bench")),
+                           "median_us": fit.estimate(kernels, 0.5, 1, 1), "ok": True})
+    assert len({round(c["median_us"], 3) for c in candidates}) == len(candidates)
+    doc = tmp_path / "runs.json"
+    doc.write_text(json.dumps({"date": "2026-11-28", "rows": [{"name": "gqa_bs8", "candidates": candidates}]}))
+    r = subprocess.run([sys.executable, str(FIT_TERMS), str(doc), "--min-points", "3", "--pieces", "0.5:1:0.5",
+                        "--issue", "1:1:1", "--shared", "1:1:1", "--max-gap", "1"], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "MUGRAPH_BIN": str(mugraph_bin)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "sets: gqa_bs8 (2026-11-28): 6", r.stdout
+    assert lines[2].startswith("a=0.5 ") and "min Spearman 1.000, largest gap 0.0%" in lines[2], r.stdout
+    assert "min Spearman 1.000" not in lines[1], r.stdout  # the model at hand orders them otherwise
