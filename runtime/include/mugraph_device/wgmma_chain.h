@@ -225,8 +225,8 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
       MGD_UNROLL
       for (int k = 0; k < kSteps1; ++k)
         wgmma_async<T, NT1, false, true>(
-            s, in_place_descriptor<true, SpanA, K1>(in_place_address<true, SpanA, M, K1>(tile_a, m0, 16 * k)),
-            in_place_descriptor<false, SpanB, K1>(in_place_address<false, SpanB, N1, K1>(tile_b, nb * NT1, 16 * k)));
+            s, in_place_step<true, SpanA, M, K1>(in_place_descriptor<true, SpanA, K1>(tile_a), m0, 16 * k),
+            in_place_step<false, SpanB, N1, K1>(in_place_descriptor<false, SpanB, K1>(tile_b), nb * NT1, 16 * k));
       wgmma_commit();
       wgmma_wait<0>();
       fence_registers(s);
@@ -249,8 +249,8 @@ MGD_DEVICE void matmul_chain_wgmma(OutO o, OutL l, const T* a, const T* b, const
         for (int n2 = 0; n2 < NB2; ++n2)
           wgmma_async_register_a<T, NT2, true>(
               acc[n2], pa[j16],
-              in_place_descriptor<false, SpanC, N1>(
-                  in_place_address<false, SpanC, N2, N1>(tile_c, n2 * NT2, nb * NT1 + 16 * j16)));
+              in_place_step<false, SpanC, N2, N1>(in_place_descriptor<false, SpanC, N1>(tile_c), n2 * NT2,
+                                                  nb * NT1 + 16 * j16));
       }
       wgmma_commit();
     }
