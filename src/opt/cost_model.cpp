@@ -178,8 +178,9 @@ const std::vector<GpuSpec>& gpu_specs() {
   //
   // Fitted on an H200 (docs/cost_model.md, "Calibration"): 25 cycles per element and thread of
   // tile-op work (8 of issue), to 80 candidates timed on 2026-11-26/27; 31,250 128-byte pieces
-  // per µs, refitted on 2026-11-28 to 103 attention candidates timed with operands read in place
-  // (25,000 before: every set's pick then within 1% of its fastest, the old sets ranked as before).
+  // per µs (25,000 before), refitted on 2026-11-28 to 103 attention candidates timed with their
+  // operands read in place. With it every timed set's pick is within 1.3% of its fastest, and
+  // the older sets rank as before.
   // The A100 and H100 rows take the H200's figures until they are measured there.
   static const std::vector<GpuSpec> specs = {
       {"a100", 108, 1.41, 2.039e6, 5.1e6, 3.0, 128, 312e6, 19.5e6, 167936, 2048, 32, 3.0, 0.02, 31.25e3, 25, 8},
