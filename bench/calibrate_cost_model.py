@@ -28,15 +28,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from search_common import spearman  # noqa: E402
+from search_common import checkout_path, spearman  # noqa: E402
 
 
 def current_estimate(path, target):
     """The cost model's estimate (µs) of the μGraph file at `path` (recorded on another machine:
     looked up under this checkout from its bench/ part) by the mugraph binary at hand."""
-    p = Path(path)
-    if not p.exists() and "/bench/" in path:
-        p = ROOT / ("bench/" + path.split("/bench/", 1)[1])
+    p = checkout_path(path)
     binary = os.environ.get("MUGRAPH_BIN", str(ROOT / "build" / "bin" / "mugraph"))
     out = subprocess.run([binary, "check", str(p), "--target", target], capture_output=True, text=True)
     m = re.search(r"cost model on \S+: ([0-9.]+) us", out.stdout)

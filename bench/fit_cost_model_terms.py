@@ -23,17 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from search_common import spearman  # noqa: E402
+from search_common import checkout_path, spearman  # noqa: E402
 
 THROUGHPUT = ("dram", "l2", "sm_load", "shared", "tensor", "fma", "pieces")
-
-
-def local_path(path):
-    """A μGraph file recorded on another machine, looked up under this checkout from its bench/ part."""
-    p = Path(path)
-    if not p.exists() and "/bench/" in path:
-        p = ROOT / ("bench/" + path.split("/bench/", 1)[1])
-    return p
 
 
 def kernel_breakdowns(path, target):
@@ -65,7 +57,7 @@ def timed_sets(files, target, min_points):
     for f in files:
         doc = json.loads(Path(f).read_text())
         for row in doc["rows"]:
-            points = [(kernel_breakdowns(local_path(c["path"]), target), c["median_us"])
+            points = [(kernel_breakdowns(checkout_path(c["path"]), target), c["median_us"])
                       for c in row.get("candidates") or [] if c.get("ok") and c.get("median_us")]
             if len(points) >= min_points:
                 sets[f"{row['name']} ({doc.get('date', Path(f).parent.name)})"] = points

@@ -46,6 +46,15 @@ def resolve_program(arg, examples_dir=REPO_ROOT / "examples"):
 # The machine and the invocation
 
 
+def checkout_path(path):
+    """A file recorded on another machine (a μGraph a GPU session timed), looked up under this
+    checkout from its bench/ part; the path itself where it exists."""
+    p = pathlib.Path(path)
+    if not p.exists() and "/bench/" in str(path):
+        p = REPO_ROOT / ("bench/" + str(path).split("/bench/", 1)[1])
+    return p
+
+
 def cpu_model():
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:

@@ -655,9 +655,8 @@ class BlockKernelEmitter {
       // 7,168 bytes a stage, more than the one stage buffer the plan has, less than the two
       // staging would take.
       place(stages, true);
-      if (elementwise_swizzled_ || any_a_padded()) {
+      if (const bool padded = any_a_padded(); elementwise_swizzled_ || padded) {
         const int64_t extras_bytes = shared_bytes_;
-        const bool padded = any_a_padded();
         place(stages, false);
         if (shared_bytes_ >= extras_bytes || (padded && extras_bytes <= limits_.shared_memory_bytes &&
                                               blocks_per_sm(extras_bytes) >= blocks_per_sm(shared_bytes_)))
