@@ -558,10 +558,20 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
             return off;
           };
           // As tile.h's sum reads (sum_rules.h): split among `lanes` consecutive lanes of a warp,
-          // lane l of output e reading elements l, l + lanes, ... of its group; else a thread per
-          // output, element k of every group at once.
+          // lane l of output e reading elements l, l + lanes, ... of its group, or its chunks of 8
+          // elements l, l + lanes, ... in 16-byte accesses; else a thread per output, element k
+          // of every group at once.
           const int64_t lanes = mgd::block_sum_lanes(os.numel(), threads, group);
-          if (lanes > 1) {
+          bool starts_in_eights = true;
+          for (size_t d = 0; d < oe.size(); ++d)
+            starts_in_eights = starts_in_eights && (static_cast<int>(d) == dim || oe[d] == 1 || st[d] % 8 == 0);
+          if (mgd::sum_reads_vectors(lanes, group, esz, ds, starts_in_eights)) {
+            const int64_t per_round = threads / lanes;
+            for (int64_t first = 0; first < os.numel(); first += per_round)
+              for (int64_t k = 0; k < group; k += 8 * lanes)
+                w.simt(std::min(threads, (os.numel() - first) * lanes), threads, 16,
+                       [&](int64_t r) { return (group_start(first + r / lanes) + k + 8 * (r % lanes)) * esz; });
+          } else if (lanes > 1) {
             const int64_t per_round = threads / lanes;
             for (int64_t first = 0; first < os.numel(); first += per_round)
               for (int64_t k = 0; k < group; k += lanes)

@@ -390,6 +390,53 @@ TEST(TileOps, SumReadsThroughAFoldedOp) {
   }
 }
 
+/// A split sum over f16 rows contiguous along the group reads each lane's part 8 elements at a
+/// time (sum_reads_vectors), and folded sqrs on f16 pairs; rows that do not start 16-byte aligned
+/// (a stride that is not a multiple of 8, an unaligned tile) are read element by element. Each
+/// way gives the sum of what the plain loop reads, within f32 rounding of a different order.
+TEST(TileOps, SumSplitReadsEightAtATimeWhereRowsAreAligned) {
+  using H = mgd::half;
+  static_assert(mgd::sum_reads_vectors(8, 256, 2, 1, true) && !mgd::sum_reads_vectors(1, 256, 2, 1, true) &&
+                !mgd::sum_reads_vectors(8, 256, 4, 1, true) && !mgd::sum_reads_vectors(8, 256, 2, 2, true) &&
+                !mgd::sum_reads_vectors(8, 200, 2, 1, true) && !mgd::sum_reads_vectors(8, 256, 2, 1, false));
+  static_assert(mgd::group_starts_in_eights<Dims<3, 1>, Dims<264, 1>, 1>() &&
+                !mgd::group_starts_in_eights<Dims<3, 1>, Dims<260, 1>, 1>() &&
+                mgd::group_starts_in_eights<Dims<1, 1>, Dims<260, 1>, 1>());
+  static_assert(mgd::kHalf2Binary<mgd::op::Mul> && mgd::kHalf2Binary<mgd::op::Add> && mgd::kHalf2Binary<mgd::op::Sub> &&
+                !mgd::kHalf2Binary<mgd::op::Div> && mgd::kHalf2Unary<mgd::op::Sqr> && !mgd::kHalf2Unary<mgd::op::Exp> &&
+                mgd::kReadsPairs<mgd::ReadThrough<mgd::op::Sqr, H>> &&
+                !mgd::kReadsPairs<mgd::ReadThrough<mgd::op::Sqr, mgd::bfloat16>> &&
+                !mgd::kReadsPairs<mgd::ReadThrough<mgd::op::Exp, H>> && !mgd::kReadsPairs<mgd::ReadAsIs>);
+  const std::vector<float> f = randoms(3 * 264 + 8, 41);
+  alignas(16) H x[3 * 264 + 8];
+  for (size_t i = 0; i < f.size(); ++i) x[i] = mgd::from_float<H>(f[i] * 4.0f);
+  using Sqr = mgd::ReadThrough<mgd::op::Sqr, H>;
+  // Rows of 256 at strides 264 (aligned), 260 (not a multiple of 8), and 264 from x + 1.
+  std::vector<float> plain(3, NAN), squares(3, NAN), odd(3, NAN), shifted(3, NAN), odd_squares(3, NAN);
+  run_block(64, 0, [&] {  // 8 lanes per row of 3
+    mgd::sum<mgd::Threads<64>, Dims<3, 1>, Dims<1, 1>, Dims<264, 1>, 1, 256>(plain.data(), x);
+    mgd::sum<mgd::Threads<64>, Dims<3, 1>, Dims<1, 1>, Dims<264, 1>, 1, 256, Sqr>(squares.data(), x);
+    mgd::sum<mgd::Threads<64>, Dims<3, 1>, Dims<1, 1>, Dims<260, 1>, 1, 256>(odd.data(), x);
+    mgd::sum<mgd::Threads<64>, Dims<3, 1>, Dims<1, 1>, Dims<260, 1>, 1, 256, Sqr>(odd_squares.data(), x);
+    mgd::sum<mgd::Block, Dims<3, 1>, Dims<1, 1>, Dims<264, 1>, 1, 256>(shifted.data(), x + 1);
+  });
+  const auto want = [&](size_t first, size_t row_stride, size_t r, bool square) {
+    double total = 0;
+    for (size_t k = 0; k < 256; ++k) {
+      const float v = mgd::to_float(x[first + r * row_stride + k]);
+      total += square ? mgd::to_float(mgd::from_float<H>(v * v)) : v;
+    }
+    return total;
+  };
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_NEAR(plain[r], want(0, 264, r, false), 1e-4) << r;
+    EXPECT_NEAR(squares[r], want(0, 264, r, true), 1e-5 * want(0, 264, r, true)) << r;
+    EXPECT_NEAR(odd[r], want(0, 260, r, false), 1e-4) << r;
+    EXPECT_NEAR(odd_squares[r], want(0, 260, r, true), 1e-5 * want(0, 260, r, true)) << r;
+    EXPECT_NEAR(shifted[r], want(1, 264, r, false), 1e-4) << r;
+  }
+}
+
 TEST(TileOps, RepeatCopiesAlongADim) {
   std::vector<float> in = randoms(6, 4), out(18, NAN);  // [2, 3] repeated 3 times along dim 1
   run_block(5, 0, [&] { mgd::repeat<mgd::Block, Dims<2, 9>, Dims<9, 1>, Dims<3, 1>, 1, 3>(out.data(), in.data()); });

@@ -155,7 +155,8 @@ std::vector<T> rounded(const std::vector<float>& f) {
 /// arithmetic on the same rounded operands. The tiles sit at odd offsets of shared memory, so
 /// the 1024-byte alignment of the stages is exercised too.
 /// TransOut writes the result transposed within each batch (m innermost), as a layout the
-/// layout pass may choose. Buffers: the stage buffers (two pipeline the chunks of k).
+/// layout pass may choose. Buffers: the stage buffers (two pipeline the chunks of k). Nothing
+/// is written past the result (the instruction computes rows and columns beyond M and N).
 template <typename T, int M, int N, int K, bool TransA = false, bool TransB = false, bool TransOut = false,
           int64_t Buffers = 2>
 void check_wgmma_matmul(unsigned threads) {
@@ -168,7 +169,9 @@ void check_wgmma_matmul(unsigned threads) {
   const size_t a_at = 48, b_at = (a_at + a_bytes + 15) / 16 * 16, scratch_at = (b_at + b_bytes + 15) / 16 * 16 + 16;
   std::vector<float> fa = randoms(size_t{M} * K, 3), fb = randoms(size_t{B} * K * N, 4);
   const std::vector<T> a = rounded<T>(fa), b = rounded<T>(fb);
-  std::vector<float> out(size_t{B} * M * N, NAN);
+  constexpr size_t kPast = 64 * 256;     // more than a job's rows and columns beyond the result
+  constexpr float kUntouched = 1234.5f;  // not NaN: rows past M are computed from NaN-poisoned stages
+  std::vector<float> out(size_t{B} * M * N + kPast, kUntouched);
   run_block(threads, scratch_at + kScratch, [&] {
     MGD_DYNAMIC_SHARED(smem);
     T* sa = reinterpret_cast<T*>(smem + a_at);
@@ -189,6 +192,8 @@ void check_wgmma_matmul(unsigned threads) {
         ASSERT_NEAR(out[static_cast<size_t>(bi * M * N + m * OM + n * ON)], want, 1e-3f)
             << bi << "," << m << "," << n << " with " << threads << " threads";
       }
+  for (size_t i = size_t{B} * M * N; i < out.size(); ++i)
+    ASSERT_EQ(out[i], kUntouched) << "written past the result at " << i << " with " << threads << " threads";
 }
 
 TEST(TileOps, WgmmaMatmulF16) {

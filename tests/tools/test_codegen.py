@@ -230,6 +230,10 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
     else:
         assert "HMMA.16816.F32" in sass and "HGMMA" not in sass
         assert "LDGSTS" in sass and "UTMALDG" not in sass
+    if "rmsnorm" in name:
+        # X · G and the squares the sum folds in, on f16 pairs (HMUL2: the f32 path's bits in a
+        # quarter of its instructions), X's rows read 16 bytes at a time by both.
+        assert "HMUL2" in sass and "LDS.128" in sass, sass
 
 
 def build_harness(mugraph_bin, path, target, cache_dir, *extra):

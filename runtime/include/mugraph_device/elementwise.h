@@ -52,15 +52,24 @@ MGD_DEVICE float fast_exp(float x) {
 #endif
 }
 
+/// Add, sub, mul and sqr also take f16 pairs (half2), computed by the f16x2 instructions. Their
+/// results are the f32 path's bits: f32 (24-bit significand) holds at least 2 · 11 + 2 bits of
+/// an f16 (11 bits), so rounding the exact result to f32 and then to f16 gives what rounding it
+/// to f16 once does (double rounding is innocuous for +, −, × when p' ≥ 2p + 2; Figueroa, 1995),
+/// and f16's range lies far inside f32's. bf16 (8 bits) fits the bound too, but shares f32's
+/// range, where products overflow or become subnormal in f32 first: it stays on the f32 path.
 namespace op {
 struct Add {
   MGD_DEVICE float operator()(float a, float b) const { return a + b; }
+  MGD_DEVICE half2 operator()(half2 a, half2 b) const { return add2(a, b); }
 };
 struct Sub {
   MGD_DEVICE float operator()(float a, float b) const { return a - b; }
+  MGD_DEVICE half2 operator()(half2 a, half2 b) const { return sub2(a, b); }
 };
 struct Mul {
   MGD_DEVICE float operator()(float a, float b) const { return a * b; }
+  MGD_DEVICE half2 operator()(half2 a, half2 b) const { return mul2(a, b); }
 };
 struct Div {
   MGD_DEVICE float operator()(float a, float b) const { return fast_div(a, b); }
@@ -70,6 +79,7 @@ struct Exp {
 };
 struct Sqr {
   MGD_DEVICE float operator()(float x) const { return x * x; }
+  MGD_DEVICE half2 operator()(half2 x) const { return mul2(x, x); }
 };
 struct Sqrt {
   MGD_DEVICE float operator()(float x) const { return fast_sqrt(x); }
@@ -84,5 +94,15 @@ struct Gelu {
   MGD_DEVICE float operator()(float x) const { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 };
 }  // namespace op
+
+/// Whether op F takes f16 pairs: a binary op (F{}(half2, half2)) or a unary one (F{}(half2)).
+template <typename F, typename = void>
+inline constexpr bool kHalf2Binary = false;
+template <typename F>
+inline constexpr bool kHalf2Binary<F, std::void_t<decltype(F{}(half2{}, half2{}))>> = true;
+template <typename F, typename = void>
+inline constexpr bool kHalf2Unary = false;
+template <typename F>
+inline constexpr bool kHalf2Unary<F, std::void_t<decltype(F{}(half2{}))>> = true;
 
 }  // namespace mgd

@@ -88,6 +88,29 @@ inline bfloat16 from_float<bfloat16>(float x) {
   return bfloat16{static_cast<uint16_t>(u >> 16)};
 }
 
+/// Two f16 values, as the f16x2 instructions take them (platform.h): each half computed in f32
+/// and rounded once, which is what those instructions give bit for bit (elementwise.h).
+struct half2 {
+  half lo = 0, hi = 0;
+};
+inline half2 pack_half2(half lo, half hi) { return half2{lo, hi}; }
+inline half low_half(half2 x) { return x.lo; }
+inline half high_half(half2 x) { return x.hi; }
+template <typename F>
+inline half2 pairwise(half2 a, half2 b, F f) {
+  return half2{from_float<half>(f(to_float(a.lo), to_float(b.lo))),
+               from_float<half>(f(to_float(a.hi), to_float(b.hi)))};
+}
+inline half2 add2(half2 a, half2 b) {
+  return pairwise(a, b, [](float x, float y) { return x + y; });
+}
+inline half2 sub2(half2 a, half2 b) {
+  return pairwise(a, b, [](float x, float y) { return x - y; });
+}
+inline half2 mul2(half2 a, half2 b) {
+  return pairwise(a, b, [](float x, float y) { return x * y; });
+}
+
 namespace emu {
 
 /// Where a fiber stands: runnable, waiting at a block barrier, at a warp barrier (32

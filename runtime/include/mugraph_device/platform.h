@@ -4,7 +4,8 @@
 /// generated kernels run, and are tested, on machines without a GPU.
 ///
 /// Element types: mgd::half (IEEE binary16), mgd::bfloat16, float. Tiles hold elements in their
-/// type; all arithmetic is in f32 (to_float / from_float), as in the CPU interpreter.
+/// type; arithmetic is in f32 (to_float / from_float), as in the CPU interpreter, except f16
+/// add, sub and mul on pairs of elements (mgd::half2), which give the same bits (elementwise.h).
 #pragma once
 
 #include <cstdint>
@@ -56,6 +57,18 @@ template <>
 MGD_DEVICE bfloat16 from_float<bfloat16>(float x) {
   return __float2bfloat16_rn(x);
 }
+
+/// Two f16 values in one 32-bit register, for the f16x2 instructions (HADD2, HMUL2), which do
+/// two elements' work in one instruction and without conversions to f32 and back.
+using half2 = __half2;
+MGD_DEVICE half2 pack_half2(half lo, half hi) { return __halves2half2(lo, hi); }
+MGD_DEVICE half low_half(half2 x) { return __low2half(x); }
+MGD_DEVICE half high_half(half2 x) { return __high2half(x); }
+// The _rn forms: rounded to nearest even, and never contracted into a fused multiply-add, whose
+// single rounding would differ from the f32 path's.
+MGD_DEVICE half2 add2(half2 a, half2 b) { return __hadd2_rn(a, b); }
+MGD_DEVICE half2 sub2(half2 a, half2 b) { return __hsub2_rn(a, b); }
+MGD_DEVICE half2 mul2(half2 a, half2 b) { return __hmul2_rn(a, b); }
 
 /// Lets kernel use more than the default 48 KiB of dynamic shared memory.
 template <typename Kernel>

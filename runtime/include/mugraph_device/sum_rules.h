@@ -33,6 +33,15 @@ MGD_RULE int64_t block_sum_lanes(int64_t outputs, int64_t threads, int64_t group
   return group >= 2 * kSumMinPerLane && threads % 32 == 0 ? sum_lanes(outputs, threads, group) : 1;
 }
 
+/// Whether a split sum's lanes read their group 8 elements at a time (one 16-byte access): 16-bit
+/// elements, the group contiguous (stride 1), an equal whole number of 8-element chunks per lane,
+/// and every group starting 16-byte aligned (`starts_aligned`: the tile is, and every other dim's
+/// stride is a multiple of 8 elements). Lane l of an output then reads chunks l, l + lanes, ...
+MGD_RULE bool sum_reads_vectors(int64_t lanes, int64_t group, int64_t element_bytes, int64_t group_stride,
+                                bool starts_aligned) {
+  return lanes > 1 && element_bytes == 2 && group_stride == 1 && group % (8 * lanes) == 0 && starts_aligned;
+}
+
 }  // namespace mgd
 
 #undef MGD_RULE

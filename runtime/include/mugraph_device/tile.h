@@ -120,12 +120,15 @@ MGD_HOST_DEVICE constexpr bool splat_rows() {
     return St::get(S::rank - 1) == 0;
 }
 
-/// Whether p may be read or written 8 elements at a time through strides St: 16-byte aligned
-/// (tiles are, by the memory plan; checked, since callers may pass any pointer), or read one
-/// element for 8 (stride 0 along the last dim).
+/// Whether p is 16-byte aligned, as 16-byte accesses need: tiles are, by the memory plan; checked,
+/// since callers may pass any pointer.
+MGD_DEVICE bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+/// Whether p may be read or written 8 elements at a time through strides St: 16-byte aligned, or
+/// read one element for 8 (stride 0 along the last dim).
 template <typename S, typename St>
 MGD_DEVICE bool vector_base_ok(const void* p) {
-  return splat_rows<S, St>() || reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  return splat_rows<S, St>() || aligned16(p);
 }
 
 /// The 8 elements at p (16-byte aligned) or, with Broadcast stride, p[0] 8 times.
@@ -152,6 +155,42 @@ MGD_DEVICE void store8(T* p, const Vec8<T>& x) {
 #else
   std::memcpy(static_cast<void*>(p), static_cast<const void*>(&x), sizeof(x));
 #endif
+}
+
+/// f applied to the 8 elements of x (and of z): on f16 pairs (half2) where the elements are f16
+/// and f takes pairs (elementwise.h: the same bits in a quarter of the instructions), else
+/// each element through f32.
+template <typename TO, typename F, typename TI>
+MGD_DEVICE Vec8<TO> map8(const F& f, const Vec8<TI>& x) {
+  Vec8<TO> y;
+  if constexpr (std::is_same_v<TO, half> && std::is_same_v<TI, half> && kHalf2Unary<F>) {
+    MGD_UNROLL
+    for (int i = 0; i < 8; i += 2) {
+      const half2 r = f(pack_half2(x.v[i], x.v[i + 1]));
+      y.v[i] = low_half(r);
+      y.v[i + 1] = high_half(r);
+    }
+  } else {
+    MGD_UNROLL
+    for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i])));
+  }
+  return y;
+}
+template <typename TO, typename F, typename TA, typename TB>
+MGD_DEVICE Vec8<TO> map8(const F& f, const Vec8<TA>& x, const Vec8<TB>& z) {
+  Vec8<TO> y;
+  if constexpr (std::is_same_v<TO, half> && std::is_same_v<TA, half> && std::is_same_v<TB, half> && kHalf2Binary<F>) {
+    MGD_UNROLL
+    for (int i = 0; i < 8; i += 2) {
+      const half2 r = f(pack_half2(x.v[i], x.v[i + 1]), pack_half2(z.v[i], z.v[i + 1]));
+      y.v[i] = low_half(r);
+      y.v[i + 1] = high_half(r);
+    }
+  } else {
+    MGD_UNROLL
+    for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i]), to_float(z.v[i])));
+  }
+  return y;
 }
 
 /// g(e) for every eighth element e of shape S (the first of each group of 8 along the last dim).
@@ -183,10 +222,7 @@ MGD_DEVICE void unary(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
     if (vector_base_ok<S, OutSt>(out) && vector_base_ok<S, InSt>(in)) {
       for_each_8<Scope, S>([&](int64_t e) {
         const Vec8<TI> x = load8<splat_rows<S, InSt>()>(in + offset<S, InSt>(e));
-        Vec8<TO> y;
-        MGD_UNROLL
-        for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i])));
-        store8(out + offset<S, OutSt>(e), y);
+        store8(out + offset<S, OutSt>(e), map8<TO>(f, x));
       });
       return;
     }
@@ -208,10 +244,7 @@ MGD_DEVICE void binary(TO* out, const TA* a, const TB* b) {
       for_each_8<Scope, S>([&](int64_t e) {
         const Vec8<TA> x = load8<splat_rows<S, ASt>()>(a + offset<S, ASt>(e));
         const Vec8<TB> z = load8<splat_rows<S, BSt>()>(b + offset<S, BSt>(e));
-        Vec8<TO> y;
-        MGD_UNROLL
-        for (int i = 0; i < 8; ++i) y.v[i] = from_float<TO>(f(to_float(x.v[i]), to_float(z.v[i])));
-        store8(out + offset<S, OutSt>(e), y);
+        store8(out + offset<S, OutSt>(e), map8<TO>(f, x, z));
       });
       return;
     }
@@ -241,10 +274,57 @@ struct ReadAsIs {
 template <typename F, typename TM>
 struct ReadThrough {
   MGD_DEVICE float operator()(float x) const { return to_float(from_float<TM>(F{}(x))); }
+  /// The same on an f16 pair (elementwise.h: the same bits), where the tile is f16 and F takes pairs.
+  static constexpr bool kPairs = std::is_same_v<TM, half> && kHalf2Unary<F>;
+  MGD_DEVICE half2 operator()(half2 x) const { return F{}(x); }
 };
 
+/// Whether Read folds in an op that works on f16 pairs.
+template <typename Read>
+inline constexpr bool kReadsPairs = false;
+template <typename F, typename TM>
+inline constexpr bool kReadsPairs<ReadThrough<F, TM>> = ReadThrough<F, TM>::kPairs;
+
+/// Whether every group of a sum into OutS over an input with strides InSt starts 8 elements
+/// after another (sum_reads_vectors): each dim but Dim with one coordinate or a stride that is a
+/// multiple of 8 (Dim's own part, a multiple of Group, is the rule's).
+template <typename OutS, typename InSt, int Dim>
+MGD_HOST_DEVICE constexpr bool group_starts_in_eights() {
+  bool ok = true;
+  for (int d = 0; d < OutS::rank; ++d) ok = ok && (d == Dim || OutS::get(d) == 1 || InSt::get(d) % 8 == 0);
+  return ok;
+}
+
+/// A lane's part of a split sum read 8 elements at a time: Read of the elements of `Chunks`
+/// chunks of 8 at p, p + 8 · Lanes, ..., summed in f32. Eight partial sums, one per position in
+/// a chunk, keep the additions independent (one warp per scheduler runs these, so a single
+/// chain of dependent adds would set the pace); f16 pairs where Read folds in an op that takes
+/// them.
+template <int64_t Chunks, int64_t Lanes, typename Read, typename TI>
+MGD_DEVICE float sum_chunks(const TI* p) {
+  const Read read;
+  float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  MGD_UNROLL_8
+  for (int64_t c = 0; c < Chunks; ++c) {
+    const Vec8<TI> x = load8<false>(p + c * 8 * Lanes);
+    if constexpr (std::is_same_v<TI, half> && kReadsPairs<Read>) {
+      MGD_UNROLL
+      for (int i = 0; i < 8; i += 2) {
+        const half2 r = read(pack_half2(x.v[i], x.v[i + 1]));
+        part[i] += to_float(low_half(r));
+        part[i + 1] += to_float(high_half(r));
+      }
+    } else {
+      MGD_UNROLL
+      for (int i = 0; i < 8; ++i) part[i] += read(to_float(x.v[i]));
+    }
+  }
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
 /// The split form of sum (Block scope, whole warps): Lanes (sum_lanes) consecutive lanes share an
-/// output, lane l adding the group's elements l, l + Lanes, ...; the partial sums meet by
+/// output, lane l adding the group's elements l, l + Lanes, ... (or, where sum_reads_vectors
+/// allows, its chunks of 8 elements l, l + Lanes, ...); the partial sums meet by
 /// butterfly shuffles within the lanes' aligned slice of the warp. Every thread takes part in
 /// every shuffle (rounds are the same for the whole block), as __shfl_xor_sync requires. Lanes
 /// is a constant, so the shuffles unroll; with a Threads<N> scope the rounds are constant too.
@@ -256,15 +336,28 @@ MGD_DEVICE void sum_split(TO* MGD_RESTRICT out, const TI* MGD_RESTRICT in) {
   const int64_t threads = Scope::kThreads != 0 ? int64_t{Scope::kThreads} : int64_t{block_threads()};
   const int64_t per_round = threads / Lanes, t = thread_rank(), lane = t % Lanes;
   constexpr int64_t stride = InSt::get(Dim);
+  constexpr bool kVectors =
+      k16Bit<TI> && sum_reads_vectors(Lanes, Group, sizeof(TI), stride, group_starts_in_eights<OutS, InSt, Dim>());
+  const bool vectors = kVectors && aligned16(in);
   for (int64_t first = 0; first < OutS::numel; first += per_round) {
     const int64_t e = first + t / Lanes;
     float acc = 0.0f;
     if (e < OutS::numel) {
-      const TI* group = in + offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * stride + lane * stride;
-      MGD_UNROLL_8
-      for (int64_t i = 0; i < Group / Lanes; ++i) acc += read(to_float(group[i * Lanes * stride]));
-      if constexpr (Group % Lanes != 0)
-        if (lane < Group % Lanes) acc += read(to_float(group[Group / Lanes * Lanes * stride]));
+      const TI* group = in + offset<OutS, InSt>(e) + coord<OutS>(e, Dim) * (Group - 1) * stride;
+      bool summed = false;
+      if constexpr (kVectors) {
+        if (vectors) {
+          acc = sum_chunks<Group / (8 * Lanes), Lanes, Read>(group + lane * 8);
+          summed = true;
+        }
+      }
+      if (!summed) {
+        group += lane * stride;
+        MGD_UNROLL_8
+        for (int64_t i = 0; i < Group / Lanes; ++i) acc += read(to_float(group[i * Lanes * stride]));
+        if constexpr (Group % Lanes != 0)
+          if (lane < Group % Lanes) acc += read(to_float(group[Group / Lanes * Lanes * stride]));
+      }
     }
     MGD_UNROLL
     for (int m = Lanes / 2; m >= 1; m /= 2) acc += shfl_xor(acc, static_cast<unsigned>(m));

@@ -549,12 +549,30 @@ MGD_DEVICE void matmul_wgmma_jobs(const T* MGD_RESTRICT a, const T* MGD_RESTRICT
     wgmma_wait<0>();
     fence_registers(acc);
     if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before the next job refills them
-    MGD_UNROLL
-    for (int i = 0; i < NT / 2; ++i) {
-      // Row and column of the instruction's result fragment (PTX's layout of D).
-      const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
-      const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
-      if (m < M && n < N) put(batch, j, i, m, n, acc[i]);
+    // The instruction's result rows and columns: M and N, or N and M where it is swapped.
+    constexpr int64_t kRows = kSwap ? N : M, kCols = kSwap ? M : N;
+    if constexpr (kRows % 8 == 0 && kCols % NT == 0) {
+      // Each warp holds 16 rows of the fragment, two runs of 8 (wgmma_d_row: value i in the
+      // second where i / 2 is odd), and the n-blocks tile the columns: each run of a warp lies
+      // inside the result or outside it whole, so two warp-uniform tests stand for a test per
+      // value (each of which ptxas compiles to a branch of its own).
+      const int64_t warp_row = m0 + 16 * (t / 32);
+      const bool first_run = warp_row < kRows, second_run = warp_row + 8 < kRows;
+      if (first_run) {
+        MGD_UNROLL
+        for (int i = 0; i < NT / 2; ++i) {
+          const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
+          if (i / 2 % 2 == 0 || kRows % 16 == 0 || second_run) put(batch, j, i, kSwap ? c : r, kSwap ? r : c, acc[i]);
+        }
+      }
+    } else {
+      MGD_UNROLL
+      for (int i = 0; i < NT / 2; ++i) {
+        // Row and column of the instruction's result fragment (PTX's layout of D).
+        const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
+        const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
+        if (m < M && n < N) put(batch, j, i, m, n, acc[i]);
+      }
     }
   };
   constexpr int64_t kAllJobs = batches * TM * TN;
