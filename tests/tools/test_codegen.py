@@ -236,6 +236,16 @@ def test_sass_of_matmul_kernels_has_tensor_core_instructions(mugraph_bin, tmp_pa
         assert "HMUL2" in sass and "LDS.128" in sass, sass
 
 
+def input_args(program, manifest, seed, directory):
+    """`--input NAME=FILE` arguments for random inputs of the manifest's shapes (bench_inputs.py's
+    draw for program), each saved as DIRECTORY/NAME.npy."""
+    args = []
+    for t, a in zip(manifest["inputs"], random_inputs(program, manifest, np.random.default_rng(seed))):
+        np.save(directory / f"{t['name']}.npy", a)
+        args += ["--input", f"{t['name']}={directory / (t['name'] + '.npy')}"]
+    return args
+
+
 def build_harness(mugraph_bin, path, target, cache_dir, *extra):
     """`mugraph bench --build-only --json`: the harness built exactly as `mugraph bench` builds it
     on a GPU (no GPU needed), as its JSON line."""
@@ -368,10 +378,7 @@ def test_sm80_code_matches_the_interpreter(mugraph_bin, sanitized_build, tmp_pat
     graph = json.loads(path.read_text())["graph"]
     manifest = {"inputs": [{"name": op["name"], "shape": op["shape"], "dtype": op["dtype"]}
                            for op in graph["ops"] if op["op"] == "input"]}
-    args = []
-    for t, a in zip(manifest["inputs"], random_inputs(program_of(path), manifest, np.random.default_rng(7))):
-        np.save(tmp_path / f"{t['name']}.npy", a)
-        args += ["--input", f"{t['name']}={tmp_path / (t['name'] + '.npy')}"]
+    args = input_args(program_of(path), manifest, 7, tmp_path)
     r = run_cli(mugraph_bin, "bench", path, "--emulate", "--target", "sm_80", *args, "--json", "--cache-dir",
                 tmp_path, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -724,10 +731,7 @@ def test_tiles_element_wise_ops_write_are_read_in_place(mugraph_bin, sanitized_b
                 tmp_path / "op_by_op")
     assert r.returncode == 0, r.stderr
     assert "on wgmma, both operands in place" in (tmp_path / "op_by_op" / "ugraph.cu").read_text()
-    inputs = []
-    for t, a in zip(manifest["inputs"], random_inputs("qknorm", manifest, np.random.default_rng(11))):
-        np.save(tmp_path / f"{t['name']}.npy", a)
-        inputs += ["--input", f"{t['name']}={tmp_path / (t['name'] + '.npy')}"]
+    inputs = input_args("qknorm", manifest, 11, tmp_path)
     variants = (("in-place", "registers", "registers"), ("in-place", "registers", "shared"),
                 ("in-place", "op-by-op", "registers"), ("staged", "registers", "registers"))
     for operands, chains, sums in variants:
@@ -756,10 +760,7 @@ def test_split_matmul_chains_match_the_interpreter(mugraph_bin, sanitized_build,
     assert "matmul_chain_wgmma" not in (tmp_path / "default" / "ugraph.cu").read_text()
     codegen(mugraph_bin, path, "sm_90a", tmp_path / "split", "--chain-split", "on")
     assert "S's n-blocks split 4 ways" in (tmp_path / "split" / "ugraph.cu").read_text()
-    inputs = []
-    for t, a in zip(manifest["inputs"], random_inputs("gqa", manifest, np.random.default_rng(5))):
-        np.save(tmp_path / f"{t['name']}.npy", a)
-        inputs += ["--input", f"{t['name']}={tmp_path / (t['name'] + '.npy')}"]
+    inputs = input_args("gqa", manifest, 5, tmp_path)
     for split in ("off", "on"):
         r = run_cli(mugraph_bin, "bench", path, "--emulate", "--chain-split", split, "--json", *inputs,
                     "--cache-dir", tmp_path / "cache", timeout=900)
