@@ -285,9 +285,10 @@ inline constexpr bool kReadsPairs = false;
 template <typename F, typename TM>
 inline constexpr bool kReadsPairs<ReadThrough<F, TM>> = ReadThrough<F, TM>::kPairs;
 
-/// Whether every group of a sum into OutS over an input with strides InSt starts 8 elements
-/// after another (sum_reads_vectors): each dim but Dim with one coordinate or a stride that is a
-/// multiple of 8 (Dim's own part, a multiple of Group, is the rule's).
+/// Whether every group of a sum into OutS over an input with strides InSt starts a multiple of 8
+/// elements from the input's start (sum_reads_vectors' `starts_aligned`, given an aligned tile):
+/// each dim but Dim has one coordinate or a stride that is a multiple of 8. (Dim's own part of
+/// a start, a multiple of Group, is the rule's to check.)
 template <typename OutS, typename InSt, int Dim>
 MGD_HOST_DEVICE constexpr bool group_starts_in_eights() {
   bool ok = true;
