@@ -9,6 +9,8 @@
 #   check      mugraph bench --json on every μGraph and program in examples/: checked against
 #              the interpreter on fresh inputs (bench/bench_inputs.py), timed (200 runs)
 #                                                                              -> examples.jsonl
+#   pairs      bench/half2_exact.cu: the device library's f16 pair ops (HADD2, HSUB2, HMUL2)
+#              against its f32 path, bit for bit, on all 2^32 operand pairs      -> pairs.txt
 #   chains     the paper's GQA and QKNorm bests and the examples' with attention's scores in
 #              registers (the examples' split among warpgroups or not) and op by op, on the check
 #              step's inputs -> chains.jsonl
@@ -59,7 +61,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check chains sass operands threads torch sanitize paper module calibrate paper_bytes profile"
+ALL_STEPS="build check pairs chains sass operands threads torch sanitize paper module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -121,7 +123,7 @@ min_seconds() {
 }
 min_seconds_of() {
   case $1 in
-    build) echo 20 ;; check) echo 60 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
+    build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
     paper_bytes) echo 60 ;; profile) echo 30 ;;
@@ -186,6 +188,10 @@ run_step() {
     done
     echo "check: $failed of ${#FILES[@]} failed or did not match the interpreter"
     ((failed == 0))
+    ;;
+  pairs)
+    nvcc -std=c++17 -O3 -arch=native -I "$ROOT/runtime/include" "$ROOT/bench/half2_exact.cu" -o "$CACHE/half2_exact" &&
+      "$CACHE/half2_exact" | tee "$W/pairs.txt"
     ;;
   sass)
     for name in rmsnorm_fig3b gated_mlp_fig10b; do

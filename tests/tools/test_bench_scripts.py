@@ -427,3 +427,28 @@ def test_fit_cost_model_terms_finds_the_scaled_term_behind_timings(mugraph_bin, 
     assert lines[0] == "sets: gqa_bs8 (2026-11-28): 6", r.stdout
     assert lines[2].startswith("a=0.5 ") and "min Spearman 1.000, largest gap 0.0%" in lines[2], r.stdout
     assert "min Spearman 1.000" not in lines[1], r.stdout  # the model at hand orders them otherwise
+
+
+def test_half2_exactness_check_builds_and_says_when_there_is_no_gpu(tmp_path):
+    # bench/half2_exact.cu (the gpu_session.sh `pairs` step) compiles against the device library
+    # for both targets without warnings; without a GPU it says so (exit 2), with one it checks
+    # every f16 pair and exits 0 only if each pair op gave the f32 path's bits.
+    import shutil
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK)
+                                    else None)
+    if nvcc is None:
+        pytest.skip("nvcc not found (install the CUDA toolkit)")
+    source = SOURCE_DIR / "bench" / "half2_exact.cu"
+    for arch in ("sm_80", "sm_90a"):
+        exe = tmp_path / f"half2_exact_{arch}"
+        r = subprocess.run([nvcc, "-std=c++17", "-O3", f"-arch={arch}", "-Werror", "all-warnings",
+                            f"-I{SOURCE_DIR / 'runtime' / 'include'}", str(source), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+    # The sm_80 build (its PTX too) runs on any GPU from sm_80 on.
+    r = subprocess.run([str(tmp_path / "half2_exact_sm_80")], capture_output=True, text=True, timeout=120)
+    if r.returncode == 2:
+        assert "no CUDA GPU" in r.stderr, r.stderr
+    else:
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.count("all the f32 path's bits") == 4, r.stdout
