@@ -565,18 +565,15 @@ int64_t tensor_wavefronts(const LayoutProblem& p, TensorId t, const TileLayout& 
           bool starts_in_eights = true;
           for (size_t d = 0; d < oe.size(); ++d)
             starts_in_eights = starts_in_eights && (static_cast<int>(d) == dim || oe[d] == 1 || st[d] % 8 == 0);
-          if (mgd::sum_reads_vectors(lanes, group, esz, ds, starts_in_eights)) {
+          if (lanes > 1) {
+            // A lane's access: one element, or a chunk of 8 in one 16-byte read.
+            const int64_t width = mgd::sum_reads_vectors(lanes, group, esz, ds, starts_in_eights) ? 8 : 1;
+            const int bytes = width == 8 ? 16 : esz;
             const int64_t per_round = threads / lanes;
             for (int64_t first = 0; first < os.numel(); first += per_round)
-              for (int64_t k = 0; k < group; k += 8 * lanes)
-                w.simt(std::min(threads, (os.numel() - first) * lanes), threads, 16,
-                       [&](int64_t r) { return (group_start(first + r / lanes) + k + 8 * (r % lanes)) * esz; });
-          } else if (lanes > 1) {
-            const int64_t per_round = threads / lanes;
-            for (int64_t first = 0; first < os.numel(); first += per_round)
-              for (int64_t k = 0; k < group; k += lanes)
-                w.simt(std::min(threads, (os.numel() - first) * lanes), threads, esz, [&](int64_t r) {
-                  return (group_start(first + r / lanes) + std::min(k + r % lanes, group - 1) * ds) * esz;
+              for (int64_t k = 0; k < group; k += width * lanes)
+                w.simt(std::min(threads, (os.numel() - first) * lanes), threads, bytes, [&](int64_t r) {
+                  return (group_start(first + r / lanes) + std::min(k + width * (r % lanes), group - width) * ds) * esz;
                 });
           } else {
             for (int64_t k = 0; k < group; ++k)

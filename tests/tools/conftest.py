@@ -1,11 +1,14 @@
-"""Shared fixtures for the CLI tests: where the mugraph binary and the source tree are."""
+"""Shared fixtures for the CLI tests: where the mugraph binary, the source tree and nvcc are."""
 import os
 import pathlib
+import shutil
 import subprocess
 
 import pytest
 
 SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
+# The CUDA toolkit's compiler, on PATH or where the toolkit installs it (None: the nvcc tests skip).
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from conftest import SOURCE_DIR
+from conftest import NVCC, SOURCE_DIR
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 import search_common as sc  # noqa: E402
@@ -433,15 +433,12 @@ def test_half2_exactness_check_builds_and_says_when_there_is_no_gpu(tmp_path):
     # bench/half2_exact.cu (the gpu_session.sh `pairs` step) compiles against the device library
     # for both targets without warnings; without a GPU it says so (exit 2), with one it checks
     # every f16 pair and exits 0 only if each pair op gave the f32 path's bits.
-    import shutil
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK)
-                                    else None)
-    if nvcc is None:
+    if NVCC is None:
         pytest.skip("nvcc not found (install the CUDA toolkit)")
     source = SOURCE_DIR / "bench" / "half2_exact.cu"
     for arch in ("sm_80", "sm_90a"):
         exe = tmp_path / f"half2_exact_{arch}"
-        r = subprocess.run([nvcc, "-std=c++17", "-O3", f"-arch={arch}", "-Werror", "all-warnings",
+        r = subprocess.run([NVCC, "-std=c++17", "-O3", f"-arch={arch}", "-Werror", "all-warnings",
                             f"-I{SOURCE_DIR / 'runtime' / 'include'}", str(source), "-o", str(exe)],
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR, run_cli
+from conftest import NVCC, SOURCE_DIR, run_cli
 
 sys.path.insert(0, str(SOURCE_DIR / "bench"))
 from bench_inputs import program_of, random_inputs  # noqa: E402  (one recipe with the GPU session's)
@@ -32,7 +32,6 @@ TARGETS = ["sm_80", "sm_90a"]
 # ptxas "Potential Performance Loss" infos known per (example, target); none since the matmul
 # chain took gqa_split_kv's two matmuls (op by op it still gets C7514, docs/codegen.md).
 KNOWN_PTXAS_LOSSES = {}
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
 CXX = shutil.which("c++") or shutil.which("g++")
 
 
