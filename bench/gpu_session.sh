@@ -39,6 +39,9 @@
 #              results_all has 40 each of gqa_bs8, qknorm_bs1 and qknorm_bs8 too)
 #                                        -> calibration_runs.{md,json}, calibration.{md,png}
 #   paper_bytes  the bytes-bound searches' bests of GQA and QKNorm     -> paper_bytes.{md,json}
+#   paper_grid3d  GQA and QKNorm searched with 3-D grids (bench/paper/results_grid3d, 2026-11-28):
+#              their best 4 each, timed as `paper` times them, eager baselines
+#                                                               -> paper_grid3d.{md,json}
 #   profile    Nsight Compute (speed of light, warp states, memory) on one run of the paper's
 #              RMSNorm (bs 1) and GatedMLP bests ($PROFILE_FILES: others)          -> ncu.txt
 #
@@ -61,7 +64,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check pairs chains sass operands threads torch sanitize paper module calibrate paper_bytes profile"
+ALL_STEPS="build check pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -126,7 +129,7 @@ min_seconds_of() {
     build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
-    paper_bytes) echo 60 ;; profile) echo 30 ;;
+    paper_bytes) echo 60 ;; paper_grid3d) echo 90 ;; profile) echo 30 ;;
     *) echo "unknown step '$1' (steps: $ALL_STEPS)" >&2; return 1 ;;
   esac
 }
@@ -328,6 +331,13 @@ run_step() {
     MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never \
       --results "$ROOT/bench/paper/results_bytes" --benchmarks gqa_bs1,gqa_bs8,qknorm_bs1 --compile-mode '' \
       --markdown "$W/paper_bytes.md" --json "$W/paper_bytes.json"
+    ;;
+  paper_grid3d)
+    # The attention benchmarks searched again once the search had (keys, heads, queries) grids:
+    # the same measured selection as `paper`, on the new saved searches.
+    MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/paper/run.py" --search never \
+      --results "$ROOT/bench/paper/results_grid3d" --benchmarks gqa_bs1,gqa_bs8,qknorm_bs1,qknorm_bs8 \
+      --compile-mode '' --markdown "$W/paper_grid3d.md" --json "$W/paper_grid3d.json"
     ;;
   profile)
     local files=${PROFILE_FILES:-$ROOT/bench/paper/results/rmsnorm_bs1/best.json $ROOT/bench/paper/results/gated_mlp/best.json}

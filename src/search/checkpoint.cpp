@@ -18,7 +18,7 @@ namespace {
 
 using json_reading::Json;
 constexpr const char* kFormat = "mugraph-search-checkpoint";
-constexpr int kVersion = 3;
+constexpr int kVersion = 4;
 /// Deepest bracket nesting accepted: a μGraph needs about 15, and the checkpoint adds 3.
 constexpr int kMaxNesting = 80;
 

@@ -88,15 +88,18 @@ bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_fin
   return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
 }
 
-/// The split bit of grid axis x, grid axis y and the for-loop, in that order.
-constexpr int16_t kAxisBits[3] = {kGridXBit, kGridYBit, kLoopBit};
+/// The split bit of grid axes x, y and z and the for-loop, in that order.
+constexpr int16_t kAxisBits[4] = {kGridXBit, kGridYBit, kGridZBit, kLoopBit};
 
-/// Rule (3) of kernel_configs() for one axis (grid x, grid y or the loop), checked as the inputs
+/// Rule (3) of kernel_configs() for one axis (a grid axis or the loop), checked as the inputs
 /// are chosen last to first: the program indices of the dims the axis splits, in input order,
 /// are some kNone, then one index throughout.
 class AxisSplits {
  public:
   bool none() const { return state_ == kEmpty; }
+  /// The index the axis splits (in every input it splits; kNone counts as an index here), or
+  /// a value below every index when it splits none or a mix.
+  int32_t index() const { return state_; }
   /// Adds the index of a dim of an input before all added ones; false if the rule breaks.
   bool add_earlier(int16_t index) {
     // An index must equal every later one; a kNone only forbids indices before it.
@@ -328,6 +331,14 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
   for (int64_t b : batches)
     for (int64_t x : xs)
       if (x * b <= kMaxBlocks) grids.push_back(Dim3{x, b, 1});
+  // (gx, batch, gz): attention split along both the keys and the queries of each head, which the
+  // 2-D grids cannot do (QKNorm at batch size 1 has 2 heads: a grid over keys and heads fills 132
+  // SMs only with 64 key slices, each writing partial results as large as the output). Axes x and
+  // z are interchangeable, so z ≤ x (ties are broken by the indices they split, below).
+  for (int64_t b : batches)
+    for (int64_t x : xs)
+      for (int64_t z : xs)
+        if (x > 1 && z > 1 && z <= x && x * b * z <= kMaxBlocks) grids.push_back(Dim3{x, b, z});
 
   // A stack of partial results is read one slot per iteration: its slot count is a loop range.
   auto slot = [&](size_t i, int d) {
@@ -347,27 +358,34 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
       bool possible = true;
       for (size_t i = 0; i < n && possible; ++i) {
         const Shape& s = shapes[i];
-        std::vector<int8_t> xdims{static_cast<int8_t>(kPhi)}, ydims{static_cast<int8_t>(kPhi)};
-        for (int d = 0; d < s.rank(); ++d) {
-          if (slot(i, d) > 0) continue;  // a stack is never split across blocks
-          if (grid.x > 1 && s[d] % grid.x == 0) xdims.push_back(static_cast<int8_t>(d));
-          if (grid.y > 1 && s[d] % grid.y == 0) ydims.push_back(static_cast<int8_t>(d));
-        }
-        if (grid.x == 1) xdims = {static_cast<int8_t>(kPhi)};
-        if (grid.y == 1) ydims = {static_cast<int8_t>(kPhi)};
-        for (int8_t mx : xdims)
-          for (int8_t my : ydims) {
-            if (mx != kPhi && mx == my) continue;
-            Shape tile = s;
-            if (mx != kPhi) tile[mx] /= grid.x;
-            if (my != kPhi) tile[my] /= grid.y;
-            std::array<int8_t, 3> imap{mx, my, static_cast<int8_t>(kPhi)};
-            options[i].push_back({imap, static_cast<int8_t>(kPhi)});
-            if (f > 1)
-              for (int d = 0; d < s.rank(); ++d)
-                if (tile[d] % f == 0 && contracted(i, d) && (slot(i, d) == 0 || tile[d] / f == slot(i, d)))
-                  options[i].push_back({imap, static_cast<int8_t>(d)});
+        // Per axis: φ, and every dim the axis's block count divides (none where it is 1). In a
+        // 3-D grid, y runs over the heads: it splits every input's batch dim, nothing else.
+        std::array<std::vector<int8_t>, 3> dims;
+        for (int ax = 0; ax < 3; ++ax) {
+          dims[static_cast<size_t>(ax)] = {static_cast<int8_t>(kPhi)};
+          if (grid[ax] == 1) continue;
+          if (ax == 1 && grid.z > 1) {
+            if (s.rank() >= 3 && s[0] == grid.y) dims[1] = {0};
+            continue;
           }
+          for (int d = 0; d < s.rank(); ++d)
+            if (slot(i, d) == 0 && s[d] % grid[ax] == 0)  // a stack is never split across blocks
+              dims[static_cast<size_t>(ax)].push_back(static_cast<int8_t>(d));
+        }
+        for (int8_t mx : dims[0])
+          for (int8_t my : dims[1])
+            for (int8_t mz : dims[2]) {
+              if ((mx != kPhi && (mx == my || mx == mz)) || (my != kPhi && my == mz)) continue;
+              std::array<int8_t, 3> imap{mx, my, mz};
+              Shape tile = s;
+              for (int ax = 0; ax < 3; ++ax)
+                if (imap[static_cast<size_t>(ax)] != kPhi) tile[imap[static_cast<size_t>(ax)]] /= grid[ax];
+              options[i].push_back({imap, static_cast<int8_t>(kPhi)});
+              if (f > 1)
+                for (int d = 0; d < s.rank(); ++d)
+                  if (tile[d] % f == 0 && contracted(i, d) && (slot(i, d) == 0 || tile[d] / f == slot(i, d)))
+                    options[i].push_back({imap, static_cast<int8_t>(d)});
+            }
         possible = !options[i].empty();
       }
       if (!possible) continue;
@@ -376,12 +394,16 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
       // chosen, so a combination that breaks it is cut with all its completions, and only kept
       // configurations are built (most combinations break it).
       std::vector<size_t> pick(n);
-      auto choose = [&](auto&& self, size_t left, std::array<AxisSplits, 3> splits) -> void {
+      auto choose = [&](auto&& self, size_t left, std::array<AxisSplits, 4> splits) -> void {
         if (left == 0) {
           // Blocks that all see the same data, or iterations that all load the same tiles, only
           // repeat work: every grid axis and the loop must split some input.
-          if ((grid.x > 1 && splits[0].none()) || (grid.y > 1 && splits[1].none()) || (f > 1 && splits[2].none()))
+          if ((grid.x > 1 && splits[0].none()) || (grid.y > 1 && splits[1].none()) ||
+              (grid.z > 1 && splits[2].none()) || (f > 1 && splits[3].none()))
             return;
+          // With as many blocks along x as along z, swapping the two axes' roles gives the same
+          // kernel: keep the configuration whose x splits the larger index.
+          if (grid.z > 1 && grid.x == grid.z && splits[0].index() < splits[2].index()) return;
           KernelConfig c;
           c.grid = grid;
           c.forloop = f;
@@ -392,10 +414,10 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
         const size_t i = left - 1;
         for (size_t o = 0; o < options[i].size(); ++o) {
           const auto& [imap, fmap] = options[i][o];
-          std::array<AxisSplits, 3> next = splits;
+          std::array<AxisSplits, 4> next = splits;
           bool ok = true;
-          for (size_t axis = 0; axis < 3 && ok; ++axis) {
-            const int8_t d = axis < 2 ? imap[axis] : fmap;
+          for (size_t axis = 0; axis < 4 && ok; ++axis) {
+            const int8_t d = axis < 3 ? imap[axis] : fmap;
             if (d == kPhi) continue;
             ok = next[axis].add_earlier(use == nullptr ? int16_t{0} : use->index[i][static_cast<size_t>(d)]);
           }
@@ -829,9 +851,9 @@ class BlockSearch {
     max_sinks_ = static_cast<int>(ctx_.program().outputs.size()) +
                  (must_finish_ ? 0 : kernel_ops_after * std::max(2, ctx_.options().max_kernel_inputs));
     for (size_t i = 0; i < splits_.size(); ++i) {
-      if (splits_[i].grid[0] != kNone) split_iterators_[0] |= uint64_t{1} << i;
-      if (splits_[i].grid[1] != kNone) split_iterators_[1] |= uint64_t{1} << i;
-      if (splits_[i].loop != kNone) split_iterators_[2] |= uint64_t{1} << i;
+      for (size_t ax = 0; ax < 3; ++ax)
+        if (splits_[i].grid[ax] != kNone) split_iterators_[ax] |= uint64_t{1} << i;
+      if (splits_[i].loop != kNone) split_iterators_[3] |= uint64_t{1} << i;
     }
     find_program_tiles();
     grow_with_program_tiles(0);
@@ -1214,7 +1236,7 @@ class BlockSearch {
     // p_k instead of summing them, is not a sum the program computes. The same holds for the
     // blocks' partial sums, summed by a later kernel.
     if (inputs.size() == 2)
-      for (int axis = 0; axis < 3; ++axis) {
+      for (int axis = 0; axis < 4; ++axis) {
         const int16_t bit = kAxisBits[axis];
         if (((a | b) & bit) == 0 || ((a & b) & bit) != 0) continue;
         const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
@@ -1271,25 +1293,26 @@ class BlockSearch {
     std::vector<std::vector<std::array<int8_t, 3>>> omaps(sinks.size());
     for (size_t k = 0; k < sinks.size(); ++k) {
       const Shape& s = bg_.tensors[sinks[k]].type.shape;
-      std::vector<int8_t> xs{static_cast<int8_t>(kPhi)}, ys{static_cast<int8_t>(kPhi)};
-      if (cfg_.grid.x > 1) {
-        xs.clear();
-        for (int d = 0; d < s.rank(); ++d) xs.push_back(static_cast<int8_t>(d));
-      }
-      if (cfg_.grid.y > 1) {
-        ys.clear();
-        for (int d = 0; d < s.rank(); ++d) ys.push_back(static_cast<int8_t>(d));
-      }
-      for (int8_t x : xs)
-        for (int8_t y : ys) {
-          if (x != kPhi && x == y) continue;
-          std::array<int8_t, 3> omap{x, y, static_cast<int8_t>(kPhi)};
-          const TensorState& st = state_[static_cast<size_t>(sinks[k])];
-          if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_))
-            omaps[k].push_back(omap);
-          else
-            ++prunes_[kIndex];
+      // Per axis: φ where the grid has one block along it, else every dim of the tile.
+      std::array<std::vector<int8_t>, 3> dims;
+      for (size_t ax = 0; ax < 3; ++ax) {
+        if (cfg_.grid[static_cast<int>(ax)] == 1) {
+          dims[ax] = {static_cast<int8_t>(kPhi)};
+          continue;
         }
+        for (int d = 0; d < s.rank(); ++d) dims[ax].push_back(static_cast<int8_t>(d));
+      }
+      const TensorState& st = state_[static_cast<size_t>(sinks[k])];
+      for (int8_t x : dims[0])
+        for (int8_t y : dims[1])
+          for (int8_t z : dims[2]) {
+            if ((x != kPhi && (x == y || x == z)) || (y != kPhi && y == z)) continue;
+            std::array<int8_t, 3> omap{x, y, z};
+            if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_))
+              omaps[k].push_back(omap);
+            else
+              ++prunes_[kIndex];
+          }
       if (omaps[k].empty()) return;
     }
     std::vector<size_t> idx(sinks.size(), 0);
@@ -1349,8 +1372,8 @@ class BlockSearch {
   std::vector<bool> replayable_;
   std::vector<int> replay_roots_, chosen_roots_;
   int replayed_extra_ops_ = 0;
-  /// Iterators (bit sets) that grid axis x, grid axis y and the for-loop split.
-  std::array<uint64_t, 3> split_iterators_{};
+  /// Iterators (bit sets) that grid axes x, y and z and the for-loop split.
+  std::array<uint64_t, 4> split_iterators_{};
   int32_t& child_index_;
   bool stopped_ = false;  ///< by stop_: the task runs again
   bool cut_ = false;      ///< by the cost bound: the task is done

@@ -14,9 +14,10 @@ namespace mugraph::search_detail {
 
 namespace {
 
-int16_t with_bits(int16_t b, int16_t bitset) { return static_cast<int16_t>(b * 8 + bitset); }
+int16_t with_bits(int16_t b, int16_t bitset) { return static_cast<int16_t>(b * kLabelStride + bitset); }
 
-static_assert((kStackBase + kMaxProgramIndices * kMaxProgramIndices) * 8 <= 32767, "labels must fit in int16_t");
+static_assert((kStackBase + kMaxProgramIndices * kMaxProgramIndices) * kLabelStride <= 32767,
+              "labels must fit in int16_t");
 
 struct UnionFind {
   std::vector<int> parent;
@@ -397,7 +398,7 @@ std::optional<DimLabels> saver_labels(const ProgramIndices& p, const DimLabels& 
     int16_t split = kNone;
     for (size_t i = 0; i < splits.size(); ++i) {
       if (!((deps >> i) & 1) || splits[i].grid[static_cast<size_t>(ax)] == kNone) continue;
-      int16_t l = static_cast<int16_t>(splits[i].grid[static_cast<size_t>(ax)] & ~7);
+      int16_t l = static_cast<int16_t>(splits[i].grid[static_cast<size_t>(ax)] & ~kSplitBitsMask);
       if (split != kNone && split != l) return std::nullopt;
       split = l;
     }

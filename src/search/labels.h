@@ -26,31 +26,35 @@ namespace mugraph::search_detail {
 /// stands for no index (a reduced or broadcast dimension).
 inline constexpr int16_t kNone = -1;
 
-/// Block-level labels carry split bits: label = base · 8 + bits, with these bits for the grid's x
-/// and y axes and the for-loop (a tile holding a slice of the index: summing over it gives a
-/// partial result).
-inline constexpr int16_t kGridXBit = 1, kGridYBit = 2, kLoopBit = 4;
+/// Block-level labels carry split bits: label = base · kLabelStride + bits, with these bits for the
+/// grid's x, y and z axes (bit 1 << axis) and the for-loop (a tile holding a slice of the index:
+/// summing over it gives a partial result).
+inline constexpr int16_t kGridXBit = 1, kGridYBit = 2, kGridZBit = 4, kLoopBit = 8;
+inline constexpr int16_t kSplitBitsMask = 15;
+inline constexpr int kLabelShift = 4;
+inline constexpr int16_t kLabelStride = 1 << kLabelShift;
 /// The split bits of a label (0 for kNone).
-inline int16_t split_bits(int16_t label) { return label < 0 ? 0 : static_cast<int16_t>(label & 7); }
+inline int16_t split_bits(int16_t label) { return label < 0 ? 0 : static_cast<int16_t>(label & kSplitBitsMask); }
 /// Whether a block tile's label marks its index as split by a grid axis or the for-loop.
 inline bool is_split(int16_t label) { return split_bits(label) != 0; }
 /// The program index a label stands for, without its split bits (kNone stays kNone).
-inline int16_t label_base(int16_t label) { return label < 0 ? kNone : static_cast<int16_t>(label >> 3); }
+inline int16_t label_base(int16_t label) { return label < 0 ? kNone : static_cast<int16_t>(label >> kLabelShift); }
 
 /// Label bases: program indices below kMaxProgramIndices, then the concatenations of two
 /// (ProgramIndices::concat_label), then the stacks of partial results (ProgramIndices::stack_label).
-inline constexpr int kMaxProgramIndices = 40;
+/// (30 keeps every label, split bits included, within int16_t: see labels.cpp.)
+inline constexpr int kMaxProgramIndices = 30;
 inline constexpr int kConcatBase = 64;
 inline constexpr int kStackBase = kConcatBase + kMaxProgramIndices * kMaxProgramIndices;
 /// Whether a label is a stack of partial results (see ProgramIndices::stack_label).
 inline bool is_stack(int16_t label) { return label_base(label) >= kStackBase; }
 /// The contracted index whose partial results a stack label holds (a base label, no bits).
 inline int16_t stack_index(int16_t label) {
-  return static_cast<int16_t>((label_base(label) - kStackBase) / kMaxProgramIndices * 8);
+  return static_cast<int16_t>((label_base(label) - kStackBase) / kMaxProgramIndices * kLabelStride);
 }
 /// The index each slot of a stack ranges over (a base label, no bits).
 inline int16_t stack_slot(int16_t label) {
-  return static_cast<int16_t>((label_base(label) - kStackBase) % kMaxProgramIndices * 8);
+  return static_cast<int16_t>((label_base(label) - kStackBase) % kMaxProgramIndices * kLabelStride);
 }
 /// The program index a dim ranges over, a stack's counting as its contracted index (a base, no
 /// bits; kNone stays kNone).

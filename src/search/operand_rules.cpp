@@ -128,7 +128,7 @@ bool splits_unsplittable(const KernelConfig& c, const std::vector<TensorId>& ope
   for (size_t k = 0; k < operands.size(); ++k) {
     if (unsplittable[k] == 0) continue;
     const DimLabels& l = labels.tensors[operands[k].index()];
-    for (size_t axis = 0; axis < 2; ++axis) {
+    for (size_t axis = 0; axis < 3; ++axis) {
       const int8_t d = c.imaps[k][axis];
       if (d == kPhi) continue;
       const int16_t index = index_of(l[d]);

@@ -156,25 +156,28 @@ inline Graph rmsnorm_two_kernels(int64_t rows = 16, int64_t h = 4096, int64_t gr
 /// [heads, 256, 64·splits] and a [heads, 256, splits]. Kernel 2: grid (rows/8, heads); its loop
 /// reads one slot of each stack per iteration, accumulators sum them, and the block divides.
 /// 128 blocks read each key once, where splitting rows makes every block read all of them.
+/// With query_tiles > 1, kernel 1's grid also splits the rows along z (grid (splits, heads,
+/// query_tiles)): each block pairs a slice of the keys with a slice of the queries.
 inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64, int64_t keys = 4096,
-                          int64_t splits = 64, int64_t loop = 4, int64_t rows_per_block = 8) {
-  constexpr std::array<int8_t, 3> kX2Y0{2, 0, kPhi}, kX1Y0{1, 0, kPhi}, kY0{kPhi, 0, kPhi};
+                          int64_t splits = 64, int64_t loop = 4, int64_t rows_per_block = 8, int64_t query_tiles = 1) {
+  const int8_t z_rows = query_tiles > 1 ? 1 : kPhi;
+  const std::array<int8_t, 3> kX2Y0{2, 0, kPhi}, kX1Y0{1, 0, kPhi}, kX2Y0Z1{2, 0, z_rows}, kY0Z1{kPhi, 0, z_rows};
   Graph k;
   TensorId q = k.add_input("Q", {heads, rows, d});
   TensorId kk = k.add_input("K", {heads, d, keys});
   TensorId v = k.add_input("V", {heads, keys, d});
 
-  Graph b1 = make_block_graph({k.type(q), k.type(kk), k.type(v)}, Dim3{splits, heads, 1}, loop);
-  TensorId qt = b1.add(OpKind::input_iterator, {}, iterator(0, kY0, kPhi));  // [1, 256, 64]
-  TensorId kt = b1.add(OpKind::input_iterator, {}, iterator(1, kX2Y0, 2));   // [1, 64, 16]
-  TensorId vt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 1));   // [1, 16, 64]
-  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qt, kt})});      // [1, 256, 16]
-  TensorId num = b1.add(OpKind::matmul, {e, vt});                            // [1, 256, 64]
-  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                        // [1, 256, 1]
+  Graph b1 = make_block_graph({k.type(q), k.type(kk), k.type(v)}, Dim3{splits, heads, query_tiles}, loop);
+  TensorId qt = b1.add(OpKind::input_iterator, {}, iterator(0, kY0Z1, kPhi));  // [1, 256, 64]
+  TensorId kt = b1.add(OpKind::input_iterator, {}, iterator(1, kX2Y0, 2));     // [1, 64, 16]
+  TensorId vt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 1));     // [1, 16, 64]
+  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qt, kt})});        // [1, 256, 16]
+  TensorId num = b1.add(OpKind::matmul, {e, vt});                              // [1, 256, 64]
+  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                          // [1, 256, 1]
   TensorId num_acc = b1.add(OpKind::accum, {num}, accum(kPhi));
   TensorId den_acc = b1.add(OpKind::accum, {den}, accum(kPhi));
-  b1.add(OpKind::output_saver, {num_acc}, saver(0, kX2Y0));
-  b1.add(OpKind::output_saver, {den_acc}, saver(1, kX2Y0));
+  b1.add(OpKind::output_saver, {num_acc}, saver(0, kX2Y0Z1));
+  b1.add(OpKind::output_saver, {den_acc}, saver(1, kX2Y0Z1));
   auto k1 = k.append_with_body(OpKind::graph_kernel, {q, kk, v}, std::move(b1));
   TensorId nums = output_of(k, k1, 0);  // [2, 256, 64·splits]
   TensorId dens = output_of(k, k1, 1);  // [2, 256, splits]

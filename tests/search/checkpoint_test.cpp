@@ -250,7 +250,7 @@ TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFileAndTheValue) {
     expect_user_error_naming_file(dir.file(name), detail);
   };
   variant("wrong_format.json", "/format: expected", [](nlohmann::json& j) { j["format"] = "something-else"; });
-  variant("wrong_version.json", "/version: expected 3", [](nlohmann::json& j) { j["version"] = 99; });
+  variant("wrong_version.json", "/version: expected 4", [](nlohmann::json& j) { j["version"] = 99; });
   variant("unknown_field.json", "unknown field \"extra\"", [](nlohmann::json& j) { j["extra"] = 1; });
   variant("no_stats.json", "missing field \"stats\"", [](nlohmann::json& j) { j.erase("stats"); });
   variant("bad_stat.json", "/stats/states: expected a count", [](nlohmann::json& j) { j["stats"]["states"] = -4; });

@@ -106,6 +106,43 @@ TEST(KernelConfigs, BatchedInputsGetTwoDimensionalGrids) {
   EXPECT_TRUE(two_d);
 }
 
+TEST(KernelConfigs, BatchedInputsGetThreeDimensionalGrids) {
+  // Attention over 2 heads: (keys split, heads, queries split) grids, each grid once (z ≤ x),
+  // and with as many blocks along x as along z only the one whose x splits the larger index.
+  Graph g;
+  g.add_input("Q", {2, 16, 8}, DType::f16);
+  g.add_input("K", {2, 8, 64}, DType::f16);
+  OperandIndexUse use;
+  use.contracted = {{false, false, true}, {false, true, false}};
+  use.index = {{0, 1, 2}, {0, 2, 3}};  // heads, queries, head dim, keys
+  use.stack_slot = {{0, 0, 0}, {0, 0, 0}};
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)}, &use);
+  constexpr int8_t P = kPhi;
+  auto has = [&](Dim3 grid, std::array<int8_t, 3> iq, std::array<int8_t, 3> ik) {
+    return std::any_of(configs.begin(), configs.end(), [&](const KernelConfig& c) {
+      return c.grid == grid && c.forloop == 1 && c.imaps[0] == iq && c.imaps[1] == ik;
+    });
+  };
+  // 8 key slices × 2 heads × 2 query slices.
+  EXPECT_TRUE(has(Dim3{8, 2, 2}, {P, 0, 1}, {2, 0, P}));
+  // The same blocks with the axes' roles swapped is not generated again.
+  EXPECT_FALSE(has(Dim3{2, 2, 8}, {1, 0, P}, {P, 0, 2}));
+  // Equal counts along x and z: x takes the keys (index 3 > 1), never the queries.
+  EXPECT_TRUE(has(Dim3{2, 2, 2}, {P, 0, 1}, {2, 0, P}));
+  EXPECT_FALSE(has(Dim3{2, 2, 2}, {1, 0, P}, {P, 0, 2}));
+  for (const KernelConfig& c : configs) {
+    if (c.grid.z == 1) continue;
+    EXPECT_LE(c.grid.z, c.grid.x);
+    EXPECT_EQ(c.grid.y, 2) << "z grids are (x, heads, z)";
+    bool z_used = false;
+    for (size_t i = 0; i < 2; ++i) {
+      z_used |= c.imaps[i][2] != kPhi;
+      EXPECT_EQ(c.imaps[i][1], 0) << "y splits every operand's heads";
+    }
+    EXPECT_TRUE(z_used) << "a z axis that splits nothing only repeats work";
+  }
+}
+
 TEST(OpRank, OrdersByLargestOperandThenKind) {
   Graph g = parse_program("input X[4, 64]\ninput G[64]\nA = exp(X)\nB = mul(X, G)\nC = exp(G)\nD = sqr(X)\noutput B\n");
   auto rank_of = [&](int op) { return op_rank(g, g.ops[static_cast<size_t>(op)]); };
@@ -475,21 +512,46 @@ TEST(Generator, SplitKeysKernelStacksItsPartials) {
   EXPECT_TRUE(found) << "the split-keys kernel is not among " << out.children.size() << " prefixes";
 }
 
-TEST(Generator, CombineKernelSumsTheStackedPartialsSlotBySlot) {
+TEST(Generator, SplitKeysAndQueriesKernelStacksItsPartials) {
+  // Grid (key slices, heads, query slices): the partials of a block's query slice go to its
+  // rows of the stack, its key slice to its slot.
   Graph program = parse_program(kSmallGqa);
   SearchContext ctx(program, SearchOptions{});
-  const Graph want = small_split_kv();
-  Graph prefix = want;
-  prefix.ops.pop_back();
-  prefix.tensors.pop_back();
-  prefix.bodies.pop_back();
-  prefix.outputs.clear();
-  prefix.tensors.back().name.clear();
-  TaskOutput out = run_block_tasks(ctx, prefix, {TensorId(3), TensorId(4)});
+  const Graph want = examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8, 2);
+  Graph inputs = want;
+  inputs.ops.resize(3);
+  inputs.tensors.resize(3);
+  inputs.bodies.clear();
+  inputs.outputs.clear();
+  TaskOutput out = run_block_tasks(ctx, inputs, {TensorId(0), TensorId(1), TensorId(2)});
   bool found = false;
-  for (const FoundCandidate& c : out.candidates)
-    if (c.graph.bodies.size() == 2 && c.graph.bodies[1] == want.bodies[1]) found = true;
-  EXPECT_TRUE(found) << "the combining kernel is not among " << out.candidates.size() << " candidates";
+  for (const Task& child : out.children) {
+    const Graph& g = *child.prefix;
+    if (g.bodies.size() == 1 && g.bodies[0] == want.bodies[0]) found = true;
+  }
+  EXPECT_TRUE(found) << "the split-keys-and-queries kernel is not among " << out.children.size() << " prefixes";
+}
+
+TEST(Generator, CombineKernelSumsTheStackedPartialsSlotBySlot) {
+  // After kernel 1 with a 2-D grid, and after one whose z axis also splits the queries: the
+  // stacks have the same shapes and labels, so the same combining kernel completes both.
+  Graph program = parse_program(kSmallGqa);
+  SearchContext ctx(program, SearchOptions{});
+  for (int64_t query_tiles : {1, 2}) {
+    const Graph want = examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8, query_tiles);
+    Graph prefix = want;
+    prefix.ops.pop_back();
+    prefix.tensors.pop_back();
+    prefix.bodies.pop_back();
+    prefix.outputs.clear();
+    prefix.tensors.back().name.clear();
+    TaskOutput out = run_block_tasks(ctx, prefix, {TensorId(3), TensorId(4)});
+    bool found = false;
+    for (const FoundCandidate& c : out.candidates)
+      if (c.graph.bodies.size() == 2 && c.graph.bodies[1] == want.bodies[1]) found = true;
+    EXPECT_TRUE(found) << "query tiles " << query_tiles << ": the combining kernel is not among "
+                       << out.candidates.size() << " candidates";
+  }
 }
 
 TEST(Generator, ConfigFloorChargesEveryBlockForWhatItLoads) {
