@@ -193,6 +193,62 @@ inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64,
   return k;
 }
 
+/// The paper's QKNorm at batch size 1 (bench/paper/programs/qknorm_bs1.mg: Q divided by its L2
+/// norm, which keeps exp finite; examples/qknorm.mg's RMS norm makes scores of about N(0, 64),
+/// whose exp overflows f16) split as gqa_split_kv with query_tiles, with both norms computed
+/// where their tiles are loaded. Q [heads=2, rows=256, d=64], K [heads, d, keys=4096], V [heads, keys,
+/// d]. Kernel 1: grid (splits=16, heads, query_tiles=4), 128 blocks; in each of 4 iterations,
+/// block (s, h, q) divides its 64 queries by their L2 norms and the iteration's 64 keys by their
+/// RMS norms over d, in thread graphs, then accumulates exp(QN·KN)·V and Σ exp(QN·KN) as
+/// gqa_split_kv does. Kernel 2 is gqa_split_kv's. The search's 3-D grids contain this μGraph;
+/// its time-limited search does not reach it (docs/search.md).
+inline Graph qknorm_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64, int64_t keys = 4096,
+                             int64_t splits = 16, int64_t loop = 4, int64_t rows_per_block = 8,
+                             int64_t query_tiles = 4) {
+  const std::array<int8_t, 3> kX2Y0{2, 0, kPhi}, kX1Y0{1, 0, kPhi}, kX2Y0Z1{2, 0, 1}, kY0Z1{kPhi, 0, 1};
+  Graph k;
+  TensorId q = k.add_input("Q", {heads, rows, d});
+  TensorId kk = k.add_input("K", {heads, d, keys});
+  TensorId v = k.add_input("V", {heads, keys, d});
+
+  Graph b1 = make_block_graph({k.type(q), k.type(kk), k.type(v)}, Dim3{splits, heads, query_tiles}, loop);
+  TensorId qt = b1.add(OpKind::input_iterator, {}, iterator(0, kY0Z1, kPhi));  // [1, 64, 64]
+  TensorId kt = b1.add(OpKind::input_iterator, {}, iterator(1, kX2Y0, 2));     // [1, 64, 64]
+  TensorId vt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 1));     // [1, 64, 64]
+  // In a thread graph, x / sqrt(ssq / d) (RMS) or x / sqrt(ssq) (L2), ssq the sums of squares
+  // of x over d.
+  auto normalized = [&](TensorId ssq, TensorId x, bool rms) {
+    Graph t = make_thread_graph({b1.type(ssq), b1.type(x)});
+    TensorId ts = t.add(OpKind::input_iterator, {}, load(0));
+    TensorId tx = t.add(OpKind::input_iterator, {}, load(1));
+    if (rms) ts = t.add(OpKind::div, {ts}, constant(std::to_string(d).c_str()));
+    t.add(OpKind::output_saver, {t.add(OpKind::div, {tx, t.add(OpKind::sqrt, {ts})})}, saver(0));
+    return output_of(b1, b1.append_with_body(OpKind::thread_graph, {ssq, x}, std::move(t)));
+  };
+  TensorId qn = normalized(b1.add(OpKind::sum, {b1.add(OpKind::sqr, {qt})}, reduce(2)), qt, false);  // [1, 64, 64]
+  TensorId kn = normalized(b1.add(OpKind::sum, {b1.add(OpKind::sqr, {kt})}, reduce(1)), kt, true);   // [1, 64, 64]
+  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qn, kn})});  // [1, 64, 64]
+  TensorId num = b1.add(OpKind::matmul, {e, vt});                        // [1, 64, 64]
+  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                    // [1, 64, 1]
+  TensorId num_acc = b1.add(OpKind::accum, {num}, accum(kPhi));
+  TensorId den_acc = b1.add(OpKind::accum, {den}, accum(kPhi));
+  b1.add(OpKind::output_saver, {num_acc}, saver(0, kX2Y0Z1));
+  b1.add(OpKind::output_saver, {den_acc}, saver(1, kX2Y0Z1));
+  auto k1 = k.append_with_body(OpKind::graph_kernel, {q, kk, v}, std::move(b1));
+  TensorId nums = output_of(k, k1, 0);  // [2, 256, 64·splits]
+  TensorId dens = output_of(k, k1, 1);  // [2, 256, splits]
+
+  Graph b2 = make_block_graph({k.type(nums), k.type(dens)}, Dim3{rows / rows_per_block, heads, 1}, splits);
+  TensorId nt = b2.add(OpKind::input_iterator, {}, iterator(0, kX1Y0, 2));  // [1, 8, 64]
+  TensorId dt = b2.add(OpKind::input_iterator, {}, iterator(1, kX1Y0, 2));  // [1, 8, 1]
+  TensorId num_sum = b2.add(OpKind::accum, {nt}, accum(kPhi));
+  TensorId den_sum = b2.add(OpKind::accum, {dt}, accum(kPhi));
+  b2.add(OpKind::output_saver, {b2.add(OpKind::div, {num_sum, den_sum})}, saver(0, kX1Y0));
+  auto k2 = k.append_with_body(OpKind::graph_kernel, {nums, dens}, std::move(b2));
+  name_output(k, output_of(k, k2), "O");
+  return k;
+}
+
 /// One example: its JSON file (in examples/ugraphs/), the program it implements (in examples/)
 /// and its builder at the example's shapes.
 struct Example {
@@ -208,6 +264,7 @@ inline const std::vector<Example>& all_examples() {
       {"exp_scale_concat.json", "exp_scale.mg", [] { return exp_scale_concat(); }},
       {"rmsnorm_two_kernels.json", "rmsnorm.mg", [] { return rmsnorm_two_kernels(); }},
       {"gqa_split_kv.json", "gqa.mg", [] { return gqa_split_kv(); }},
+      {"qknorm_split_kv.json", "../bench/paper/programs/qknorm_bs1.mg", [] { return qknorm_split_kv(); }},
   };
   return examples;
 }
