@@ -577,6 +577,15 @@ int run_main(int argc, char** argv) {
   srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")
       ->check(real_check("a number of seconds", "a finite number of seconds, 0 or more",
                          [](double v) { return v >= 0 && std::isfinite(v); }));
+  srch->add_option_function<double>(
+          "--memory-limit",
+          [&sopts](double gib) {
+            sopts.memory_limit_bytes = std::max<int64_t>(1, static_cast<int64_t>(gib * static_cast<double>(1 << 30)));
+          },
+          "stop, keeping what was found, once the process's resident memory reaches this many GiB "
+          "(default: three quarters of the physical memory)")
+      ->check(real_check("a number of GiB", "a finite number of GiB, more than 0",
+                         [](double v) { return v > 0 && std::isfinite(v); }));
   // Up to the candidate pool less the cost bound's margin of 4 (and a little more): an exhausted
   // search with a --top above its candidates verifies and writes every one (the calibration sets).
   srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8, at most 500)")

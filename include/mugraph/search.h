@@ -43,12 +43,13 @@ CostBound require_cost_bound(std::string_view name);
 
 /// Why a search stopped.
 enum class StopReason : uint8_t {
-  exhausted,    ///< every state within the limits was explored
-  time_limit,   ///< the time limit was reached
-  interrupted,  ///< SIGINT/SIGTERM or SearchControl::stop
+  exhausted,     ///< every state within the limits was explored
+  time_limit,    ///< the time limit was reached
+  interrupted,   ///< SIGINT/SIGTERM or SearchControl::stop
+  memory_limit,  ///< the process's resident memory reached SearchOptions::memory_limit_bytes
 };
 
-/// "exhausted", "time_limit", "interrupted".
+/// "exhausted", "time_limit", "interrupted", "memory_limit".
 std::string_view stop_reason_name(StopReason r);
 
 /// The ranges of SearchOptions' limits, inclusive: the CLI's flags and search() check them.
@@ -73,6 +74,11 @@ struct SearchOptions {
   int max_kernel_inputs = 4;
   /// Wall-clock limit in seconds; 0: none.
   double time_limit_seconds = 0;
+  /// The search stops (StopReason::memory_limit, keeping what it found, as at a time limit) once
+  /// the process's resident memory reaches this many bytes. Pending tasks accumulate in a long
+  /// search (QKNorm: about 5 GB after 4 minutes on 2 threads), and the kernel's OOM killer would
+  /// end it with nothing verified. 0: three quarters of the machine's physical memory.
+  int64_t memory_limit_bytes = 0;
   /// Worker threads; 0: every core.
   int threads = 0;
   /// Run tasks in path order and, if the search stops early, keep only the candidates of the

@@ -215,14 +215,16 @@ def _device_of(values):
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,
                   top: int = 8, max_kernel_ops: int = 5, max_block_ops: int = 12, max_graph_kernels: int = 2,
                   checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
-                  cost_bound: str = "bytes") -> UGraph:
+                  cost_bound: str = "bytes", memory_limit: Optional[float] = None) -> UGraph:
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
     returns it. Every candidate is verified before it is kept. time_limit in seconds (None: until
     the search space is exhausted). cost_bound is what prunes (docs/search.md, "The cost bound"):
     "bytes" (fast), "model" or "both" (they also find μGraphs that move more bytes to use more of
     the GPU, such as attention split along the keys; give them a time_limit). With checkpoint (a file path) the search saves its state
-    there as it goes, and resume=True continues from it. Ctrl-C stops the search: it returns the
-    best μGraph found so far (with a warning), or raises KeyboardInterrupt if none was."""
+    there as it goes, and resume=True continues from it. memory_limit in GiB (None: three quarters
+    of the physical memory): the search stops there as at a time limit, keeping what it found.
+    Ctrl-C stops the search: it returns the best μGraph found so far (with a warning), or raises
+    KeyboardInterrupt if none was."""
     if isinstance(program, str):
         program = Program(program)
     if not isinstance(program, Program):
@@ -240,6 +242,10 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
         if time_limit <= 0:
             raise _core.MugraphError(f"time_limit must be positive, got {time_limit}")
         options.time_limit_seconds = float(time_limit)
+    if memory_limit is not None:
+        if not memory_limit > 0:
+            raise _core.MugraphError(f"memory_limit must be a positive number of GiB, got {memory_limit}")
+        options.memory_limit_bytes = max(1, int(memory_limit * 2**30))
     if checkpoint is not None:
         options.checkpoint_path = os.fspath(checkpoint)
     elif resume:

@@ -169,6 +169,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
   if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
     throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
+  if (options.memory_limit_bytes < 0)
+    throw UserError("search: the memory limit is " + std::to_string(options.memory_limit_bytes) +
+                    " bytes, expected 0 (three quarters of the physical memory) or more");
   if (options.threads < 0)
     throw UserError("search: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
   std::set<OpKind> kinds;

@@ -99,6 +99,8 @@ std::string_view stop_reason_name(StopReason r) {
       return "time_limit";
     case StopReason::interrupted:
       return "interrupted";
+    case StopReason::memory_limit:
+      return "memory_limit";
   }
   return "?";
 }

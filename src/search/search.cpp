@@ -2,10 +2,14 @@
 // progress, checkpoints, then verification, thread-graph fusion and ranking of the candidates.
 #include "mugraph/search.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -25,6 +29,29 @@ namespace {
 
 using namespace search_detail;
 using Clock = std::chrono::steady_clock;
+
+/// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0, resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return 0;
+  return resident_pages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+/// The memory limit a search runs under: the option, or three quarters of the physical memory
+/// (0, no limit, where that is unknown).
+int64_t effective_memory_limit(const SearchOptions& o) {
+  if (o.memory_limit_bytes > 0) return o.memory_limit_bytes;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<int64_t>(pages) / 4 * 3 * static_cast<int64_t>(page);
+}
+
+std::string gib(int64_t bytes) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  return s;
+}
 
 /// The ranking order: the cost model's estimate, then the metrics (search.h, CandidateMetrics);
 /// `json` breaks the remaining ties so the order is total.
@@ -101,7 +128,10 @@ class Driver {
     result.stop_reason = stop_reason_;
     result.bytes_phase_seconds = bytes_phase_seconds_;
     if (stop_reason_ != StopReason::exhausted) {
-      result.stop_detail = std::to_string(pending_.size()) + " tasks pending";
+      if (stop_reason_ == StopReason::memory_limit)
+        result.stop_detail =
+            "resident memory " + gib(memory_seen_.load()) + " reached the limit of " + gib(memory_limit_) + "; ";
+      result.stop_detail += std::to_string(pending_.size()) + " tasks pending";
       if (opt_.cost_bound == CostBound::both)
         result.stop_detail += ctx_.model_bound() ? " in the model phase" : " in the bytes phase";
       if (!opt_.checkpoint_path.empty()) write_state();
@@ -123,11 +153,26 @@ class Driver {
 
  private:
   double elapsed() const { return offset_ + std::chrono::duration<double>(Clock::now() - start_).count(); }
-  /// What stops the search now, if anything: a requested stop, then the time limit.
+  /// What stops the search now, if anything: a requested stop, then the time limit, then the
+  /// memory limit.
   std::optional<StopReason> limit_reached() const {
     if (control_ && control_->stop.load()) return StopReason::interrupted;
     if (opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds) return StopReason::time_limit;
+    if (over_memory_limit()) return StopReason::memory_limit;
     return std::nullopt;
+  }
+
+  /// Whether the resident memory reached the limit: read at most every 50 ms (workers ask at
+  /// every task, the checkpoint writer at every prefix), and once reached it stays reached.
+  bool over_memory_limit() const {
+    if (memory_limit_ <= 0) return false;
+    if (memory_seen_.load() >= memory_limit_) return true;
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+    int64_t last = memory_checked_ms_.load();
+    if (now - last < 50 || !memory_checked_ms_.compare_exchange_strong(last, now)) return false;
+    const int64_t rss = resident_bytes();
+    memory_seen_.store(rss);
+    return rss >= memory_limit_;
   }
 
   /// Works the pending tasks with every thread until they are done or a limit stops them.
@@ -418,8 +463,8 @@ class Driver {
           // times as long as this one took, so that writing stays a small share of the search.
           const auto started = Clock::now();
           checkpoint_writer_.write(opt_.checkpoint_path, state, [&] { return limit_reached().has_value(); });
-          checkpoint_interval = std::max(opt_.checkpoint_seconds,
-                                         4 * std::chrono::duration<double>(Clock::now() - started).count());
+          checkpoint_interval =
+              std::max(opt_.checkpoint_seconds, 4 * std::chrono::duration<double>(Clock::now() - started).count());
         } catch (...) {
           failed = std::current_exception();
         }
@@ -585,6 +630,8 @@ class Driver {
   SearchStats stats_;
   Clock::time_point start_;
   double offset_ = 0;
+  const int64_t memory_limit_ = effective_memory_limit(opt_);  ///< bytes; 0: none
+  mutable std::atomic<int64_t> memory_checked_ms_{INT64_MIN / 2}, memory_seen_{0};
 };
 
 }  // namespace

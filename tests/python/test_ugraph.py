@@ -169,6 +169,12 @@ def test_call_errors_are_clear(rmsnorm_best):
         rmsnorm_best(x[:, :255], g, w)
 
 
+def test_memory_limit_stops_the_search_and_says_so():
+    # 1 KiB: the process is bigger from the start, so the search stops before its first task.
+    with pytest.raises(mugraph.MugraphError, match=r"found within the limits \(memory_limit"):
+        mugraph.superoptimize(rmsnorm_linear(), threads=2, top=1, memory_limit=1 / 2**20)
+
+
 def test_superoptimize_errors():
     with pytest.raises(mugraph.MugraphError, match="unknown target 'v100'"):
         mugraph.superoptimize(rmsnorm_linear(), target="v100")
@@ -187,6 +193,8 @@ def test_superoptimize_errors():
         mugraph.superoptimize(rmsnorm_linear(), time_limit=float("nan"))
     with pytest.raises(mugraph.MugraphError, match="threads is -1"):
         mugraph.superoptimize(rmsnorm_linear(), threads=-1)
+    with pytest.raises(mugraph.MugraphError, match="memory_limit must be a positive number of GiB"):
+        mugraph.superoptimize(rmsnorm_linear(), memory_limit=0)
     p = mugraph.Program()
     X = p.input("X", [8, 64])
     p.output(mugraph.sum(X, dim=1, to=4), "E")

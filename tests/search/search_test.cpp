@@ -481,6 +481,24 @@ TEST(Search, TinyTimeLimitStopsWithTimeLimit) {
   expect_sound_top(program, r);
 }
 
+TEST(Search, MemoryLimitStopsWithMemoryLimitAndKeepsWhatWasFound) {
+  // A process is always bigger than 1 byte: the search stops at its first look, as a time limit
+  // stops it, and says how much memory it saw.
+  Graph program = parse_program(kRmsNorm);
+  SearchOptions o = rms_limits();
+  o.memory_limit_bytes = 1;
+  SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::memory_limit);
+  EXPECT_EQ(stop_reason_name(r.stop_reason), "memory_limit");
+  EXPECT_NE(r.stop_detail.find("reached the limit of 0.00 GiB"), std::string::npos) << r.stop_detail;
+  EXPECT_NE(r.stop_detail.find("pending"), std::string::npos) << r.stop_detail;
+  expect_sound_top(program, r);
+  // The default (three quarters of the physical memory) does not stop this search.
+  EXPECT_EQ(search(program, rms_limits()).stop_reason, StopReason::exhausted);
+  o.memory_limit_bytes = -1;
+  EXPECT_THROW(search(program, o), UserError);
+}
+
 TEST(Search, StopSetBeforeTheStartIsInterrupted) {
   Graph program = parse_program(kRmsNorm);
   SearchControl control;

@@ -232,6 +232,23 @@ def test_tiny_time_limit_then_resume(mugraph_bin, tmp_path):
     assert sorted(f.name for f in (out / "top").iterdir()) == sorted(f.name for f in (ref / "top").iterdir())
 
 
+def test_memory_limit_stops_like_a_time_limit_then_resume(mugraph_bin, tmp_path):
+    # 1 KiB: the process is bigger from the start, so the search stops at its first look and
+    # keeps its state; a resume under the default limit finishes it.
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *args, "--memory-limit", str(1 / 2**20))
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "memory_limit"
+    assert "reached the limit of 0.00 GiB" in report["stop_detail"] and "pending" in report["stop_detail"]
+    assert (out / "checkpoint.json").is_file()
+    r = search(mugraph_bin, prog, out, *args, "--resume")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((out / "report.json").read_text())["stop_reason"] == "exhausted"
+
+
 # --- bad input ------------------------------------------------------------------------------------
 
 def test_missing_program_file(mugraph_bin, tmp_path):
@@ -279,6 +296,8 @@ def test_ugraph_json_is_not_a_program(mugraph_bin, tmp_path):
     ["--max-kernel-ops", "0"],
     ["--max-block-ops", "many"],
     ["--time-limit", "-1"],
+    ["--memory-limit", "0"],
+    ["--memory-limit", "-1"],
     ["--threads", "-2"],
     ["--top", "0"],
 ])
