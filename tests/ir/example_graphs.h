@@ -148,18 +148,12 @@ inline Graph rmsnorm_two_kernels(int64_t rows = 16, int64_t h = 4096, int64_t gr
   return k;
 }
 
-/// examples/gqa.mg with the key/value sequence split across blocks, as FlashDecoding does and
-/// as the paper's GQA μGraph does. Q [heads=2, rows=256, d=64], K [heads, d, keys=4096],
-/// V [heads, keys, d]. Kernel 1: grid (splits=64, heads); block (s, h) walks its 64 keys in a
-/// 4-step loop and accumulates its partial numerator exp(Q·K)·V [256, 64] and partial
-/// denominator Σ exp(Q·K) [256, 1]; the savers put the blocks' partials side by side, a stack
-/// [heads, 256, 64·splits] and a [heads, 256, splits]. Kernel 2: grid (rows/8, heads); its loop
-/// reads one slot of each stack per iteration, accumulators sum them, and the block divides.
-/// 128 blocks read each key once, where splitting rows makes every block read all of them.
-/// With query_tiles > 1, kernel 1's grid also splits the rows along z (grid (splits, heads,
-/// query_tiles)): each block pairs a slice of the keys with a slice of the queries.
-inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64, int64_t keys = 4096,
-                          int64_t splits = 64, int64_t loop = 4, int64_t rows_per_block = 8, int64_t query_tiles = 1) {
+namespace detail {
+/// gqa_split_kv and qknorm_split_kv: attention with the keys split along x and, with query_tiles
+/// > 1, the queries along z; with `qk_norms`, Q's rows divided by their L2 norms and K's columns
+/// by their RMS norms over d (in thread graphs) before Q·K.
+inline Graph split_kv_attention(int64_t heads, int64_t rows, int64_t d, int64_t keys, int64_t splits, int64_t loop,
+                                int64_t rows_per_block, int64_t query_tiles, bool qk_norms) {
   const int8_t z_rows = query_tiles > 1 ? 1 : kPhi;
   const std::array<int8_t, 3> kX2Y0{2, 0, kPhi}, kX1Y0{1, 0, kPhi}, kX2Y0Z1{2, 0, z_rows}, kY0Z1{kPhi, 0, z_rows};
   Graph k;
@@ -171,9 +165,23 @@ inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64,
   TensorId qt = b1.add(OpKind::input_iterator, {}, iterator(0, kY0Z1, kPhi));  // [1, 256, 64]
   TensorId kt = b1.add(OpKind::input_iterator, {}, iterator(1, kX2Y0, 2));     // [1, 64, 16]
   TensorId vt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 1));     // [1, 16, 64]
-  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qt, kt})});        // [1, 256, 16]
-  TensorId num = b1.add(OpKind::matmul, {e, vt});                              // [1, 256, 64]
-  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                          // [1, 256, 1]
+  if (qk_norms) {
+    // In a thread graph, x / sqrt(ssq / d) (RMS) or x / sqrt(ssq) (L2), ssq the sums of squares
+    // of x over d.
+    auto normalized = [&](TensorId ssq, TensorId x, bool rms) {
+      Graph t = make_thread_graph({b1.type(ssq), b1.type(x)});
+      TensorId ts = t.add(OpKind::input_iterator, {}, load(0));
+      TensorId tx = t.add(OpKind::input_iterator, {}, load(1));
+      if (rms) ts = t.add(OpKind::div, {ts}, constant(std::to_string(d).c_str()));
+      t.add(OpKind::output_saver, {t.add(OpKind::div, {tx, t.add(OpKind::sqrt, {ts})})}, saver(0));
+      return output_of(b1, b1.append_with_body(OpKind::thread_graph, {ssq, x}, std::move(t)));
+    };
+    qt = normalized(b1.add(OpKind::sum, {b1.add(OpKind::sqr, {qt})}, reduce(2)), qt, false);
+    kt = normalized(b1.add(OpKind::sum, {b1.add(OpKind::sqr, {kt})}, reduce(1)), kt, true);
+  }
+  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qt, kt})});  // [1, 256, 16]
+  TensorId num = b1.add(OpKind::matmul, {e, vt});                        // [1, 256, 64]
+  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                    // [1, 256, 1]
   TensorId num_acc = b1.add(OpKind::accum, {num}, accum(kPhi));
   TensorId den_acc = b1.add(OpKind::accum, {den}, accum(kPhi));
   b1.add(OpKind::output_saver, {num_acc}, saver(0, kX2Y0Z1));
@@ -192,6 +200,22 @@ inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64,
   name_output(k, output_of(k, k2), "O");
   return k;
 }
+}  // namespace detail
+
+/// examples/gqa.mg with the key/value sequence split across blocks, as FlashDecoding does and
+/// as the paper's GQA μGraph does. Q [heads=2, rows=256, d=64], K [heads, d, keys=4096],
+/// V [heads, keys, d]. Kernel 1: grid (splits=64, heads); block (s, h) walks its 64 keys in a
+/// 4-step loop and accumulates its partial numerator exp(Q·K)·V [256, 64] and partial
+/// denominator Σ exp(Q·K) [256, 1]; the savers put the blocks' partials side by side, a stack
+/// [heads, 256, 64·splits] and a [heads, 256, splits]. Kernel 2: grid (rows/8, heads); its loop
+/// reads one slot of each stack per iteration, accumulators sum them, and the block divides.
+/// 128 blocks read each key once, where splitting rows makes every block read all of them.
+/// With query_tiles > 1, kernel 1's grid also splits the rows along z (grid (splits, heads,
+/// query_tiles)): each block pairs a slice of the keys with a slice of the queries.
+inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64, int64_t keys = 4096,
+                          int64_t splits = 64, int64_t loop = 4, int64_t rows_per_block = 8, int64_t query_tiles = 1) {
+  return detail::split_kv_attention(heads, rows, d, keys, splits, loop, rows_per_block, query_tiles, false);
+}
 
 /// The paper's QKNorm at batch size 1 (bench/paper/programs/qknorm_bs1.mg: Q divided by its L2
 /// norm, which keeps exp finite; examples/qknorm.mg's RMS norm makes scores of about N(0, 64),
@@ -205,48 +229,7 @@ inline Graph gqa_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64,
 inline Graph qknorm_split_kv(int64_t heads = 2, int64_t rows = 256, int64_t d = 64, int64_t keys = 4096,
                              int64_t splits = 16, int64_t loop = 4, int64_t rows_per_block = 8,
                              int64_t query_tiles = 4) {
-  const std::array<int8_t, 3> kX2Y0{2, 0, kPhi}, kX1Y0{1, 0, kPhi}, kX2Y0Z1{2, 0, 1}, kY0Z1{kPhi, 0, 1};
-  Graph k;
-  TensorId q = k.add_input("Q", {heads, rows, d});
-  TensorId kk = k.add_input("K", {heads, d, keys});
-  TensorId v = k.add_input("V", {heads, keys, d});
-
-  Graph b1 = make_block_graph({k.type(q), k.type(kk), k.type(v)}, Dim3{splits, heads, query_tiles}, loop);
-  TensorId qt = b1.add(OpKind::input_iterator, {}, iterator(0, kY0Z1, kPhi));  // [1, 64, 64]
-  TensorId kt = b1.add(OpKind::input_iterator, {}, iterator(1, kX2Y0, 2));     // [1, 64, 64]
-  TensorId vt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 1));     // [1, 64, 64]
-  // In a thread graph, x / sqrt(ssq / d) (RMS) or x / sqrt(ssq) (L2), ssq the sums of squares
-  // of x over d.
-  auto normalized = [&](TensorId ssq, TensorId x, bool rms) {
-    Graph t = make_thread_graph({b1.type(ssq), b1.type(x)});
-    TensorId ts = t.add(OpKind::input_iterator, {}, load(0));
-    TensorId tx = t.add(OpKind::input_iterator, {}, load(1));
-    if (rms) ts = t.add(OpKind::div, {ts}, constant(std::to_string(d).c_str()));
-    t.add(OpKind::output_saver, {t.add(OpKind::div, {tx, t.add(OpKind::sqrt, {ts})})}, saver(0));
-    return output_of(b1, b1.append_with_body(OpKind::thread_graph, {ssq, x}, std::move(t)));
-  };
-  TensorId qn = normalized(b1.add(OpKind::sum, {b1.add(OpKind::sqr, {qt})}, reduce(2)), qt, false);  // [1, 64, 64]
-  TensorId kn = normalized(b1.add(OpKind::sum, {b1.add(OpKind::sqr, {kt})}, reduce(1)), kt, true);   // [1, 64, 64]
-  TensorId e = b1.add(OpKind::exp, {b1.add(OpKind::matmul, {qn, kn})});  // [1, 64, 64]
-  TensorId num = b1.add(OpKind::matmul, {e, vt});                        // [1, 64, 64]
-  TensorId den = b1.add(OpKind::sum, {e}, reduce(2));                    // [1, 64, 1]
-  TensorId num_acc = b1.add(OpKind::accum, {num}, accum(kPhi));
-  TensorId den_acc = b1.add(OpKind::accum, {den}, accum(kPhi));
-  b1.add(OpKind::output_saver, {num_acc}, saver(0, kX2Y0Z1));
-  b1.add(OpKind::output_saver, {den_acc}, saver(1, kX2Y0Z1));
-  auto k1 = k.append_with_body(OpKind::graph_kernel, {q, kk, v}, std::move(b1));
-  TensorId nums = output_of(k, k1, 0);  // [2, 256, 64·splits]
-  TensorId dens = output_of(k, k1, 1);  // [2, 256, splits]
-
-  Graph b2 = make_block_graph({k.type(nums), k.type(dens)}, Dim3{rows / rows_per_block, heads, 1}, splits);
-  TensorId nt = b2.add(OpKind::input_iterator, {}, iterator(0, kX1Y0, 2));  // [1, 8, 64]
-  TensorId dt = b2.add(OpKind::input_iterator, {}, iterator(1, kX1Y0, 2));  // [1, 8, 1]
-  TensorId num_sum = b2.add(OpKind::accum, {nt}, accum(kPhi));
-  TensorId den_sum = b2.add(OpKind::accum, {dt}, accum(kPhi));
-  b2.add(OpKind::output_saver, {b2.add(OpKind::div, {num_sum, den_sum})}, saver(0, kX1Y0));
-  auto k2 = k.append_with_body(OpKind::graph_kernel, {nums, dens}, std::move(b2));
-  name_output(k, output_of(k, k2), "O");
-  return k;
+  return detail::split_kv_attention(heads, rows, d, keys, splits, loop, rows_per_block, query_tiles, true);
 }
 
 /// One example: its JSON file (in examples/ugraphs/), the program it implements (in examples/)

@@ -275,7 +275,6 @@ output O
 constexpr const char* kSmallGqa =
     "input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
     "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
-Graph small_split_kv() { return examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8); }
 
 /// Every output of running all chunks of the block task of `operands` after `prefix`.
 TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const std::vector<TensorId>& operands) {
@@ -495,41 +494,26 @@ TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {
 }
 
 TEST(Generator, SplitKeysKernelStacksItsPartials) {
+  // With a 2-D grid (key slices, heads), and a 3-D one whose z axis also splits the queries:
+  // the partials of a block's query slice go to its rows of the stack, its key slice to its slot.
   Graph program = parse_program(kSmallGqa);
   SearchContext ctx(program, SearchOptions{});
-  const Graph want = small_split_kv();
-  Graph inputs = want;
-  inputs.ops.resize(3);
-  inputs.tensors.resize(3);
-  inputs.bodies.clear();
-  inputs.outputs.clear();
-  TaskOutput out = run_block_tasks(ctx, inputs, {TensorId(0), TensorId(1), TensorId(2)});
-  bool found = false;
-  for (const Task& child : out.children) {
-    const Graph& g = *child.prefix;
-    if (g.bodies.size() == 1 && g.bodies[0] == want.bodies[0]) found = true;
+  for (int64_t query_tiles : {1, 2}) {
+    const Graph want = examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8, query_tiles);
+    Graph inputs = want;
+    inputs.ops.resize(3);
+    inputs.tensors.resize(3);
+    inputs.bodies.clear();
+    inputs.outputs.clear();
+    TaskOutput out = run_block_tasks(ctx, inputs, {TensorId(0), TensorId(1), TensorId(2)});
+    bool found = false;
+    for (const Task& child : out.children) {
+      const Graph& g = *child.prefix;
+      if (g.bodies.size() == 1 && g.bodies[0] == want.bodies[0]) found = true;
+    }
+    EXPECT_TRUE(found) << "query tiles " << query_tiles << ": the split-keys kernel is not among "
+                       << out.children.size() << " prefixes";
   }
-  EXPECT_TRUE(found) << "the split-keys kernel is not among " << out.children.size() << " prefixes";
-}
-
-TEST(Generator, SplitKeysAndQueriesKernelStacksItsPartials) {
-  // Grid (key slices, heads, query slices): the partials of a block's query slice go to its
-  // rows of the stack, its key slice to its slot.
-  Graph program = parse_program(kSmallGqa);
-  SearchContext ctx(program, SearchOptions{});
-  const Graph want = examples::gqa_split_kv(2, 16, 8, 64, 8, 4, 8, 2);
-  Graph inputs = want;
-  inputs.ops.resize(3);
-  inputs.tensors.resize(3);
-  inputs.bodies.clear();
-  inputs.outputs.clear();
-  TaskOutput out = run_block_tasks(ctx, inputs, {TensorId(0), TensorId(1), TensorId(2)});
-  bool found = false;
-  for (const Task& child : out.children) {
-    const Graph& g = *child.prefix;
-    if (g.bodies.size() == 1 && g.bodies[0] == want.bodies[0]) found = true;
-  }
-  EXPECT_TRUE(found) << "the split-keys-and-queries kernel is not among " << out.children.size() << " prefixes";
 }
 
 TEST(Generator, CombineKernelSumsTheStackedPartialsSlotBySlot) {
