@@ -284,7 +284,7 @@ def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_p
                         path=python_dir + os.pathsep + os.environ.get("PATH", ""))
     assert r.returncode == 0, r.stdout + r.stderr
     runs = [line.split() for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
-    assert len(runs) == 19, runs
+    assert len(runs) == 20, runs
     for words in runs:
         given = {w.split("=")[0]: w.split("=", 1)[1] for w in words if "=" in w and not w.startswith("--")}
         assert sorted(given) == ["K", "Q", "V"], words
@@ -305,7 +305,7 @@ def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_p
                         path=str(tmp_path / "nopy") + os.pathsep + os.environ.get("PATH", ""))
     assert r.returncode == 0, r.stdout + r.stderr
     runs = [line for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
-    assert len(runs) == 19 and all("--seed 1 --input-scale 0.25" in line for line in runs), runs
+    assert len(runs) == 20 and all("--seed 1 --input-scale 0.25" in line for line in runs), runs
 
 
 def test_gpu_session_times_the_attention_bests_with_and_without_matmul_chains(tmp_path):
