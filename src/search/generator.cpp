@@ -88,6 +88,17 @@ bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_fin
   return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
 }
 
+/// Every grid map (an imap or an omap) that takes, for each axis, one of `choices[axis]` (a data
+/// dim or φ), with no dim taken by two axes; x turns slowest.
+std::vector<std::array<int8_t, 3>> grid_maps(const std::array<std::vector<int8_t>, 3>& choices) {
+  std::vector<std::array<int8_t, 3>> out;
+  for (int8_t x : choices[0])
+    for (int8_t y : choices[1])
+      for (int8_t z : choices[2])
+        if (!((x != kPhi && (x == y || x == z)) || (y != kPhi && y == z))) out.push_back({x, y, z});
+  return out;
+}
+
 /// The split bit of grid axes x, y and z and the for-loop, in that order.
 constexpr int16_t kAxisBits[4] = {kGridXBit, kGridYBit, kGridZBit, kLoopBit};
 
@@ -375,20 +386,16 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
             if (slot(i, d) == 0 && s[d] % grid[ax] == 0)  // a stack is never split across blocks
               dims[static_cast<size_t>(ax)].push_back(static_cast<int8_t>(d));
         }
-        for (int8_t mx : dims[0])
-          for (int8_t my : dims[1])
-            for (int8_t mz : dims[2]) {
-              if ((mx != kPhi && (mx == my || mx == mz)) || (my != kPhi && my == mz)) continue;
-              std::array<int8_t, 3> imap{mx, my, mz};
-              Shape tile = s;
-              for (int ax = 0; ax < 3; ++ax)
-                if (imap[static_cast<size_t>(ax)] != kPhi) tile[imap[static_cast<size_t>(ax)]] /= grid[ax];
-              options[i].push_back({imap, static_cast<int8_t>(kPhi)});
-              if (f > 1)
-                for (int d = 0; d < s.rank(); ++d)
-                  if (tile[d] % f == 0 && contracted(i, d) && (slot(i, d) == 0 || tile[d] / f == slot(i, d)))
-                    options[i].push_back({imap, static_cast<int8_t>(d)});
-            }
+        for (const std::array<int8_t, 3>& imap : grid_maps(dims)) {
+          Shape tile = s;
+          for (int ax = 0; ax < 3; ++ax)
+            if (imap[static_cast<size_t>(ax)] != kPhi) tile[imap[static_cast<size_t>(ax)]] /= grid[ax];
+          options[i].push_back({imap, static_cast<int8_t>(kPhi)});
+          if (f > 1)
+            for (int d = 0; d < s.rank(); ++d)
+              if (tile[d] % f == 0 && contracted(i, d) && (slot(i, d) == 0 || tile[d] / f == slot(i, d)))
+                options[i].push_back({imap, static_cast<int8_t>(d)});
+        }
         possible = !options[i].empty();
       }
       if (!possible) continue;
@@ -1306,16 +1313,12 @@ class BlockSearch {
         for (int d = 0; d < s.rank(); ++d) dims[ax].push_back(static_cast<int8_t>(d));
       }
       const TensorState& st = state_[static_cast<size_t>(sinks[k])];
-      for (int8_t x : dims[0])
-        for (int8_t y : dims[1])
-          for (int8_t z : dims[2]) {
-            if ((x != kPhi && (x == y || x == z)) || (y != kPhi && y == z)) continue;
-            std::array<int8_t, 3> omap{x, y, z};
-            if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_))
-              omaps[k].push_back(omap);
-            else
-              ++prunes_[kIndex];
-          }
+      for (const std::array<int8_t, 3>& omap : grid_maps(dims)) {
+        if (saver_labels(ctx_.indices(), st.labels, omap, cfg_.grid, st.deps, splits_))
+          omaps[k].push_back(omap);
+        else
+          ++prunes_[kIndex];
+      }
       if (omaps[k].empty()) return;
     }
     std::vector<size_t> idx(sinks.size(), 0);

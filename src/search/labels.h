@@ -30,9 +30,9 @@ inline constexpr int16_t kNone = -1;
 /// grid's x, y and z axes (bit 1 << axis) and the for-loop (a tile holding a slice of the index:
 /// summing over it gives a partial result).
 inline constexpr int16_t kGridXBit = 1, kGridYBit = 2, kGridZBit = 4, kLoopBit = 8;
-inline constexpr int16_t kSplitBitsMask = 15;
 inline constexpr int kLabelShift = 4;
 inline constexpr int16_t kLabelStride = 1 << kLabelShift;
+inline constexpr int16_t kSplitBitsMask = kLabelStride - 1;
 /// The split bits of a label (0 for kNone).
 inline int16_t split_bits(int16_t label) { return label < 0 ? 0 : static_cast<int16_t>(label & kSplitBitsMask); }
 /// Whether a block tile's label marks its index as split by a grid axis or the for-loop.
