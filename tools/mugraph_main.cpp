@@ -583,7 +583,7 @@ int run_main(int argc, char** argv) {
             sopts.memory_limit_bytes = std::max<int64_t>(1, static_cast<int64_t>(gib * static_cast<double>(1 << 30)));
           },
           "stop, keeping what was found, once the process's resident memory reaches this many GiB "
-          "(default: three quarters of the physical memory)")
+          "(default: three quarters of the physical memory, or of the cgroup's limit where lower)")
       ->check(real_check("a number of GiB", "a finite number of GiB, more than 0",
                          [](double v) { return v > 0 && std::isfinite(v); }));
   // Up to the candidate pool less the cost bound's margin of 4 (and a little more): an exhausted

@@ -77,7 +77,8 @@ struct SearchOptions {
   /// The search stops (StopReason::memory_limit, keeping what it found, as at a time limit) once
   /// the process's resident memory reaches this many bytes. Pending tasks accumulate in a long
   /// search (QKNorm: about 5 GB after 4 minutes on 2 threads), and the kernel's OOM killer would
-  /// end it with nothing verified. 0: three quarters of the machine's physical memory.
+  /// end it with nothing verified. 0: three quarters of what the process may use (the physical
+  /// memory, or its control group's memory limit where that is lower).
   int64_t memory_limit_bytes = 0;
   /// Worker threads; 0: every core.
   int threads = 0;

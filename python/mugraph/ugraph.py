@@ -222,7 +222,7 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     "bytes" (fast), "model" or "both" (they also find μGraphs that move more bytes to use more of
     the GPU, such as attention split along the keys; give them a time_limit). With checkpoint (a file path) the search saves its state
     there as it goes, and resume=True continues from it. memory_limit in GiB (None: three quarters
-    of the physical memory): the search stops there as at a time limit, keeping what it found.
+    of the physical memory, or of the control group's limit where lower): the search stops there as at a time limit, keeping what it found.
     Ctrl-C stops the search: it returns the best μGraph found so far (with a warning), or raises
     KeyboardInterrupt if none was."""
     if isinstance(program, str):

@@ -182,7 +182,7 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
   if (options.memory_limit_bytes < 0)
     throw UserError("search: the memory limit is " + std::to_string(options.memory_limit_bytes) +
-                    " bytes, expected 0 (three quarters of the physical memory) or more");
+                    " bytes, expected 0 (three quarters of the usable memory) or more");
   if (options.threads < 0)
     throw UserError("search: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
   std::set<OpKind> kinds;

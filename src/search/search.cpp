@@ -2,8 +2,6 @@
 // progress, checkpoints, then verification, thread-graph fusion and ranking of the candidates.
 #include "mugraph/search.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -19,6 +17,7 @@
 
 #include "checkpoint.h"
 #include "generator.h"
+#include "memory.h"
 #include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/json.h"
@@ -30,21 +29,12 @@ namespace {
 using namespace search_detail;
 using Clock = std::chrono::steady_clock;
 
-/// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
-int64_t resident_bytes() {
-  std::ifstream statm("/proc/self/statm");
-  int64_t size_pages = 0, resident_pages = 0;
-  if (!(statm >> size_pages >> resident_pages)) return 0;
-  return resident_pages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
-
-/// The memory limit a search runs under: the option, or three quarters of the physical memory
-/// (0, no limit, where that is unknown).
+/// The memory limit a search runs under: the option, or three quarters of what the process may
+/// use (the physical memory, or its control group's limit where that is lower; 0, no limit, where
+/// neither is known).
 int64_t effective_memory_limit(const SearchOptions& o) {
   if (o.memory_limit_bytes > 0) return o.memory_limit_bytes;
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return 0;
-  return static_cast<int64_t>(pages) / 4 * 3 * static_cast<int64_t>(page);
+  return usable_memory_bytes() / 4 * 3;
 }
 
 std::string gib(int64_t bytes) {

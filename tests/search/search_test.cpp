@@ -493,7 +493,7 @@ TEST(Search, MemoryLimitStopsWithMemoryLimitAndKeepsWhatWasFound) {
   EXPECT_NE(r.stop_detail.find("reached the limit of 0.00 GiB"), std::string::npos) << r.stop_detail;
   EXPECT_NE(r.stop_detail.find("pending"), std::string::npos) << r.stop_detail;
   expect_sound_top(program, r);
-  // The default (three quarters of the physical memory) does not stop this search.
+  // The default (three quarters of the usable memory) does not stop this search.
   EXPECT_EQ(search(program, rms_limits()).stop_reason, StopReason::exhausted);
   o.memory_limit_bytes = -1;
   EXPECT_THROW(search(program, o), UserError);

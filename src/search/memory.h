@@ -1,0 +1,24 @@
+// How much memory the search may use, and how much it uses: the resident set of the process and
+// the memory it may take before the kernel's OOM killer (or a container's) ends it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mugraph::search_detail {
+
+/// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
+int64_t resident_bytes();
+
+/// The memory this process may use: the smaller of the physical memory and the memory limit of
+/// its control group (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`, of the group and each
+/// group above it). 0 where neither is known. `root` stands for `/` (tests pass a made-up tree).
+int64_t usable_memory_bytes(const std::string& root = "/");
+
+/// The smallest memory limit on the control-group path of the process that `proc_self_cgroup`
+/// (the text of /proc/self/cgroup) describes, under `root`; 0 where there is none. Where the
+/// group's own folder is not there (a container sees its own group as the hierarchy's root), the
+/// hierarchy's root is read.
+int64_t cgroup_memory_limit(const std::string& root, const std::string& proc_self_cgroup);
+
+}  // namespace mugraph::search_detail
