@@ -6,7 +6,12 @@
 // element-wise work (sqr, sum, mul, div, sqrt) is extra. Each figure is the median of the timed
 // runs after one warm-up run.
 //
-// Usage: bench_ff [--runs N] [--threads T]   (T = 0: all hardware threads)
+// Files named on the command line (programs or μGraph JSON, such as the paper's attention
+// programs and their searched bests) are timed the same way instead, one run_ff each, with the
+// buffers of one run reused by the next (FFBufferReuse) as in a verification: what it spends per
+// test and graph.
+//
+// Usage: bench_ff [--runs N] [--threads T] [FILE ...]   (T = 0: all hardware threads)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,9 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include "mugraph/ff_interp.h"
-#include "mugraph/validate.h"
 #include "bench_util.h"
+#include "mugraph/ff_interp.h"
+#include "mugraph/loader.h"
+#include "mugraph/validate.h"
 #include "test_graphs.h"
 
 namespace {
@@ -42,14 +48,35 @@ double median_seconds(const Graph& g, const std::vector<FFTensor>& in, const FFC
 
 int main(int argc, char** argv) {
   int runs = 5, threads = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--runs") runs = std::max(1, std::atoi(argv[i + 1]));
-    if (a == "--threads") threads = std::max(0, std::atoi(argv[i + 1]));
+    if (a == "--runs" && i + 1 < argc) {
+      runs = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads = std::max(0, std::atoi(argv[++i]));
+    } else {
+      files.push_back(a);
+    }
   }
   const int64_t b = 16, h = 4096, n = 4096;
   std::printf("%s\n", benchutil::machine_line().c_str());
   std::printf("threads: %d (0 = all)   runs: %d (median reported)\n", threads, runs);
+  if (!files.empty()) {
+    const FFContext ctx{random_root_of_unity(1), 1};
+    const FFBufferReuse reuse;  // as verify_all runs its draws
+    for (const std::string& f : files) {
+      try {
+        const Graph g = load_graph_file(f);
+        std::vector<FFTensor> in = random_ff_inputs(g, 1);
+        std::printf("%s: median %.1f ms per run_ff\n", f.c_str(), median_seconds(g, in, ctx, threads, runs) * 1e3);
+      } catch (const std::exception& e) {
+        std::printf("%s: %s\n", f.c_str(), e.what());
+        return 1;
+      }
+    }
+    return 0;
+  }
   const double macs = static_cast<double>(b) * h * n;  // one matmul [16, 4096] x [4096, 4096]
   struct Case {
     const char* name;

@@ -95,6 +95,19 @@ class FFOpCache {
 FFRun run_ff(const Graph& kernel_graph, const std::vector<FFTensor>& inputs, const FFContext& ctx, int threads = 0,
              FFOpCache* cache = nullptr);
 
+/// While one of these is alive, run_ff hands the buffers of its kernel-level results back when it
+/// ends, and the next run takes them instead of new memory (at most 2 GiB are kept). A
+/// verification runs the same graphs draw after draw; memory given back to the system is paged
+/// in again on the next run, which cost a GQA reference run half its time (2026-11-28). All
+/// kept buffers are freed when the last one ends. Thread-safe.
+class FFBufferReuse {
+ public:
+  FFBufferReuse();
+  ~FFBufferReuse();
+  FFBufferReuse(const FFBufferReuse&) = delete;
+  FFBufferReuse& operator=(const FFBufferReuse&) = delete;
+};
+
 /// Uniform inputs for every `input` op (p and q parts independent), from a seed.
 std::vector<FFTensor> random_ff_inputs(const Graph& kernel_graph, uint64_t seed);
 

@@ -2,6 +2,7 @@
 // ff_kernel_op.cpp, shared with FFPrefixEvaluator.
 #include <algorithm>
 #include <deque>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -45,8 +46,84 @@ int resolve_threads(int threads) {
 
 }  // namespace ff_detail
 
-FFTensor::FFTensor(Shape s)
-    : shape(s), p(static_cast<size_t>(s.numel()), 0), q(static_cast<size_t>(s.numel()), 0) {}
+FFTensor::FFTensor(Shape s) : shape(s), p(static_cast<size_t>(s.numel()), 0), q(static_cast<size_t>(s.numel()), 0) {}
+
+// ---- Buffers kept between runs ------------------------------------------------------------------
+
+namespace {
+
+struct KeptBuffers {
+  static constexpr size_t kSmallest = size_t{1} << 18;  // residues; smaller ones come from malloc's heap
+  static constexpr size_t kMaxBytes = size_t{2} << 30;
+  std::mutex mutex;
+  int reusers = 0;                             // FFBufferReuse objects alive
+  size_t bytes = 0;                            // capacity kept, in bytes
+  std::vector<std::vector<uint32_t>> buffers;  // oldest first
+};
+
+KeptBuffers& kept_buffers() {
+  static KeptBuffers k;
+  return k;
+}
+
+}  // namespace
+
+FFBufferReuse::FFBufferReuse() {
+  KeptBuffers& k = kept_buffers();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  ++k.reusers;
+}
+
+FFBufferReuse::~FFBufferReuse() {
+  KeptBuffers& k = kept_buffers();
+  std::vector<std::vector<uint32_t>> freed;
+  {
+    std::lock_guard<std::mutex> lock(k.mutex);
+    if (--k.reusers == 0) {
+      freed.swap(k.buffers);
+      k.bytes = 0;
+    }
+  }
+}
+
+namespace ff_detail {
+
+std::vector<uint32_t> take_buffer(size_t n) {
+  std::vector<uint32_t> buffer;
+  if (n >= KeptBuffers::kSmallest) {
+    KeptBuffers& k = kept_buffers();
+    std::lock_guard<std::mutex> lock(k.mutex);
+    // The smallest kept buffer that holds n residues without wasting half of itself.
+    auto best = k.buffers.end();
+    for (auto it = k.buffers.begin(); it != k.buffers.end(); ++it)
+      if (it->capacity() >= n && it->capacity() / 2 <= n &&
+          (best == k.buffers.end() || it->capacity() < best->capacity()))
+        best = it;
+    if (best != k.buffers.end()) {
+      buffer.swap(*best);
+      k.buffers.erase(best);
+      k.bytes -= buffer.capacity() * sizeof(uint32_t);
+    }
+  }
+  buffer.assign(n, 0);
+  return buffer;
+}
+
+void give_buffer(std::vector<uint32_t>&& buffer) {
+  if (buffer.capacity() < KeptBuffers::kSmallest) return;
+  KeptBuffers& k = kept_buffers();
+  std::lock_guard<std::mutex> lock(k.mutex);
+  const size_t bytes = buffer.capacity() * sizeof(uint32_t);
+  if (k.reusers == 0 || bytes > KeptBuffers::kMaxBytes) return;
+  while (k.bytes + bytes > KeptBuffers::kMaxBytes) {  // the oldest make room
+    k.bytes -= k.buffers.front().capacity() * sizeof(uint32_t);
+    k.buffers.erase(k.buffers.begin());
+  }
+  k.bytes += bytes;
+  k.buffers.push_back(std::move(buffer));
+}
+
+}  // namespace ff_detail
 
 // ---- FFOpCache ---------------------------------------------------------------------------------
 
@@ -91,8 +168,18 @@ struct FFOpCache::Impl {
   int64_t kept_bytes = 0;
   int64_t hits = 0;
   std::unordered_map<OpKey, int64_t, OpKeyHash> ids;
-  std::deque<Graph> bodies;                                           ///< the bodies of kept keys (stable addresses)
-  std::vector<std::vector<std::shared_ptr<const FFTensor>>> results;  ///< by op id; empty: not kept
+  std::deque<Graph> bodies;                                     ///< the bodies of kept keys (stable addresses)
+  std::vector<std::vector<std::shared_ptr<FFTensor>>> results;  ///< by op id; empty: not kept
+
+  /// The kept results' buffers go back for the next draw's runs (FFBufferReuse).
+  ~Impl() {
+    for (auto& op : results)
+      for (auto& t : op)
+        if (t.use_count() == 1) {
+          ff_detail::give_buffer(std::move(t->p));
+          ff_detail::give_buffer(std::move(t->q));
+        }
+  }
 
   /// The op id of `key`, made if new (its body copied into the cache).
   int64_t intern(OpKey key) {
@@ -199,8 +286,7 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
         // Moving a tensor keeps its buffers where they are, so views[t] stays valid.
         shared->kept_bytes += bytes;
         for (TensorId t : op.outputs)
-          shared->results[static_cast<size_t>(id)].push_back(
-              std::make_shared<const FFTensor>(std::move(store[t.index()])));
+          shared->results[static_cast<size_t>(id)].push_back(std::make_shared<FFTensor>(std::move(store[t.index()])));
       }
     }
   }
@@ -216,6 +302,10 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
       run.outputs.push_back(std::move(copy));
     }
     run.exp_tainted.push_back(taint.out[k]);
+  }
+  for (FFTensor& t : store) {
+    ff_detail::give_buffer(std::move(t.p));
+    ff_detail::give_buffer(std::move(t.q));
   }
   return run;
 }

@@ -42,8 +42,8 @@ class FFBlockProgram {
   }
 
   /// Runs block `index` (x fastest): every iteration of the loop body, then post-processing.
-  void run_block(FFWorker& w, const std::vector<FFView>& params, const std::vector<FFMutView>& outputs,
-                 int64_t index, FFState& st) const {
+  void run_block(FFWorker& w, const std::vector<FFView>& params, const std::vector<FFMutView>& outputs, int64_t index,
+                 FFState& st) const {
     const auto b = interp::block_coords(body_.grid, index);
     for (int64_t i = 0; i < body_.forloop; ++i) {
       if (!exec(plans_[0], w, BlockPhase::loop, params, &outputs, b, i, st)) return;
@@ -213,7 +213,10 @@ class FFBlockProgram {
 };
 
 FFMutView allocate(std::vector<FFTensor>& store, std::vector<FFView>& views, TensorId t, const Shape& s) {
-  store[t.index()] = FFTensor(s);
+  FFTensor& r = store[t.index()];
+  r.shape = s;
+  r.p = take_buffer(static_cast<size_t>(s.numel()));
+  r.q = take_buffer(static_cast<size_t>(s.numel()));
   FFMutView v = mut_view_of(store[t.index()]);
   views[t.index()] = v;
   return v;

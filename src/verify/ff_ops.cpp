@@ -1,10 +1,12 @@
 // The computing ops of the finite-field interpreter on strided residue views: element-wise ops
 // (paper Table 3), matmul and sum with lazy reduction, layout ops, and the exp-taint analysis.
+#include "ff_ops.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
 
-#include "ff_ops.h"
+#include "ff_matmul.h"
 #include "matmul_pieces.h"
 #include "strided_loop.h"
 
@@ -144,137 +146,7 @@ UView dense(const UView& v, std::vector<uint32_t>& buf) {
   return d;
 }
 
-// ---- matmul: the hot kernel -------------------------------------------------------------------
-//
-// C[i, :] = Σ_k A[i, k] · B[k, :] with B's rows contiguous. Products of residues < 2^30 are
-// < 2^60; 64-bit lanes accumulate 16 of them, then fold: acc = hi·(2^32 mod M) + lo keeps
-// acc < 2^45, leaving room for the next 16 (checked below). One % per result at the end.
-// Four rows of A share each load of a row of B; the j-loops vectorize (vpmuludq).
-
-template <uint64_t M>
-constexpr bool lazy_bound_holds() {
-  constexpr uint64_t max64 = std::numeric_limits<uint64_t>::max();
-  constexpr uint64_t folded = uint64_t{0xffffffffu} * ((uint64_t{1} << 32) % M) + 0xffffffffu;
-  return (M - 1) * (M - 1) <= max64 / 16 && folded <= max64 - 16 * (M - 1) * (M - 1);
-}
-static_assert(lazy_bound_holds<kP>() && lazy_bound_holds<kQ>(), "16 lazy products must fit in 64 bits");
-
-constexpr int64_t kLazy = 16;
-constexpr int kRows = 4;
-constexpr int64_t kWide = 256;  // columns from which B is streamed by rows instead of packed
-
-template <uint64_t M>
-[[gnu::always_inline]] inline void matmul_rows(const uint32_t* __restrict a, int64_t sar, int64_t sak,
-                                               const uint32_t* __restrict b, int64_t ldb, uint32_t* __restrict c,
-                                               int64_t ldc, int64_t m, int64_t n, int64_t k_total,
-                                               uint64_t* __restrict acc) {
-  constexpr uint64_t kFold = (uint64_t{1} << 32) % M;
-  for (int64_t i = 0; i < m; i += kRows) {
-    const int64_t rows = std::min<int64_t>(kRows, m - i);
-    std::fill(acc, acc + kRows * n, uint64_t{0});
-    uint64_t* __restrict acc0 = acc;
-    uint64_t* __restrict acc1 = acc + n;
-    uint64_t* __restrict acc2 = acc + 2 * n;
-    uint64_t* __restrict acc3 = acc + 3 * n;
-    for (int64_t k0 = 0; k0 < k_total; k0 += kLazy) {
-      const int64_t k1 = std::min(k_total, k0 + kLazy);
-      for (int64_t k = k0; k < k1; ++k) {
-        const uint32_t* __restrict bk = b + k * ldb;
-        const uint32_t* ak = a + i * sar + k * sak;
-        if (rows == kRows) {
-          const uint64_t a0 = ak[0], a1 = ak[sar], a2 = ak[2 * sar], a3 = ak[3 * sar];
-          for (int64_t j = 0; j < n; ++j) {
-            const uint64_t bj = bk[j];
-            acc0[j] += a0 * bj;
-            acc1[j] += a1 * bj;
-            acc2[j] += a2 * bj;
-            acc3[j] += a3 * bj;
-          }
-        } else {
-          for (int64_t r = 0; r < rows; ++r) {
-            const uint64_t ar = ak[r * sar];
-            uint64_t* __restrict accr = acc + r * n;
-            for (int64_t j = 0; j < n; ++j) accr[j] += ar * bk[j];
-          }
-        }
-      }
-      for (int64_t j = 0; j < rows * n; ++j) acc[j] = (acc[j] >> 32) * kFold + (acc[j] & 0xffffffffu);
-    }
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = 0; j < n; ++j) c[(i + r) * ldc + j] = static_cast<uint32_t>(acc[r * n + j] % M);
-  }
-}
-
-typedef uint64_t U64x8 __attribute__((vector_size(64)));
-typedef uint32_t U32x8 __attribute__((vector_size(32)));
-
-/// The register-blocked core: a 4 × 16 tile of C in eight 8-lane accumulators; each row of B
-/// is loaded once for the four rows of A. Operands are masked to 32 bits so that the multiply
-/// is one vpmuludq.
-template <uint64_t M>
-[[gnu::always_inline]] inline void matmul_4x16(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b,
-                                               int64_t ldb, uint32_t* c, int64_t ldc, int64_t k_total) {
-  constexpr uint64_t kFold = (uint64_t{1} << 32) % M;
-  const U64x8 lo = U64x8{} + 0xffffffffu;
-  U64x8 acc[kRows][2] = {};
-  for (int64_t k0 = 0; k0 < k_total; k0 += kLazy) {
-    const int64_t k1 = std::min(k_total, k0 + kLazy);
-    for (int64_t k = k0; k < k1; ++k) {
-      U32x8 b0, b1;
-      std::memcpy(&b0, b + k * ldb, sizeof b0);
-      std::memcpy(&b1, b + k * ldb + 8, sizeof b1);
-      const U64x8 w0 = __builtin_convertvector(b0, U64x8), w1 = __builtin_convertvector(b1, U64x8);
-      for (int r = 0; r < kRows; ++r) {
-        const U64x8 ar = (U64x8{} + a[r * sar + k * sak]) & lo;
-        acc[r][0] += ar * (w0 & lo);
-        acc[r][1] += ar * (w1 & lo);
-      }
-    }
-    for (auto& row : acc)
-      for (auto& v : row) v = (v >> 32) * kFold + (v & lo);
-  }
-  for (int r = 0; r < kRows; ++r)
-    for (int h = 0; h < 2; ++h)
-      for (int j = 0; j < 8; ++j) c[r * ldc + h * 8 + j] = static_cast<uint32_t>(acc[r][h][j] % M);
-}
-
-/// C [m, n] = A [m, K] · B [K, n] with B's rows at stride ldb. A wide B (block tiles of many
-/// columns, kernel-level operands) streams its rows through matmul_rows. A narrow B (a [K, 32]
-/// tile of a [4096, 4096] weight: rows 16 KiB apart, all in the same cache sets) is packed
-/// densely once, then computed in 4 × 16 register tiles.
-template <uint64_t M>
-[[gnu::always_inline]] inline void matmul_any(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b,
-                                              int64_t ldb, uint32_t* c, int64_t ldc, int64_t m, int64_t n,
-                                              int64_t k_total, uint64_t* acc, uint32_t* packed) {
-  if (n >= kWide || m < kRows) {
-    matmul_rows<M>(a, sar, sak, b, ldb, c, ldc, m, n, k_total, acc);
-    return;
-  }
-  if (ldb != n) {
-    for (int64_t k = 0; k < k_total; ++k) std::copy(b + k * ldb, b + k * ldb + n, packed + k * n);
-    b = packed;
-    ldb = n;
-  }
-  const int64_t m4 = m / kRows * kRows, n16 = n / 16 * 16;
-  for (int64_t i = 0; i < m4; i += kRows)
-    for (int64_t j = 0; j < n16; j += 16) matmul_4x16<M>(a + i * sar, sar, sak, b + j, ldb, c + i * ldc + j, ldc, k_total);
-  if (n16 < n) matmul_rows<M>(a, sar, sak, b + n16, ldb, c + n16, ldc, m4, n - n16, k_total, acc);
-  if (m4 < m) matmul_rows<M>(a + m4 * sar, sar, sak, b, ldb, c + m4 * ldc, ldc, m - m4, n, k_total, acc);
-}
-
-// One clone per instruction set; the loader picks the best at startup.
-#define MUGRAPH_FF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
-MUGRAPH_FF_CLONES void matmul_rows_p(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,
-                                     uint32_t* c, int64_t ldc, int64_t m, int64_t n, int64_t k, uint64_t* acc,
-                                     uint32_t* packed) {
-  matmul_any<kP>(a, sar, sak, b, ldb, c, ldc, m, n, k, acc, packed);
-}
-MUGRAPH_FF_CLONES void matmul_rows_q(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,
-                                     uint32_t* c, int64_t ldc, int64_t m, int64_t n, int64_t k, uint64_t* acc,
-                                     uint32_t* packed) {
-  matmul_any<kQ>(a, sar, sak, b, ldb, c, ldc, m, n, k, acc, packed);
-}
+// ---- matmul (ff_matmul.h has the kernel) ------------------------------------------------------
 
 // Kernel-level matmuls are split into pieces of at most this many rows and columns.
 constexpr int64_t kRowPiece = 64;
@@ -292,23 +164,15 @@ void matmul_field(const UView& a_in, const UView& b_in, const MutUView& out, int
   if (N > 1 && b.stride[static_cast<size_t>(rb - 1)] != 1) b = dense(b_in, b_buf);
   const int64_t ldb = b.stride[static_cast<size_t>(rb - 2)];
   const interp::MatmulPieces plan(out.shape, pool != nullptr, kRowPiece, kColPiece);
-  const int64_t cols_per = plan.cols_per();
   const int64_t sar = a_in.stride[static_cast<size_t>(ra - 2)], sak = a_in.stride[static_cast<size_t>(ra - 1)];
   auto piece = [&](int64_t index) {
-    thread_local std::vector<uint64_t> acc;
-    thread_local std::vector<uint32_t> packed;
-    acc.resize(static_cast<size_t>(kRows * std::max<int64_t>(N, 1)));
-    packed.resize(static_cast<size_t>(K * std::min({N, cols_per, kWide})));
+    thread_local std::vector<uint32_t> panel;
+    panel.resize(static_cast<size_t>(ff_matmul_panel_elements(K)));
     const auto [bi, r0, c0, m, n] = plan.piece(index);
     const uint32_t* pa = a_in.data + plan.batch_offset(bi, a_in);
     const uint32_t* pb = b.data + plan.batch_offset(bi, b);
     uint32_t* pc = out.data + bi * Mr * N + r0 * N + c0;
-    pb += c0;
-    if (M == kP) {
-      matmul_rows_p(pa + r0 * sar, sar, sak, pb, ldb, pc, N, m, n, K, acc.data(), packed.data());
-    } else {
-      matmul_rows_q(pa + r0 * sar, sar, sak, pb, ldb, pc, N, m, n, K, acc.data(), packed.data());
-    }
+    ff_matmul(M, pa + r0 * sar, sar, sak, pb + c0, ldb, pc, N, m, n, K, panel.data());
   };
   const int64_t pieces = plan.count();
   if (pool && pool->size() > 1 && pieces > 1) {
@@ -365,55 +229,61 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
   interp::StridedLoop<4> loop(out.shape(), {out.p.stride, out.q.stride, x.p.stride, x.q.stride});
   const int64_t sop = loop.inner_stride(0), soq = loop.inner_stride(1), sxp = loop.inner_stride(2),
                 sxq = loop.inner_stride(3);
-  // exp and silu of a tainted value are second exps: random functions like relu and gelu.
-  const bool random = kind == OpKind::relu || kind == OpKind::gelu ||
-                      (tainted && (kind == OpKind::exp || kind == OpKind::silu));
-  split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
-    loop.run(begin, end, [&](const std::array<int64_t, 4>& off, int64_t n) {
-      uint32_t* op = out.p.data + off[0];
-      uint32_t* oq = out.q.data + off[1];
-      const uint32_t* xp = x.p.data + off[2];
-      const uint32_t* xq = x.q.data + off[3];
-      for (int64_t j = 0; j < n; ++j) {
-        uint64_t a = xp[j * sxp], b = xq[j * sxq];
-        uint64_t rp = 0, rq = 0;
-        if (random) {
-          auto r = st.random_fn(kind, static_cast<uint32_t>(a));
-          rp = r[0];
-          rq = r[1];
-        } else {
-          switch (kind) {
-            case OpKind::sqr:
-              rp = a * a % kP;
-              rq = b * b % kQ;
-              break;
-            case OpKind::sqrt:
-              rp = ff::sqrt_pm(a, kP);
-              rq = ff::sqrt_pm(b, kQ);
-              break;
-            case OpKind::exp:
-              rp = st.omega_pow(b);  // ω^(x_q); the Z_q part has no meaning
-              break;
-            case OpKind::silu: {
-              // x / (1 + exp(−x)); ω^(−x_q) ≠ −1 since ω has odd order, so 1 + it is never 0.
-              uint64_t d = ff::add(1, st.omega_pow(ff::neg(b, kQ)), kP);
-              if (d == 0) {
-                st.zero_divisor = true;
-                return;
-              }
-              rp = a * ff::inv(d, kP) % kP;
-              rq = b;  // exp's Z_q part is 0: x_q / (1 + 0)
-              break;
-            }
-            default:
-              detail::bad_elementwise(kind);
-          }
+  // Runs f(x_p, x_q) → {r_p, r_q} over every element; f is chosen per op, outside the loop, so
+  // each op's loop is its own (and keeps its tables in registers).
+  auto each = [&](auto f) {
+    split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
+      loop.run(begin, end, [&](const std::array<int64_t, 4>& off, int64_t n) {
+        uint32_t* op = out.p.data + off[0];
+        uint32_t* oq = out.q.data + off[1];
+        const uint32_t* xp = x.p.data + off[2];
+        const uint32_t* xq = x.q.data + off[3];
+        for (int64_t j = 0; j < n; ++j) {
+          const std::array<uint64_t, 2> r = f(uint64_t{xp[j * sxp]}, uint64_t{xq[j * sxq]});
+          op[j * sop] = static_cast<uint32_t>(r[0]);
+          oq[j * soq] = static_cast<uint32_t>(r[1]);
         }
-        op[j * sop] = static_cast<uint32_t>(rp);
-        oq[j * soq] = static_cast<uint32_t>(rq);
-      }
+      });
     });
-  });
+  };
+  // exp and silu of a tainted value are second exps: random functions like relu and gelu.
+  if (kind == OpKind::relu || kind == OpKind::gelu || (tainted && (kind == OpKind::exp || kind == OpKind::silu))) {
+    each([&](uint64_t a, uint64_t) {
+      const auto r = st.random_fn(kind, static_cast<uint32_t>(a));
+      return std::array<uint64_t, 2>{r[0], r[1]};
+    });
+    return;
+  }
+  switch (kind) {
+    case OpKind::sqr:
+      each([](uint64_t a, uint64_t b) { return std::array<uint64_t, 2>{a * a % kP, b * b % kQ}; });
+      return;
+    case OpKind::sqrt:
+      each([](uint64_t a, uint64_t b) { return std::array<uint64_t, 2>{ff::sqrt_pm(a, kP), ff::sqrt_pm(b, kQ)}; });
+      return;
+    case OpKind::exp: {
+      const OmegaPow pow = st.omega_pow();
+      // ω^(x_q); the Z_q part has no meaning.
+      each([pow](uint64_t, uint64_t b) { return std::array<uint64_t, 2>{pow(b), 0}; });
+      return;
+    }
+    case OpKind::silu: {
+      // x / (1 + exp(−x)); ω^(−x_q) ≠ −1 since ω has odd order, so 1 + it is never 0.
+      const OmegaPow pow = st.omega_pow();
+      std::atomic<bool>& zero_divisor = st.zero_divisor;
+      each([pow, &zero_divisor](uint64_t a, uint64_t b) {
+        const uint64_t d = ff::add(1, pow(ff::neg(b, kQ)), kP);
+        if (d == 0) {
+          zero_divisor = true;
+          return std::array<uint64_t, 2>{0, 0};
+        }
+        return std::array<uint64_t, 2>{a * ff::inv(d, kP) % kP, b};  // exp's Z_q part is 0: x_q / (1 + 0)
+      });
+      return;
+    }
+    default:
+      detail::bad_elementwise(kind);
+  }
 }
 
 template <uint64_t M>
@@ -424,24 +294,39 @@ void repeat_field(const UView& x, int dim, int64_t times, const MutUView& out) {
 
 }  // namespace
 
-FFState::FFState(const FFContext& c, interp::ThreadPool* p) : ctx(c), pool(p) {
-  uint64_t base = c.omega % kP;
-  for (auto& table : omega_table_) {
+FFState::FFState(const FFContext& c, interp::ThreadPool* p) : ctx(c), pool(p) {}
+
+std::shared_ptr<const FFState::OmegaPowers> FFState::omega_powers(uint64_t omega) {
+  // The last few ω seen: a verification's draws each have one, and threads may verify at once.
+  static std::mutex mutex;
+  static std::vector<std::pair<uint64_t, std::shared_ptr<const OmegaPowers>>> recent;
+  constexpr size_t kKept = 8;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const auto& [w, powers] : recent)
+      if (w == omega) return powers;
+  }
+  auto powers = std::make_shared<OmegaPowers>();
+  auto fill = [](std::vector<uint32_t>& table, size_t size, uint64_t base) {
+    table.resize(size);
     uint64_t v = 1;
-    for (auto& e : table) {
+    for (uint32_t& e : table) {
       e = static_cast<uint32_t>(v);
       v = v * base % kP;
     }
-    base = v;  // ω^(256^(k+1))
-  }
+    return v;  // base^size
+  };
+  const uint64_t step = fill(powers->low, size_t{1} << OmegaPow::kLowBits, omega % kP);  // ω^(2^15)
+  fill(powers->high, static_cast<size_t>((kQ >> OmegaPow::kLowBits) + 1), step);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (recent.size() == kKept) recent.erase(recent.begin());
+  recent.emplace_back(omega, powers);
+  return powers;
 }
 
-uint32_t FFState::omega_pow(uint64_t e) const {
-  uint64_t r = omega_table_[0][e & 255];
-  r = r * omega_table_[1][(e >> 8) & 255] % kP;
-  r = r * omega_table_[2][(e >> 16) & 255] % kP;
-  r = r * omega_table_[3][(e >> 24) & 255] % kP;
-  return static_cast<uint32_t>(r);
+OmegaPow FFState::omega_pow() const {
+  std::call_once(powers_once_, [&] { powers_ = omega_powers(ctx.omega); });
+  return OmegaPow{powers_->low.data(), powers_->high.data()};
 }
 
 std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp) const {
@@ -456,7 +341,8 @@ std::array<uint32_t, 2> scalar_residues(const Scalar& s) {
   auto one = [&](uint64_t m) {
     uint64_t v = ff::from_int(s.mantissa, m);
     uint64_t ten = s.exp10 >= 0 ? 10 : ff::inv(10, m);
-    return static_cast<uint32_t>(v * ff::pow(ten, static_cast<uint64_t>(s.exp10 >= 0 ? s.exp10 : -int64_t{s.exp10}), m) % m);
+    return static_cast<uint32_t>(
+        v * ff::pow(ten, static_cast<uint64_t>(s.exp10 >= 0 ? s.exp10 : -int64_t{s.exp10}), m) % m);
   };
   r[0] = one(kP);
   r[1] = one(kQ);

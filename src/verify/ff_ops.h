@@ -9,6 +9,8 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "mugraph/ff_interp.h"
@@ -26,7 +28,9 @@ using MutUView = interp::BasicView<uint32_t>;
 struct FFView {
   UView p, q;
   const Shape& shape() const { return p.shape; }
-  FFView slice(int d, int64_t begin, int64_t extent) const { return {p.slice(d, begin, extent), q.slice(d, begin, extent)}; }
+  FFView slice(int d, int64_t begin, int64_t extent) const {
+    return {p.slice(d, begin, extent), q.slice(d, begin, extent)};
+  }
 };
 struct FFMutView {
   MutUView p, q;
@@ -37,6 +41,11 @@ struct FFMutView {
   }
 };
 
+/// `n` zero residues, in a buffer given back by an earlier run where one fits (FFBufferReuse).
+std::vector<uint32_t> take_buffer(size_t n);
+/// Keeps `buffer` for a later take_buffer while an FFBufferReuse is alive (else frees it).
+void give_buffer(std::vector<uint32_t>&& buffer);
+
 /// A dense view of a whole FFTensor.
 inline FFView view_of(const FFTensor& t) {
   return {UView::dense(t.p.data(), t.shape), UView::dense(t.q.data(), t.shape)};
@@ -45,13 +54,25 @@ inline FFMutView mut_view_of(FFTensor& t) {
   return {MutUView::dense(t.p.data(), t.shape), MutUView::dense(t.q.data(), t.shape)};
 }
 
+/// ω^e mod p for e < q (exp's exponent is a Z_q residue): ω^(e mod 2^15) · ω^(2^15·(e >> 15)),
+/// two table look-ups and one multiplication.
+struct OmegaPow {
+  static constexpr int kLowBits = 15;
+  static constexpr uint64_t kLowMask = (uint64_t{1} << kLowBits) - 1;
+  static_assert(ff::kQ <= uint64_t{1} << (2 * kLowBits - 1), "a Z_q residue splits into 15 + 14 bits");
+  const uint32_t* low;   ///< ω^j, j < 2^15
+  const uint32_t* high;  ///< ω^(2^15·j), j ≤ q >> 15
+  uint64_t operator()(uint64_t e) const { return uint64_t{low[e & kLowMask]} * high[e >> kLowBits] % ff::kP; }
+};
+
 /// What a run shares across ops and threads: the test's context, tables derived from it, the
 /// zero-divisor flag and the worker pool.
 class FFState {
  public:
   FFState(const FFContext& ctx, interp::ThreadPool* pool);
-  /// ω^e mod p for e < 2^32 by four table look-ups (ω^(j·256^k) tables).
-  uint32_t omega_pow(uint64_t e) const;
+  /// ω^e for the test's ω (OmegaPow). Its tables are made on the first call of the run, or taken
+  /// from the runs before with the same ω (omega_powers). Thread-safe.
+  OmegaPow omega_pow() const;
   /// The random function standing for op `kind` on an operand with Z_p residue xp: (value mod p,
   /// value mod q). Depends on the test seed and the op kind only, so both graphs of a test apply
   /// the same function. Only the Z_p residue is hashed: the Z_q part of an exp-tainted operand is
@@ -63,7 +84,15 @@ class FFState {
   std::atomic<bool> zero_divisor{false};
 
  private:
-  std::array<std::array<uint32_t, 256>, 4> omega_table_{};
+  /// ω^j and ω^(2^15·j).
+  struct OmegaPowers {
+    std::vector<uint32_t> low, high;
+  };
+  /// The powers of ω, shared by every run with that ω: the draws of a verification use one ω for
+  /// the reference and each candidate, so they are made once per draw.
+  static std::shared_ptr<const OmegaPowers> omega_powers(uint64_t omega);
+  mutable std::once_flag powers_once_;
+  mutable std::shared_ptr<const OmegaPowers> powers_;
 };
 
 /// The Z_p and Z_q residues of a binary op's constant (m·10^e exactly). A zero residue of a

@@ -51,8 +51,9 @@ void collect_constants(const Graph& g, std::vector<Scalar>& out) {
 /// The residue of a constant m·10^e in the field of modulus m_field.
 uint64_t constant_residue(const Scalar& c, uint64_t m_field) {
   uint64_t v = ff::from_int(c.mantissa, m_field);
-  uint64_t ten = c.exp10 >= 0 ? ff::pow(10, static_cast<uint64_t>(c.exp10), m_field)
-                              : ff::inv(ff::pow(10, static_cast<uint64_t>(-static_cast<int64_t>(c.exp10)), m_field), m_field);
+  uint64_t ten = c.exp10 >= 0
+                     ? ff::pow(10, static_cast<uint64_t>(c.exp10), m_field)
+                     : ff::inv(ff::pow(10, static_cast<uint64_t>(-static_cast<int64_t>(c.exp10)), m_field), m_field);
   return ff::mul(v, ten, m_field);
 }
 
@@ -304,7 +305,8 @@ struct ReferenceRuns::Impl {
     kept_input_bytes += bytes;
     f.inputs = std::exchange(drawn, {});
   }
-  std::map<std::pair<uint64_t, int>, std::pair<std::vector<HostTensor>, std::vector<HostTensor>>> flt;  // inputs, outputs
+  std::map<std::pair<uint64_t, int>, std::pair<std::vector<HostTensor>, std::vector<HostTensor>>>
+      flt;  // inputs, outputs
 
   void bind(const Graph& reference) {
     size_t h = hash_value(reference);
@@ -429,6 +431,7 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
   // each verdict is verify()'s for that candidate alone. One draw's inputs serve them all, and
   // kernel ops they share are computed once per draw (FFOpCache).
   uint64_t draw = 0;
+  const FFBufferReuse reuse;  // each draw runs the same graphs again
   auto under_test = [&] { return std::any_of(all.begin(), all.end(), [](const Pending& c) { return !c.done; }); };
   while (under_test()) {
     if (stop && stop->load()) return {};

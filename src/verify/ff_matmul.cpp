@@ -1,0 +1,282 @@
+// C = A · B over Z_p or Z_q. B is copied, 16 columns at a time, into a dense panel (its rows
+// contiguous whatever B's stride: a [K, 32] tile of a [4096, 4096] weight has rows 16 KiB apart,
+// all in the same cache sets); then R rows of A sweep the panel with their R × 16 sums in
+// registers. Products of residues < 2^30 are < 2^60: 64-bit lanes take 16 of them, then fold,
+// acc = hi·(2^32 mod M) + lo, which keeps acc < 2^45 and leaves room for the next 16 (checked
+// below). One % per result at the end.
+//
+// The vector kernels are written with intrinsics: each product is one vpmuludq (32 × 32 → 64
+// bits per lane), where GCC turns a 64-bit vector multiply of masked operands into the
+// three-multiply sequence of a full 64-bit product (three times the work, measured 2026-11-28).
+#include "ff_matmul.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <limits>
+
+#include "mugraph/error.h"
+#include "mugraph/ffield.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MUGRAPH_FF_X86 1
+#include <immintrin.h>
+#else
+#define MUGRAPH_FF_X86 0
+#endif
+
+namespace mugraph::ff_detail {
+
+namespace {
+
+using ff::kP;
+using ff::kQ;
+
+constexpr int64_t kLazy = 16;  // products per 64-bit lane between folds
+constexpr int kPanel = 16;     // columns per panel
+
+template <uint64_t M>
+constexpr uint64_t kFold = (uint64_t{1} << 32) % M;
+
+template <uint64_t M>
+constexpr bool lazy_bound_holds() {
+  constexpr uint64_t max64 = std::numeric_limits<uint64_t>::max();
+  constexpr uint64_t folded = uint64_t{0xffffffffu} * kFold<M> + 0xffffffffu;
+  return (M - 1) * (M - 1) <= max64 / kLazy && folded <= max64 - kLazy * (M - 1) * (M - 1);
+}
+static_assert(lazy_bound_holds<kP>() && lazy_bound_holds<kQ>(), "16 lazy products must fit in 64 bits");
+
+/// Columns [0, cols) of B's K rows into a dense K × 16 panel, zeros beyond `cols`.
+void pack_panel(const uint32_t* b, int64_t ldb, int64_t K, int64_t cols, uint32_t* panel) {
+  for (int64_t k = 0; k < K; ++k) {
+    uint32_t* row = panel + k * kPanel;
+    std::memcpy(row, b + k * ldb, static_cast<size_t>(cols) * sizeof(uint32_t));
+    std::fill(row + cols, row + kPanel, 0u);
+  }
+}
+
+/// C's R rows from their sums (row r's column j at sums[r·16 + j]).
+template <uint64_t M, int R>
+inline void write_rows(const uint64_t* sums, uint32_t* c, int64_t ldc, int64_t cols) {
+  for (int r = 0; r < R; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = static_cast<uint32_t>(sums[r * kPanel + j] % M);
+}
+
+template <uint64_t M, int R>
+void rows_portable(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* panel, int64_t K, uint32_t* c,
+                   int64_t ldc, int64_t cols) {
+  uint64_t acc[R * kPanel] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kLazy) {
+    const int64_t k1 = std::min(K, k0 + kLazy);
+    for (int64_t k = k0; k < k1; ++k) {
+      const uint32_t* bk = panel + k * kPanel;
+      for (int r = 0; r < R; ++r) {
+        const uint64_t ar = a[r * sar + k * sak];
+        for (int j = 0; j < kPanel; ++j) acc[r * kPanel + j] += ar * bk[j];
+      }
+    }
+    for (uint64_t& v : acc) v = (v >> 32) * kFold<M> + (v & 0xffffffffu);
+  }
+  write_rows<M, R>(acc, c, ldc, cols);
+}
+
+#if MUGRAPH_FF_X86
+
+// GCC 12's AVX-512 shifts start from _mm512_undefined_epi32, which -Wmaybe-uninitialized flags
+// at every use (a known false positive in its headers).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// A row's 16 sums sit in 64-bit lanes, even columns apart from odd: a panel row loaded as 32-bit
+// lanes has column 2i in the low half of 64-bit lane i (what vpmuludq reads) and column 2i + 1
+// in its high half (one shift away). A's element is broadcast to every 32-bit lane.
+
+template <uint64_t M, int R>
+__attribute__((target("avx512f"))) void rows_avx512(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* panel,
+                                                    int64_t K, uint32_t* c, int64_t ldc, int64_t cols) {
+  __m512i even[R], odd[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) even[r] = odd[r] = _mm512_setzero_si512();
+  const __m512i fold = _mm512_set1_epi64(static_cast<long long>(kFold<M>));
+  const __m512i low = _mm512_set1_epi64(0xffffffffll);
+  for (int64_t k0 = 0; k0 < K; k0 += kLazy) {
+    const int64_t k1 = std::min(K, k0 + kLazy);
+    for (int64_t k = k0; k < k1; ++k) {
+      const __m512i be = _mm512_loadu_si512(panel + k * kPanel);
+      const __m512i bo = _mm512_srli_epi64(be, 32);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m512i ar = _mm512_set1_epi32(static_cast<int>(a[r * sar + k * sak]));
+        even[r] = _mm512_add_epi64(even[r], _mm512_mul_epu32(ar, be));
+        odd[r] = _mm512_add_epi64(odd[r], _mm512_mul_epu32(ar, bo));
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      even[r] =
+          _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(even[r], 32), fold), _mm512_and_si512(even[r], low));
+      odd[r] = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(odd[r], 32), fold), _mm512_and_si512(odd[r], low));
+    }
+  }
+  uint64_t sums[R * kPanel];
+  for (int r = 0; r < R; ++r) {
+    alignas(64) uint64_t e[8], o[8];
+    _mm512_store_si512(e, even[r]);
+    _mm512_store_si512(o, odd[r]);
+    for (int i = 0; i < 8; ++i) {
+      sums[r * kPanel + 2 * i] = e[i];
+      sums[r * kPanel + 2 * i + 1] = o[i];
+    }
+  }
+  write_rows<M, R>(sums, c, ldc, cols);
+}
+
+/// AVX2: 16 registers hold two rows' 16 sums (8 registers), the panel row's four quarters and
+/// A's element; a third row would spill.
+template <uint64_t M, int R>
+__attribute__((target("avx2"))) void rows_avx2(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* panel,
+                                               int64_t K, uint32_t* c, int64_t ldc, int64_t cols) {
+  __m256i acc[R][4];  // columns 2i, 2i + 1, 8 + 2i, 8 + 2i + 1 of lane i
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+    for (auto& v : acc[r]) v = _mm256_setzero_si256();
+  const __m256i fold = _mm256_set1_epi64x(static_cast<long long>(kFold<M>));
+  const __m256i low = _mm256_set1_epi64x(0xffffffffll);
+  for (int64_t k0 = 0; k0 < K; k0 += kLazy) {
+    const int64_t k1 = std::min(K, k0 + kLazy);
+    for (int64_t k = k0; k < k1; ++k) {
+      __m256i b[4];
+      b[0] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + k * kPanel));
+      b[1] = _mm256_srli_epi64(b[0], 32);
+      b[2] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + k * kPanel + 8));
+      b[3] = _mm256_srli_epi64(b[2], 32);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const __m256i ar = _mm256_set1_epi32(static_cast<int>(a[r * sar + k * sak]));
+        for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_add_epi64(acc[r][q], _mm256_mul_epu32(ar, b[q]));
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      for (auto& v : acc[r])
+        v = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(v, 32), fold), _mm256_and_si256(v, low));
+  }
+  uint64_t sums[R * kPanel];
+  for (int r = 0; r < R; ++r) {
+    alignas(32) uint64_t part[4][4];
+    for (int q = 0; q < 4; ++q) _mm256_store_si256(reinterpret_cast<__m256i*>(part[q]), acc[r][q]);
+    for (int i = 0; i < 4; ++i) {
+      sums[r * kPanel + 2 * i] = part[0][i];
+      sums[r * kPanel + 2 * i + 1] = part[1][i];
+      sums[r * kPanel + 8 + 2 * i] = part[2][i];
+      sums[r * kPanel + 8 + 2 * i + 1] = part[3][i];
+    }
+  }
+  write_rows<M, R>(sums, c, ldc, cols);
+}
+
+#pragma GCC diagnostic pop
+
+#endif  // MUGRAPH_FF_X86
+
+template <uint64_t M, FFMatmulIsa I, int R>
+void rows(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* panel, int64_t K, uint32_t* c, int64_t ldc,
+          int64_t cols) {
+#if MUGRAPH_FF_X86
+  if constexpr (I == FFMatmulIsa::avx512) return rows_avx512<M, R>(a, sar, sak, panel, K, c, ldc, cols);
+  if constexpr (I == FFMatmulIsa::avx2) return rows_avx2<M, R>(a, sar, sak, panel, K, c, ldc, cols);
+#endif
+  rows_portable<M, R>(a, sar, sak, panel, K, c, ldc, cols);
+}
+
+/// Rows a kernel sweeps a panel with at most (what its registers hold).
+constexpr int max_rows(FFMatmulIsa isa) { return isa == FFMatmulIsa::avx512 ? 8 : isa == FFMatmulIsa::avx2 ? 2 : 4; }
+
+template <uint64_t M, FFMatmulIsa I>
+void matmul_panels(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb, uint32_t* c,
+                   int64_t ldc, int64_t m, int64_t n, int64_t K, uint32_t* panel) {
+  constexpr int kRows = max_rows(I);
+  for (int64_t j0 = 0; j0 < n; j0 += kPanel) {
+    const int64_t cols = std::min<int64_t>(kPanel, n - j0);
+    pack_panel(b + j0, ldb, K, cols, panel);
+    int64_t i = 0;
+    for (; m - i >= kRows; i += kRows) rows<M, I, kRows>(a + i * sar, sar, sak, panel, K, c + i * ldc + j0, ldc, cols);
+    // The last rows, fewer than kRows: 4, 2 and 1 at a time (7 = 4 + 2 + 1).
+    if constexpr (kRows > 4)
+      if (m - i >= 4) {
+        rows<M, I, 4>(a + i * sar, sar, sak, panel, K, c + i * ldc + j0, ldc, cols);
+        i += 4;
+      }
+    if constexpr (kRows > 2)
+      if (m - i >= 2) {
+        rows<M, I, 2>(a + i * sar, sar, sak, panel, K, c + i * ldc + j0, ldc, cols);
+        i += 2;
+      }
+    if constexpr (kRows > 1)
+      if (m - i >= 1) rows<M, I, 1>(a + i * sar, sar, sak, panel, K, c + i * ldc + j0, ldc, cols);
+  }
+}
+
+FFMatmulIsa best_isa() {
+#if MUGRAPH_FF_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return FFMatmulIsa::avx512;
+  if (__builtin_cpu_supports("avx2")) return FFMatmulIsa::avx2;
+#endif
+  return FFMatmulIsa::portable;
+}
+
+std::atomic<FFMatmulIsa>& isa_now() {
+  static std::atomic<FFMatmulIsa> isa{best_isa()};
+  return isa;
+}
+
+template <uint64_t M>
+void matmul_mod(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb, uint32_t* c, int64_t ldc,
+                int64_t m, int64_t n, int64_t K, uint32_t* panel) {
+  switch (isa_now().load(std::memory_order_relaxed)) {
+    case FFMatmulIsa::avx512:
+      return matmul_panels<M, FFMatmulIsa::avx512>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+    case FFMatmulIsa::avx2:
+      return matmul_panels<M, FFMatmulIsa::avx2>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+    case FFMatmulIsa::portable:
+      break;
+  }
+  matmul_panels<M, FFMatmulIsa::portable>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+}
+
+}  // namespace
+
+const char* ff_matmul_isa_name(FFMatmulIsa isa) {
+  switch (isa) {
+    case FFMatmulIsa::avx512:
+      return "avx512";
+    case FFMatmulIsa::avx2:
+      return "avx2";
+    case FFMatmulIsa::portable:
+      break;
+  }
+  return "portable";
+}
+
+FFMatmulIsa ff_matmul_isa() { return isa_now().load(std::memory_order_relaxed); }
+
+bool ff_matmul_isa_supported(FFMatmulIsa isa) {
+  const FFMatmulIsa best = best_isa();
+  return static_cast<int>(isa) <= static_cast<int>(best);
+}
+
+bool set_ff_matmul_isa(FFMatmulIsa isa) {
+  if (!ff_matmul_isa_supported(isa)) return false;
+  isa_now().store(isa, std::memory_order_relaxed);
+  return true;
+}
+
+void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,
+               uint32_t* c, int64_t ldc, int64_t m, int64_t n, int64_t K, uint32_t* panel) {
+  if (modulus == kP) return matmul_mod<kP>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+  MUGRAPH_CHECK(modulus == kQ) << "ff_matmul modulo " << modulus << ", expected kP or kQ";
+  matmul_mod<kQ>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+}
+
+}  // namespace mugraph::ff_detail

@@ -1,0 +1,109 @@
+// The finite-field matmul kernel (src/verify/ff_matmul.h), with each instruction set this CPU
+// has, against a brute-force sum with plain % arithmetic: edges of the row and column blocks,
+// strided operands, and the worst case of the lazy reduction.
+#include "ff_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "mugraph/ffield.h"
+
+namespace mugraph::ff_detail {
+namespace {
+
+using ff::kP;
+using ff::kQ;
+
+const FFMatmulIsa kIsas[] = {FFMatmulIsa::portable, FFMatmulIsa::avx2, FFMatmulIsa::avx512};
+
+/// Restores the instruction set a test changed.
+class IsaScope {
+ public:
+  IsaScope() : saved_(ff_matmul_isa()) {}
+  ~IsaScope() { set_ff_matmul_isa(saved_); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  FFMatmulIsa saved_;
+};
+
+struct Case {
+  int64_t m, n, K;
+  int64_t sar, sak, ldb, ldc;  // strides; A's may be transposed (sak > 1)
+};
+
+/// Runs ff_matmul on `case` with residues from `fill` and compares every result.
+template <typename Fill>
+void expect_matches_brute_force(const Case& t, uint64_t modulus, Fill fill) {
+  std::vector<uint32_t> a(static_cast<size_t>(std::max(t.m * t.sar, t.K * t.sak) + t.m * t.sar + t.K * t.sak));
+  std::vector<uint32_t> b(static_cast<size_t>(t.K * t.ldb + t.n));
+  std::vector<uint32_t> c(static_cast<size_t>(t.m * t.ldc + t.n), 0xdeadbeefu);
+  for (auto& v : a) v = fill();
+  for (auto& v : b) v = fill();
+  std::vector<uint32_t> panel(static_cast<size_t>(ff_matmul_panel_elements(t.K)));
+  ff_matmul(modulus, a.data(), t.sar, t.sak, b.data(), t.ldb, c.data(), t.ldc, t.m, t.n, t.K, panel.data());
+  for (int64_t i = 0; i < t.m; ++i)
+    for (int64_t j = 0; j < t.ldc && i * t.ldc + j < static_cast<int64_t>(c.size()); ++j) {
+      if (j >= t.n) {
+        ASSERT_EQ(c[static_cast<size_t>(i * t.ldc + j)], 0xdeadbeefu) << "wrote outside C at " << i << "," << j;
+        continue;
+      }
+      uint64_t s = 0;
+      for (int64_t k = 0; k < t.K; ++k)
+        s = (s + uint64_t{a[static_cast<size_t>(i * t.sar + k * t.sak)]} * b[static_cast<size_t>(k * t.ldb + j)]) %
+            modulus;
+      ASSERT_EQ(c[static_cast<size_t>(i * t.ldc + j)], s)
+          << ff_matmul_isa_name(ff_matmul_isa()) << " " << t.m << "x" << t.K << "x" << t.n << " at " << i << "," << j;
+    }
+}
+
+TEST(FFMatmul, EveryInstructionSetAgreesWithBruteForce) {
+  IsaScope scope;
+  int ran = 0;
+  // Rows: fewer than any kernel's block, each tail (8 = 4 + 2 + 1 + 1), many blocks; columns:
+  // under one panel, a panel's edge, several; K: 0, under and over a lazy chunk; strides: a
+  // dense A, a transposed A, B and C with rows wider than n.
+  const Case cases[] = {
+      {1, 1, 1, 1, 1, 1, 1},         {3, 5, 7, 7, 1, 5, 5},           {7, 16, 16, 16, 1, 16, 16},
+      {8, 17, 33, 33, 1, 17, 17},    {15, 31, 100, 1, 15, 40, 33},    {9, 48, 0, 1, 1, 48, 48},
+      {64, 40, 300, 300, 1, 64, 41}, {13, 64, 1000, 1000, 1, 64, 64},
+  };
+  for (FFMatmulIsa isa : kIsas) {
+    if (!set_ff_matmul_isa(isa)) continue;
+    ++ran;
+    std::mt19937_64 rng(static_cast<uint64_t>(isa) + 1);
+    for (const Case& t : cases)
+      for (uint64_t modulus : {kP, kQ}) expect_matches_brute_force(t, modulus, [&] { return rng() % modulus; });
+  }
+  EXPECT_GE(ran, 1);  // the portable kernel runs everywhere
+}
+
+TEST(FFMatmul, LazyReductionHoldsAtTheLargestResidues) {
+  // Every residue m − 1: every product is the largest possible; K spans many lazy chunks.
+  IsaScope scope;
+  for (FFMatmulIsa isa : kIsas) {
+    if (!set_ff_matmul_isa(isa)) continue;
+    for (int64_t K : {15, 16, 17, 1000})
+      for (uint64_t modulus : {kP, kQ})
+        expect_matches_brute_force({9, 21, K, K, 1, 21, 21}, modulus,
+                                   [&] { return static_cast<uint32_t>(modulus - 1); });
+  }
+}
+
+TEST(FFMatmul, InstructionSetsAreChosenFromTheCpu) {
+  IsaScope scope;
+  EXPECT_TRUE(ff_matmul_isa_supported(FFMatmulIsa::portable));
+  EXPECT_TRUE(ff_matmul_isa_supported(ff_matmul_isa()));
+  for (FFMatmulIsa isa : kIsas) {
+    EXPECT_EQ(set_ff_matmul_isa(isa), ff_matmul_isa_supported(isa)) << ff_matmul_isa_name(isa);
+    if (ff_matmul_isa_supported(isa)) {
+      EXPECT_EQ(ff_matmul_isa(), isa);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mugraph::ff_detail
