@@ -82,14 +82,61 @@ void rows_portable(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* 
 
 #if MUGRAPH_FF_X86
 
-// GCC 12's AVX-512 shifts start from _mm512_undefined_epi32, which -Wmaybe-uninitialized flags
-// at every use (a known false positive in its headers).
+// GCC 12's AVX-512 intrinsics (shifts, conversions) start from _mm512_undefined_*, which
+// -W(maybe-)uninitialized flags at every use (a known false positive in its headers).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 // A row's 16 sums sit in 64-bit lanes, even columns apart from odd: a panel row loaded as 32-bit
 // lanes has column 2i in the low half of 64-bit lane i (what vpmuludq reads) and column 2i + 1
 // in its high half (one shift away). A's element is broadcast to every 32-bit lane.
+
+/// r mod M for eight r in [−M, 2M): what x − q·M is when the quotient q is off by at most one.
+template <uint64_t M>
+__attribute__((target("avx512f"))) inline __m512i correct(__m512i r) {
+  const __m512i m = _mm512_set1_epi64(static_cast<long long>(M));
+  r = _mm512_mask_add_epi64(r, _mm512_cmplt_epi64_mask(r, _mm512_setzero_si512()), r, m);
+  return _mm512_mask_sub_epi64(r, _mm512_cmpge_epi64_mask(r, m), r, m);
+}
+
+/// Eight products x · y mod M: the exact 64-bit products (vpmuludq), and the quotients from
+/// doubles. x · y < 2^60 has 60 significant bits, so the double quotient is off by a relative
+/// 2^-51 at most, less than 1 in absolute terms (quotients < 2^31): its truncation q is
+/// ⌊x·y/M⌋ − 1, ⌊x·y/M⌋ or ⌊x·y/M⌋ + 1, and x·y − q·M lies in [−M, 2M).
+template <uint64_t M>
+__attribute__((target("avx512f"))) inline __m256i mul_mod8(__m256i x, __m256i y) {
+  const __m512i m = _mm512_set1_epi64(static_cast<long long>(M));
+  const __m512i product = _mm512_mul_epu32(_mm512_cvtepu32_epi64(x), _mm512_cvtepu32_epi64(y));
+  const __m512d quotient =
+      _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtepu32_pd(x), _mm512_cvtepu32_pd(y)), _mm512_set1_pd(1.0 / double(M)));
+  const __m512i q = _mm512_cvtepu32_epi64(_mm512_cvttpd_epu32(quotient));
+  return _mm512_cvtepi64_epi32(correct<M>(_mm512_sub_epi64(product, _mm512_mul_epu32(q, m))));
+}
+
+/// x mod M for any eight 64-bit x: folded first (hi·(2^32 mod M) + lo < 2^45), which makes x
+/// exactly a double; its quotient (< 2^16) from doubles is then off by at most one, as in mul_mod8.
+template <uint64_t M>
+__attribute__((target("avx512f"))) inline __m512i reduce8(__m512i x) {
+  static_assert(uint64_t{0xffffffffu} * kFold<M> + 0xffffffffu < (uint64_t{1} << 52), "folded sums are exact doubles");
+  const __m512i m = _mm512_set1_epi64(static_cast<long long>(M));
+  x = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_set1_epi64(static_cast<long long>(kFold<M>))),
+                       _mm512_and_si512(x, _mm512_set1_epi64(0xffffffffll)));
+  // An integer under 2^52 is the mantissa of 2^52 + x: set 2^52's exponent, subtract 2^52.
+  const __m512i two52 = _mm512_set1_epi64(0x4330000000000000ll);
+  const __m512d xd = _mm512_sub_pd(_mm512_castsi512_pd(_mm512_or_si512(x, two52)), _mm512_castsi512_pd(two52));
+  const __m512i q = _mm512_cvtepu32_epi64(_mm512_cvttpd_epu32(_mm512_mul_pd(xd, _mm512_set1_pd(1.0 / double(M)))));
+  return correct<M>(_mm512_sub_epi64(x, _mm512_mul_epu32(q, m)));
+}
+
+template <uint64_t M>
+__attribute__((target("avx512f"))) void reduce_run_avx512(const uint64_t* x, uint32_t* o, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j),
+                        _mm512_cvtepi64_epi32(reduce8<M>(_mm512_loadu_si512(x + j))));
+  for (; j < n; ++j) o[j] = static_cast<uint32_t>(x[j] % M);
+}
 
 template <uint64_t M, int R>
 __attribute__((target("avx512f"))) void rows_avx512(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* panel,
@@ -118,17 +165,13 @@ __attribute__((target("avx512f"))) void rows_avx512(const uint32_t* a, int64_t s
       odd[r] = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(odd[r], 32), fold), _mm512_and_si512(odd[r], low));
     }
   }
-  uint64_t sums[R * kPanel];
   for (int r = 0; r < R; ++r) {
     alignas(64) uint64_t e[8], o[8];
-    _mm512_store_si512(e, even[r]);
-    _mm512_store_si512(o, odd[r]);
-    for (int i = 0; i < 8; ++i) {
-      sums[r * kPanel + 2 * i] = e[i];
-      sums[r * kPanel + 2 * i + 1] = o[i];
-    }
+    _mm512_store_si512(e, reduce8<M>(even[r]));
+    _mm512_store_si512(o, reduce8<M>(odd[r]));
+    uint32_t* row = c + r * ldc;
+    for (int64_t j = 0; j < cols; ++j) row[j] = static_cast<uint32_t>(j % 2 == 0 ? e[j / 2] : o[j / 2]);
   }
-  write_rows<M, R>(sums, c, ldc, cols);
 }
 
 /// AVX2: 16 registers hold two rows' 16 sums (8 registers), the panel row's four quarters and
@@ -173,6 +216,21 @@ __attribute__((target("avx2"))) void rows_avx2(const uint32_t* a, int64_t sar, i
     }
   }
   write_rows<M, R>(sums, c, ldc, cols);
+}
+
+/// Eight residues from p on, or p's one broadcast (stride 0).
+__attribute__((target("avx512f"))) inline __m256i load8(const uint32_t* p, int64_t stride) {
+  return stride == 0 ? _mm256_set1_epi32(static_cast<int>(*p))
+                     : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+template <uint64_t M>
+__attribute__((target("avx512f"))) void mul_run_avx512(const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy,
+                                                       uint32_t* o, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j), mul_mod8<M>(load8(x + j * sx, sx), load8(y + j * sy, sy)));
+  for (; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
 }
 
 #pragma GCC diagnostic pop
@@ -270,6 +328,37 @@ bool set_ff_matmul_isa(FFMatmulIsa isa) {
   if (!ff_matmul_isa_supported(isa)) return false;
   isa_now().store(isa, std::memory_order_relaxed);
   return true;
+}
+
+void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy, uint32_t* o,
+                int64_t n) {
+  MUGRAPH_CHECK(modulus == kP || modulus == kQ) << "ff_mul_run modulo " << modulus << ", expected kP or kQ";
+#if MUGRAPH_FF_X86
+  if (ff_matmul_isa() == FFMatmulIsa::avx512 && (sx == 0 || sx == 1) && (sy == 0 || sy == 1)) {
+    if (modulus == kP) return mul_run_avx512<kP>(x, sx, y, sy, o, n);
+    return mul_run_avx512<kQ>(x, sx, y, sy, o, n);
+  }
+#endif
+  auto scalar = [&]<uint64_t M>() {
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
+  };
+  if (modulus == kP) return scalar.template operator()<kP>();
+  scalar.template operator()<kQ>();
+}
+
+void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n) {
+  MUGRAPH_CHECK(modulus == kP || modulus == kQ) << "ff_reduce_run modulo " << modulus << ", expected kP or kQ";
+#if MUGRAPH_FF_X86
+  if (ff_matmul_isa() == FFMatmulIsa::avx512) {
+    if (modulus == kP) return reduce_run_avx512<kP>(x, o, n);
+    return reduce_run_avx512<kQ>(x, o, n);
+  }
+#endif
+  auto scalar = [&]<uint64_t M>() {
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<uint32_t>(x[j] % M);
+  };
+  if (modulus == kP) return scalar.template operator()<kP>();
+  scalar.template operator()<kQ>();
 }
 
 void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,

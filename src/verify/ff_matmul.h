@@ -1,4 +1,5 @@
-// The finite-field interpreter's hot kernel: C = A · B over Z_p or Z_q, on residues < 2^30.
+// The finite-field interpreter's hot kernels: C = A · B over Z_p or Z_q, and element-wise
+// products, on residues < 2^30.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +26,14 @@ inline int64_t ff_matmul_panel_elements(int64_t K) { return K * 16; }
 /// holds ff_matmul_panel_elements(K) elements of scratch.
 void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,
                uint32_t* c, int64_t ldc, int64_t m, int64_t n, int64_t K, uint32_t* panel);
+
+/// o[j] = x[j·sx] · y[j·sy] mod `modulus` (kP or kQ) for j < n, every residue < 2^30; x and y
+/// may be the same run (a square) and either stride may be 0 (a broadcast). With AVX-512 and
+/// strides of 0 or 1, eight products at a time: the quotient estimated in double precision
+/// (off by at most one), the remainder corrected once in each direction.
+void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy, uint32_t* o, int64_t n);
+
+/// o[j] = x[j] mod `modulus` (kP or kQ) for j < n, any 64-bit x (a lazily reduced sum).
+void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n);
 
 }  // namespace mugraph::ff_detail

@@ -90,7 +90,11 @@ void binary_field(OpKind kind, const UView& a, const UView& b, const MutUView& o
           for (int64_t j = 0; j < n; ++j) o[j * so] = static_cast<uint32_t>(ff::sub(x[j * sa], y[j * sb], M));
           break;
         default:  // mul (and div by inverses)
-          for (int64_t j = 0; j < n; ++j) o[j * so] = reduce<M>(uint64_t{x[j * sa]} * y[j * sb]);
+          if (so == 1) {
+            ff_mul_run(M, x, sa, y, sb, o, n);
+          } else {
+            for (int64_t j = 0; j < n; ++j) o[j * so] = reduce<M>(uint64_t{x[j * sa]} * y[j * sb]);
+          }
           break;
       }
     });
@@ -210,7 +214,7 @@ void sum_field(const UView& x_in, int dim, int64_t to, const MutUView& out, inte
         }
         for (auto& v : acc) v = (v >> 32) * kFold + (v & 0xffffffffu);
       }
-      for (int64_t i = 0; i < inner; ++i) dst[i] = reduce<M>(acc[static_cast<size_t>(i)]);
+      ff_reduce_run(M, acc.data(), dst, inner);
     }
   };
   const int64_t per_row = std::max<int64_t>(1, group * inner);
@@ -256,7 +260,20 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
   }
   switch (kind) {
     case OpKind::sqr:
-      each([](uint64_t a, uint64_t b) { return std::array<uint64_t, 2>{a * a % kP, b * b % kQ}; });
+      split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
+        loop.run(begin, end, [&](const std::array<int64_t, 4>& off, int64_t n) {
+          if (sop != 1 || soq != 1) {
+            for (int64_t j = 0; j < n; ++j) {
+              const uint64_t a = x.p.data[off[2] + j * sxp], b = x.q.data[off[3] + j * sxq];
+              out.p.data[off[0] + j * sop] = static_cast<uint32_t>(a * a % kP);
+              out.q.data[off[1] + j * soq] = static_cast<uint32_t>(b * b % kQ);
+            }
+            return;
+          }
+          ff_mul_run(kP, x.p.data + off[2], sxp, x.p.data + off[2], sxp, out.p.data + off[0], n);
+          ff_mul_run(kQ, x.q.data + off[3], sxq, x.q.data + off[3], sxq, out.q.data + off[1], n);
+        });
+      });
       return;
     case OpKind::sqrt:
       each([](uint64_t a, uint64_t b) { return std::array<uint64_t, 2>{ff::sqrt_pm(a, kP), ff::sqrt_pm(b, kQ)}; });

@@ -93,6 +93,83 @@ TEST(FFMatmul, LazyReductionHoldsAtTheLargestResidues) {
   }
 }
 
+TEST(FFMulRun, EveryInstructionSetAgreesWithBruteForce) {
+  // Products whose quotient by M is nearly an integer are where a quotient from doubles is off
+  // by one: residues near M, near sqrt(M)-multiples and near 2^15, besides random ones.
+  IsaScope scope;
+  for (FFMatmulIsa isa : kIsas) {
+    if (!set_ff_matmul_isa(isa)) continue;
+    std::mt19937_64 rng(7);
+    for (uint64_t modulus : {kP, kQ}) {
+      std::vector<uint32_t> x, y;
+      for (uint64_t v : {uint64_t{0}, uint64_t{1}, uint64_t{2}, modulus - 1, modulus - 2, modulus / 2, modulus / 2 + 1,
+                         uint64_t{32768}, uint64_t{32767}, uint64_t{46341}})
+        for (uint64_t w : {uint64_t{1}, modulus - 1, uint64_t{46340}, modulus / 3, uint64_t{2}}) {
+          x.push_back(static_cast<uint32_t>(v));
+          y.push_back(static_cast<uint32_t>(w));
+        }
+      // x · y = k·M − d for small d: the double quotient may round up to k.
+      for (int i = 0; i < 2000; ++i) {
+        const uint64_t v = 1 + rng() % (modulus - 1), d = 1 + static_cast<uint64_t>(i % 64);
+        x.push_back(static_cast<uint32_t>(v));
+        y.push_back(static_cast<uint32_t>((modulus - d) * ff::inv(v, modulus) % modulus));
+      }
+      for (int i = 0; i < 5000; ++i) {
+        x.push_back(static_cast<uint32_t>(rng() % modulus));
+        y.push_back(static_cast<uint32_t>(rng() % modulus));
+      }
+      const auto n = static_cast<int64_t>(x.size());
+      for (auto [sx, sy, len] :
+           {std::array<int64_t, 3>{1, 1, n}, {1, 0, n - 3}, {0, 1, 13}, {2, 1, n / 2}, {1, 1, 7}}) {
+        std::vector<uint32_t> o(static_cast<size_t>(len), 0xdeadbeefu);
+        ff_mul_run(modulus, x.data(), sx, y.data(), sy, o.data(), len);
+        for (int64_t j = 0; j < len; ++j)
+          ASSERT_EQ(o[static_cast<size_t>(j)],
+                    uint64_t{x[static_cast<size_t>(j * sx)]} * y[static_cast<size_t>(j * sy)] % modulus)
+              << ff_matmul_isa_name(isa) << " strides " << sx << "," << sy << " at " << j;
+      }
+      // A square: x and y the same run.
+      std::vector<uint32_t> o(x.size());
+      ff_mul_run(modulus, x.data(), 1, x.data(), 1, o.data(), n);
+      for (size_t j = 0; j < x.size(); ++j) ASSERT_EQ(o[j], uint64_t{x[j]} * x[j] % modulus) << j;
+    }
+  }
+}
+
+TEST(FFReduceRun, EveryInstructionSetAgreesWithBruteForce) {
+  // Multiples of M and their neighbours (where a quotient from doubles is off by one), the
+  // largest 64-bit values, and random ones of every size.
+  IsaScope scope;
+  for (FFMatmulIsa isa : kIsas) {
+    if (!set_ff_matmul_isa(isa)) continue;
+    std::mt19937_64 rng(11);
+    for (uint64_t modulus : {kP, kQ}) {
+      std::vector<uint64_t> x = {0,
+                                 1,
+                                 modulus - 1,
+                                 modulus,
+                                 modulus + 1,
+                                 ~uint64_t{0},
+                                 ~uint64_t{0} - 1,
+                                 uint64_t{1} << 63,
+                                 (uint64_t{1} << 45) - 1};
+      // Sums that fold (hi·(2^32 mod M) + lo) to multiples of M and their neighbours: the kernel
+      // divides the folded value, so that is where its quotient can be off by one.
+      const uint64_t fold = (uint64_t{1} << 32) % modulus;
+      for (uint64_t k = 1; k < (uint64_t{1} << 14); k += 1 + k / 64)
+        for (uint64_t t : {k * modulus - 1, k * modulus, k * modulus + 1}) x.push_back(((t / fold) << 32) | (t % fold));
+      for (int i = 0; i < 3000; ++i) {
+        const uint64_t k = rng() % ((~uint64_t{0}) / modulus);
+        for (uint64_t d : {uint64_t{0}, uint64_t{1}, modulus - 1}) x.push_back(k * modulus + d);
+        x.push_back(rng() >> (rng() % 64));
+      }
+      std::vector<uint32_t> o(x.size(), 0xdeadbeefu);
+      ff_reduce_run(modulus, x.data(), o.data(), static_cast<int64_t>(x.size()));
+      for (size_t j = 0; j < x.size(); ++j) ASSERT_EQ(o[j], x[j] % modulus) << ff_matmul_isa_name(isa) << " " << x[j];
+    }
+  }
+}
+
 TEST(FFMatmul, InstructionSetsAreChosenFromTheCpu) {
   IsaScope scope;
   EXPECT_TRUE(ff_matmul_isa_supported(FFMatmulIsa::portable));
