@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ff_matmul.h"
+#include "ff_vector.h"
 #include "matmul_pieces.h"
 #include "strided_loop.h"
 
@@ -150,7 +150,7 @@ UView dense(const UView& v, std::vector<uint32_t>& buf) {
   return d;
 }
 
-// ---- matmul (ff_matmul.h has the kernel) ------------------------------------------------------
+// ---- matmul (ff_vector.h has the kernel) ------------------------------------------------------
 
 // Kernel-level matmuls are split into pieces of at most this many rows and columns.
 constexpr int64_t kRowPiece = 64;
@@ -279,9 +279,20 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
       each([](uint64_t a, uint64_t b) { return std::array<uint64_t, 2>{ff::sqrt_pm(a, kP), ff::sqrt_pm(b, kQ)}; });
       return;
     case OpKind::exp: {
+      // ω^(x_q); the Z_q part has no meaning (0).
       const OmegaPow pow = st.omega_pow();
-      // ω^(x_q); the Z_q part has no meaning.
-      each([pow](uint64_t, uint64_t b) { return std::array<uint64_t, 2>{pow(b), 0}; });
+      split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
+        loop.run(begin, end, [&](const std::array<int64_t, 4>& off, int64_t n) {
+          uint32_t* op = out.p.data + off[0];
+          uint32_t* oq = out.q.data + off[1];
+          if (sop == 1) {
+            ff_pow_run(pow.low, pow.high, OmegaPow::kLowBits, x.q.data + off[3], sxq, op, n);
+          } else {
+            for (int64_t j = 0; j < n; ++j) op[j * sop] = static_cast<uint32_t>(pow(x.q.data[off[3] + j * sxq]));
+          }
+          for (int64_t j = 0; j < n; ++j) oq[j * soq] = 0;
+        });
+      });
       return;
     }
     case OpKind::silu: {

@@ -1,14 +1,19 @@
+// The finite-field interpreter's vector kernels (ff_vector.h).
+//
 // C = A · B over Z_p or Z_q. B is copied, 16 columns at a time, into a dense panel (its rows
 // contiguous whatever B's stride: a [K, 32] tile of a [4096, 4096] weight has rows 16 KiB apart,
 // all in the same cache sets); then R rows of A sweep the panel with their R × 16 sums in
 // registers. Products of residues < 2^30 are < 2^60: 64-bit lanes take 16 of them, then fold,
 // acc = hi·(2^32 mod M) + lo, which keeps acc < 2^45 and leaves room for the next 16 (checked
-// below). One % per result at the end.
+// below). One reduction per result at the end.
+//
+// Element-wise products and reductions take their quotients from doubles: exact to within one,
+// then corrected once in each direction (mul_mod8, reduce8).
 //
 // The vector kernels are written with intrinsics: each product is one vpmuludq (32 × 32 → 64
 // bits per lane), where GCC turns a 64-bit vector multiply of masked operands into the
 // three-multiply sequence of a full 64-bit product (three times the work, measured 2026-11-28).
-#include "ff_matmul.h"
+#include "ff_vector.h"
 
 #include <algorithm>
 #include <atomic>
@@ -233,24 +238,42 @@ __attribute__((target("avx512f"))) void mul_run_avx512(const uint32_t* x, int64_
   for (; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
 }
 
+template <uint64_t M>
+__attribute__((target("avx512f"))) void pow_run_avx512(const uint32_t* low, const uint32_t* high, int low_bits,
+                                                       const uint32_t* e, int64_t se, uint32_t* o, int64_t n) {
+  const __m256i mask = _mm256_set1_epi32((1 << low_bits) - 1);
+  const __m128i shift = _mm_cvtsi32_si128(low_bits);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256i x = load8(e + j * se, se);
+    const __m256i lo = _mm256_i32gather_epi32(reinterpret_cast<const int*>(low), _mm256_and_si256(x, mask), 4);
+    const __m256i hi = _mm256_i32gather_epi32(reinterpret_cast<const int*>(high), _mm256_srl_epi32(x, shift), 4);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j), mul_mod8<M>(lo, hi));
+  }
+  for (; j < n; ++j) {
+    const uint32_t x = e[j * se];
+    o[j] = static_cast<uint32_t>(uint64_t{low[x & ((1u << low_bits) - 1)]} * high[x >> low_bits] % M);
+  }
+}
+
 #pragma GCC diagnostic pop
 
 #endif  // MUGRAPH_FF_X86
 
-template <uint64_t M, FFMatmulIsa I, int R>
+template <uint64_t M, FFVectorIsa I, int R>
 void rows(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* panel, int64_t K, uint32_t* c, int64_t ldc,
           int64_t cols) {
 #if MUGRAPH_FF_X86
-  if constexpr (I == FFMatmulIsa::avx512) return rows_avx512<M, R>(a, sar, sak, panel, K, c, ldc, cols);
-  if constexpr (I == FFMatmulIsa::avx2) return rows_avx2<M, R>(a, sar, sak, panel, K, c, ldc, cols);
+  if constexpr (I == FFVectorIsa::avx512) return rows_avx512<M, R>(a, sar, sak, panel, K, c, ldc, cols);
+  if constexpr (I == FFVectorIsa::avx2) return rows_avx2<M, R>(a, sar, sak, panel, K, c, ldc, cols);
 #endif
   rows_portable<M, R>(a, sar, sak, panel, K, c, ldc, cols);
 }
 
 /// Rows a kernel sweeps a panel with at most (what its registers hold).
-constexpr int max_rows(FFMatmulIsa isa) { return isa == FFMatmulIsa::avx512 ? 8 : isa == FFMatmulIsa::avx2 ? 2 : 4; }
+constexpr int max_rows(FFVectorIsa isa) { return isa == FFVectorIsa::avx512 ? 8 : isa == FFVectorIsa::avx2 ? 2 : 4; }
 
-template <uint64_t M, FFMatmulIsa I>
+template <uint64_t M, FFVectorIsa I>
 void matmul_panels(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb, uint32_t* c,
                    int64_t ldc, int64_t m, int64_t n, int64_t K, uint32_t* panel) {
   constexpr int kRows = max_rows(I);
@@ -275,17 +298,17 @@ void matmul_panels(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* 
   }
 }
 
-FFMatmulIsa best_isa() {
+FFVectorIsa best_isa() {
 #if MUGRAPH_FF_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return FFMatmulIsa::avx512;
-  if (__builtin_cpu_supports("avx2")) return FFMatmulIsa::avx2;
+  if (__builtin_cpu_supports("avx512f")) return FFVectorIsa::avx512;
+  if (__builtin_cpu_supports("avx2")) return FFVectorIsa::avx2;
 #endif
-  return FFMatmulIsa::portable;
+  return FFVectorIsa::portable;
 }
 
-std::atomic<FFMatmulIsa>& isa_now() {
-  static std::atomic<FFMatmulIsa> isa{best_isa()};
+std::atomic<FFVectorIsa>& isa_now() {
+  static std::atomic<FFVectorIsa> isa{best_isa()};
   return isa;
 }
 
@@ -293,39 +316,39 @@ template <uint64_t M>
 void matmul_mod(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb, uint32_t* c, int64_t ldc,
                 int64_t m, int64_t n, int64_t K, uint32_t* panel) {
   switch (isa_now().load(std::memory_order_relaxed)) {
-    case FFMatmulIsa::avx512:
-      return matmul_panels<M, FFMatmulIsa::avx512>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
-    case FFMatmulIsa::avx2:
-      return matmul_panels<M, FFMatmulIsa::avx2>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
-    case FFMatmulIsa::portable:
+    case FFVectorIsa::avx512:
+      return matmul_panels<M, FFVectorIsa::avx512>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+    case FFVectorIsa::avx2:
+      return matmul_panels<M, FFVectorIsa::avx2>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+    case FFVectorIsa::portable:
       break;
   }
-  matmul_panels<M, FFMatmulIsa::portable>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+  matmul_panels<M, FFVectorIsa::portable>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
 }
 
 }  // namespace
 
-const char* ff_matmul_isa_name(FFMatmulIsa isa) {
+const char* ff_vector_isa_name(FFVectorIsa isa) {
   switch (isa) {
-    case FFMatmulIsa::avx512:
+    case FFVectorIsa::avx512:
       return "avx512";
-    case FFMatmulIsa::avx2:
+    case FFVectorIsa::avx2:
       return "avx2";
-    case FFMatmulIsa::portable:
+    case FFVectorIsa::portable:
       break;
   }
   return "portable";
 }
 
-FFMatmulIsa ff_matmul_isa() { return isa_now().load(std::memory_order_relaxed); }
+FFVectorIsa ff_vector_isa() { return isa_now().load(std::memory_order_relaxed); }
 
-bool ff_matmul_isa_supported(FFMatmulIsa isa) {
-  const FFMatmulIsa best = best_isa();
+bool ff_vector_isa_supported(FFVectorIsa isa) {
+  const FFVectorIsa best = best_isa();
   return static_cast<int>(isa) <= static_cast<int>(best);
 }
 
-bool set_ff_matmul_isa(FFMatmulIsa isa) {
-  if (!ff_matmul_isa_supported(isa)) return false;
+bool set_ff_vector_isa(FFVectorIsa isa) {
+  if (!ff_vector_isa_supported(isa)) return false;
   isa_now().store(isa, std::memory_order_relaxed);
   return true;
 }
@@ -334,7 +357,7 @@ void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t*
                 int64_t n) {
   MUGRAPH_CHECK(modulus == kP || modulus == kQ) << "ff_mul_run modulo " << modulus << ", expected kP or kQ";
 #if MUGRAPH_FF_X86
-  if (ff_matmul_isa() == FFMatmulIsa::avx512 && (sx == 0 || sx == 1) && (sy == 0 || sy == 1)) {
+  if (ff_vector_isa() == FFVectorIsa::avx512 && (sx == 0 || sx == 1) && (sy == 0 || sy == 1)) {
     if (modulus == kP) return mul_run_avx512<kP>(x, sx, y, sy, o, n);
     return mul_run_avx512<kQ>(x, sx, y, sy, o, n);
   }
@@ -346,10 +369,22 @@ void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t*
   scalar.template operator()<kQ>();
 }
 
+void ff_pow_run(const uint32_t* low, const uint32_t* high, int low_bits, const uint32_t* e, int64_t se, uint32_t* o,
+                int64_t n) {
+#if MUGRAPH_FF_X86
+  if (ff_vector_isa() == FFVectorIsa::avx512 && (se == 0 || se == 1))
+    return pow_run_avx512<kP>(low, high, low_bits, e, se, o, n);
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t x = e[j * se];
+    o[j] = static_cast<uint32_t>(uint64_t{low[x & ((1u << low_bits) - 1)]} * high[x >> low_bits] % kP);
+  }
+}
+
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n) {
   MUGRAPH_CHECK(modulus == kP || modulus == kQ) << "ff_reduce_run modulo " << modulus << ", expected kP or kQ";
 #if MUGRAPH_FF_X86
-  if (ff_matmul_isa() == FFMatmulIsa::avx512) {
+  if (ff_vector_isa() == FFVectorIsa::avx512) {
     if (modulus == kP) return reduce_run_avx512<kP>(x, o, n);
     return reduce_run_avx512<kQ>(x, o, n);
   }

@@ -1,22 +1,23 @@
-// The finite-field interpreter's hot kernels: C = A · B over Z_p or Z_q, and element-wise
-// products, on residues < 2^30.
+// The finite-field interpreter's vector kernels, on residues < 2^30: C = A · B over Z_p or Z_q,
+// element-wise products, reductions of lazy sums, and powers by table (exp).
 #pragma once
 
 #include <cstdint>
 
 namespace mugraph::ff_detail {
 
-/// The instruction set the matmul kernel runs with. Chosen once from the CPU (the best it
-/// has); tests choose each in turn (set_ff_matmul_isa).
-enum class FFMatmulIsa { portable, avx2, avx512 };
+/// The instruction set the kernels run with: chosen once from the CPU (the best it has); tests
+/// choose each in turn (set_ff_vector_isa). The element-wise kernels have an AVX-512 version
+/// only; with the others they run the portable loop.
+enum class FFVectorIsa { portable, avx2, avx512 };
 
-const char* ff_matmul_isa_name(FFMatmulIsa isa);
-/// The instruction set matmuls run with now.
-FFMatmulIsa ff_matmul_isa();
+const char* ff_vector_isa_name(FFVectorIsa isa);
+/// The instruction set the kernels run with now.
+FFVectorIsa ff_vector_isa();
 /// Whether this CPU (and build) can run `isa`.
-bool ff_matmul_isa_supported(FFMatmulIsa isa);
-/// Makes matmuls run with `isa` (tests); false, and no change, where it is not supported.
-bool set_ff_matmul_isa(FFMatmulIsa isa);
+bool ff_vector_isa_supported(FFVectorIsa isa);
+/// Makes the kernels run with `isa` (tests); false, and no change, where it is not supported.
+bool set_ff_vector_isa(FFVectorIsa isa);
 
 /// Elements of the scratch panel ff_matmul needs for a contraction of length K.
 inline int64_t ff_matmul_panel_elements(int64_t K) { return K * 16; }
@@ -32,6 +33,12 @@ void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, co
 /// strides of 0 or 1, eight products at a time: the quotient estimated in double precision
 /// (off by at most one), the remainder corrected once in each direction.
 void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy, uint32_t* o, int64_t n);
+
+/// o[j] = low[e_j mod 2^low_bits] · high[e_j >> low_bits] mod p for e_j = e[j·se], j < n: a power
+/// g^e_j from the tables of g^i and g^(2^low_bits·i) (exp's ω^x). With AVX-512 and a stride of 0
+/// or 1, eight at a time (two gathers and mul_mod8).
+void ff_pow_run(const uint32_t* low, const uint32_t* high, int low_bits, const uint32_t* e, int64_t se, uint32_t* o,
+                int64_t n);
 
 /// o[j] = x[j] mod `modulus` (kP or kQ) for j < n, any 64-bit x (a lazily reduced sum).
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n);

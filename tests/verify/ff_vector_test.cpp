@@ -1,7 +1,8 @@
-// The finite-field matmul kernel (src/verify/ff_matmul.h), with each instruction set this CPU
-// has, against a brute-force sum with plain % arithmetic: edges of the row and column blocks,
-// strided operands, and the worst case of the lazy reduction.
-#include "ff_matmul.h"
+// The finite-field interpreter's vector kernels (src/verify/ff_vector.h), with each instruction
+// set this CPU has, against plain % arithmetic: the matmul on the edges of its row and column
+// blocks, strided operands and the worst case of the lazy reduction; element-wise products,
+// reductions and powers where a quotient from doubles is off by one.
+#include "ff_vector.h"
 
 #include <gtest/gtest.h>
 
@@ -16,18 +17,18 @@ namespace {
 using ff::kP;
 using ff::kQ;
 
-const FFMatmulIsa kIsas[] = {FFMatmulIsa::portable, FFMatmulIsa::avx2, FFMatmulIsa::avx512};
+const FFVectorIsa kIsas[] = {FFVectorIsa::portable, FFVectorIsa::avx2, FFVectorIsa::avx512};
 
 /// Restores the instruction set a test changed.
 class IsaScope {
  public:
-  IsaScope() : saved_(ff_matmul_isa()) {}
-  ~IsaScope() { set_ff_matmul_isa(saved_); }
+  IsaScope() : saved_(ff_vector_isa()) {}
+  ~IsaScope() { set_ff_vector_isa(saved_); }
   IsaScope(const IsaScope&) = delete;
   IsaScope& operator=(const IsaScope&) = delete;
 
  private:
-  FFMatmulIsa saved_;
+  FFVectorIsa saved_;
 };
 
 struct Case {
@@ -56,7 +57,7 @@ void expect_matches_brute_force(const Case& t, uint64_t modulus, Fill fill) {
         s = (s + uint64_t{a[static_cast<size_t>(i * t.sar + k * t.sak)]} * b[static_cast<size_t>(k * t.ldb + j)]) %
             modulus;
       ASSERT_EQ(c[static_cast<size_t>(i * t.ldc + j)], s)
-          << ff_matmul_isa_name(ff_matmul_isa()) << " " << t.m << "x" << t.K << "x" << t.n << " at " << i << "," << j;
+          << ff_vector_isa_name(ff_vector_isa()) << " " << t.m << "x" << t.K << "x" << t.n << " at " << i << "," << j;
     }
 }
 
@@ -71,8 +72,8 @@ TEST(FFMatmul, EveryInstructionSetAgreesWithBruteForce) {
       {8, 17, 33, 33, 1, 17, 17},    {15, 31, 100, 1, 15, 40, 33},    {9, 48, 0, 1, 1, 48, 48},
       {64, 40, 300, 300, 1, 64, 41}, {13, 64, 1000, 1000, 1, 64, 64},
   };
-  for (FFMatmulIsa isa : kIsas) {
-    if (!set_ff_matmul_isa(isa)) continue;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
     ++ran;
     std::mt19937_64 rng(static_cast<uint64_t>(isa) + 1);
     for (const Case& t : cases)
@@ -84,8 +85,8 @@ TEST(FFMatmul, EveryInstructionSetAgreesWithBruteForce) {
 TEST(FFMatmul, LazyReductionHoldsAtTheLargestResidues) {
   // Every residue m − 1: every product is the largest possible; K spans many lazy chunks.
   IsaScope scope;
-  for (FFMatmulIsa isa : kIsas) {
-    if (!set_ff_matmul_isa(isa)) continue;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
     for (int64_t K : {15, 16, 17, 1000})
       for (uint64_t modulus : {kP, kQ})
         expect_matches_brute_force({9, 21, K, K, 1, 21, 21}, modulus,
@@ -97,8 +98,8 @@ TEST(FFMulRun, EveryInstructionSetAgreesWithBruteForce) {
   // Products whose quotient by M is nearly an integer are where a quotient from doubles is off
   // by one: residues near M, near sqrt(M)-multiples and near 2^15, besides random ones.
   IsaScope scope;
-  for (FFMatmulIsa isa : kIsas) {
-    if (!set_ff_matmul_isa(isa)) continue;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
     std::mt19937_64 rng(7);
     for (uint64_t modulus : {kP, kQ}) {
       std::vector<uint32_t> x, y;
@@ -126,7 +127,7 @@ TEST(FFMulRun, EveryInstructionSetAgreesWithBruteForce) {
         for (int64_t j = 0; j < len; ++j)
           ASSERT_EQ(o[static_cast<size_t>(j)],
                     uint64_t{x[static_cast<size_t>(j * sx)]} * y[static_cast<size_t>(j * sy)] % modulus)
-              << ff_matmul_isa_name(isa) << " strides " << sx << "," << sy << " at " << j;
+              << ff_vector_isa_name(isa) << " strides " << sx << "," << sy << " at " << j;
       }
       // A square: x and y the same run.
       std::vector<uint32_t> o(x.size());
@@ -140,8 +141,8 @@ TEST(FFReduceRun, EveryInstructionSetAgreesWithBruteForce) {
   // Multiples of M and their neighbours (where a quotient from doubles is off by one), the
   // largest 64-bit values, and random ones of every size.
   IsaScope scope;
-  for (FFMatmulIsa isa : kIsas) {
-    if (!set_ff_matmul_isa(isa)) continue;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
     std::mt19937_64 rng(11);
     for (uint64_t modulus : {kP, kQ}) {
       std::vector<uint64_t> x = {0,
@@ -165,19 +166,44 @@ TEST(FFReduceRun, EveryInstructionSetAgreesWithBruteForce) {
       }
       std::vector<uint32_t> o(x.size(), 0xdeadbeefu);
       ff_reduce_run(modulus, x.data(), o.data(), static_cast<int64_t>(x.size()));
-      for (size_t j = 0; j < x.size(); ++j) ASSERT_EQ(o[j], x[j] % modulus) << ff_matmul_isa_name(isa) << " " << x[j];
+      for (size_t j = 0; j < x.size(); ++j) ASSERT_EQ(o[j], x[j] % modulus) << ff_vector_isa_name(isa) << " " << x[j];
+    }
+  }
+}
+
+TEST(FFPowRun, EveryInstructionSetAgreesWithPow) {
+  // g^e for exponents < q from the tables of g^i and g^(2^15·i), against square-and-multiply.
+  constexpr int kLowBits = 15;
+  const uint64_t g = 123456789;
+  std::vector<uint32_t> low(size_t{1} << kLowBits), high(static_cast<size_t>((kQ >> kLowBits) + 1));
+  for (size_t i = 0; i < low.size(); ++i) low[i] = static_cast<uint32_t>(ff::pow(g, i, kP));
+  const uint64_t step = ff::pow(g, uint64_t{1} << kLowBits, kP);
+  for (size_t i = 0; i < high.size(); ++i) high[i] = static_cast<uint32_t>(ff::pow(step, i, kP));
+  std::vector<uint32_t> e = {0, 1, (1u << kLowBits) - 1, 1u << kLowBits, static_cast<uint32_t>(kQ - 1)};
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 3000; ++i) e.push_back(static_cast<uint32_t>(rng() % kQ));
+  IsaScope scope;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
+    const auto n = static_cast<int64_t>(e.size());
+    for (auto [se, len] : {std::array<int64_t, 2>{1, n}, {0, 11}, {2, n / 2}, {1, 5}}) {
+      std::vector<uint32_t> o(static_cast<size_t>(len), 0xdeadbeefu);
+      ff_pow_run(low.data(), high.data(), kLowBits, e.data(), se, o.data(), len);
+      for (int64_t j = 0; j < len; ++j)
+        ASSERT_EQ(o[static_cast<size_t>(j)], ff::pow(g, e[static_cast<size_t>(j * se)], kP))
+            << ff_vector_isa_name(isa) << " stride " << se << " at " << j;
     }
   }
 }
 
 TEST(FFMatmul, InstructionSetsAreChosenFromTheCpu) {
   IsaScope scope;
-  EXPECT_TRUE(ff_matmul_isa_supported(FFMatmulIsa::portable));
-  EXPECT_TRUE(ff_matmul_isa_supported(ff_matmul_isa()));
-  for (FFMatmulIsa isa : kIsas) {
-    EXPECT_EQ(set_ff_matmul_isa(isa), ff_matmul_isa_supported(isa)) << ff_matmul_isa_name(isa);
-    if (ff_matmul_isa_supported(isa)) {
-      EXPECT_EQ(ff_matmul_isa(), isa);
+  EXPECT_TRUE(ff_vector_isa_supported(FFVectorIsa::portable));
+  EXPECT_TRUE(ff_vector_isa_supported(ff_vector_isa()));
+  for (FFVectorIsa isa : kIsas) {
+    EXPECT_EQ(set_ff_vector_isa(isa), ff_vector_isa_supported(isa)) << ff_vector_isa_name(isa);
+    if (ff_vector_isa_supported(isa)) {
+      EXPECT_EQ(ff_vector_isa(), isa);
     }
   }
 }
