@@ -9,6 +9,7 @@
 #include <string>
 
 #include "example_graphs.h"
+#include "ff_ops.h"
 #include "mugraph/ff_interp.h"
 #include "mugraph/ffield.h"
 #include "mugraph/frontend.h"
@@ -142,14 +143,18 @@ TEST(FFInterp, BinaryOpsWithBroadcastAndConstants) {
       uint64_t m = modulus(f);
       auto apply = [&](uint64_t a, uint64_t b) -> uint64_t {
         switch (kind) {
-          case OpKind::add: return (a + b) % m;
-          case OpKind::sub: return (a + m - b) % m;
-          case OpKind::mul: return a * b % m;
-          default: return a * ff::pow(b, m - 2, m) % m;
+          case OpKind::add:
+            return (a + b) % m;
+          case OpKind::sub:
+            return (a + m - b) % m;
+          case OpKind::mul:
+            return a * b % m;
+          default:
+            return a * ff::pow(b, m - 2, m) % m;
         }
       };
-      const uint64_t eighth = ff::pow(8, m - 2, m);        // 0.125 = 1/8
-      const uint64_t c300 = m - 300;                        // -3e2
+      const uint64_t eighth = ff::pow(8, m - 2, m);  // 0.125 = 1/8
+      const uint64_t c300 = m - 300;                 // -3e2
       for (int64_t i = 0; i < 3; ++i)
         for (int64_t j = 0; j < 5; ++j) {
           uint64_t xv = field(in[0], f, i * 5 + j), yv = field(in[1], f, j);
@@ -290,9 +295,16 @@ TEST(FFInterp, RandomFunctionsAreSharedWithinATestOnly) {
   a.mark_output(a.add(OpKind::exp, {a.add(OpKind::exp, {x})}), "E");
   Graph b;
   TensorId y = b.add_input("X", {2, 8});
-  TensorId y2 = b.add(OpKind::reshape, {b.add(OpKind::mul, {y}, attrs::scalar(*parse_scalar("1")))},
-                      [] { OpAttrs s; s.shape = Shape{16}; return s; }());
-  TensorId back = b.add(OpKind::reshape, {y2}, [] { OpAttrs s; s.shape = Shape{2, 8}; return s; }());
+  TensorId y2 = b.add(OpKind::reshape, {b.add(OpKind::mul, {y}, attrs::scalar(*parse_scalar("1")))}, [] {
+    OpAttrs s;
+    s.shape = Shape{16};
+    return s;
+  }());
+  TensorId back = b.add(OpKind::reshape, {y2}, [] {
+    OpAttrs s;
+    s.shape = Shape{2, 8};
+    return s;
+  }());
   b.mark_output(b.add(OpKind::relu, {back}), "R");
   b.mark_output(b.add(OpKind::exp, {b.add(OpKind::exp, {back})}), "E");
   expect_same(a, b, 21);
@@ -325,7 +337,8 @@ TEST(FFInterp, LayoutOps) {
     for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(field(r.outputs[1], f, i), field(in[0], f, i));
     for (int64_t i = 0; i < 2; ++i)
       for (int64_t j = 0; j < 5; ++j)
-        EXPECT_EQ(field(r.outputs[2], f, i * 5 + j), j < 3 ? field(in[0], f, i * 3 + j) : field(in[1], f, i * 2 + j - 3));
+        EXPECT_EQ(field(r.outputs[2], f, i * 5 + j),
+                  j < 3 ? field(in[0], f, i * 3 + j) : field(in[1], f, i * 2 + j - 3));
   }
 }
 
@@ -559,6 +572,46 @@ TEST(FFInterp, ResultsDoNotDependOnThreadCount) {
       FFRun more = run_ff(g, in, context(6), t);
       EXPECT_EQ(one.outputs, more.outputs) << t << " threads";
     }
+  }
+}
+
+TEST(FFInterp, BufferReuseHandsBackAKeptBufferZeroed) {
+  const size_t n = size_t{1} << 18;  // the smallest size kept
+  {
+    const FFBufferReuse reuse;
+    std::vector<uint32_t> given(n, 7);
+    const uint32_t* data = given.data();
+    ff_detail::give_buffer(std::move(given));
+    std::vector<uint32_t> taken = ff_detail::take_buffer(n);
+    EXPECT_EQ(taken.data(), data) << "the kept buffer was not reused";
+    EXPECT_EQ(std::count(taken.begin(), taken.end(), 0u), static_cast<std::ptrdiff_t>(n));
+    // Too small to keep, or much larger than asked for: not handed out.
+    ff_detail::give_buffer(std::vector<uint32_t>(n / 2, 1));
+    ff_detail::give_buffer(std::vector<uint32_t>(4 * n, 1));
+    EXPECT_EQ(ff_detail::take_buffer(n / 2).size(), n / 2);
+    std::vector<uint32_t> big = ff_detail::take_buffer(n);
+    EXPECT_LT(big.capacity(), 4 * n);
+  }
+  // With no FFBufferReuse alive nothing is kept.
+  std::vector<uint32_t> given(n, 7);
+  const uint32_t* data = given.data();
+  ff_detail::give_buffer(std::move(given));
+  std::vector<uint32_t> taken = ff_detail::take_buffer(n);
+  EXPECT_NE(taken.data(), data);
+}
+
+TEST(FFInterp, BufferReuseChangesNoResult) {
+  // Runs of one graph on different draws, with and without the buffers of the run before.
+  Graph g;
+  TensorId x = g.add_input("X", {512, 512});
+  TensorId y = g.add_input("Y", {512, 512});
+  g.mark_output(g.add(OpKind::mul, {g.add(OpKind::exp, {x}), g.add(OpKind::add, {x, y})}), "O");
+  std::vector<FFRun> fresh;
+  for (uint64_t seed : {1, 2, 3}) fresh.push_back(run_ff(g, random_ff_inputs(g, seed), context(seed)));
+  const FFBufferReuse reuse;
+  for (uint64_t seed : {1, 2, 3}) {
+    FFRun r = run_ff(g, random_ff_inputs(g, seed), context(seed));
+    EXPECT_EQ(r.outputs, fresh[seed - 1].outputs) << seed;
   }
 }
 
