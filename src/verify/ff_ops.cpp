@@ -3,8 +3,6 @@
 #include "ff_ops.h"
 
 #include <algorithm>
-#include <cstring>
-#include <limits>
 
 #include "ff_vector.h"
 #include "matmul_pieces.h"

@@ -135,12 +135,12 @@ __attribute__((target("avx512f"))) inline __m512i reduce8(__m512i x) {
 }
 
 template <uint64_t M>
-__attribute__((target("avx512f"))) void reduce_run_avx512(const uint64_t* x, uint32_t* o, int64_t n) {
+__attribute__((target("avx512f"))) int64_t reduce_run_avx512(const uint64_t* x, uint32_t* o, int64_t n) {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j),
                         _mm512_cvtepi64_epi32(reduce8<M>(_mm512_loadu_si512(x + j))));
-  for (; j < n; ++j) o[j] = static_cast<uint32_t>(x[j] % M);
+  return j;
 }
 
 template <uint64_t M, int R>
@@ -229,18 +229,20 @@ __attribute__((target("avx512f"))) inline __m256i load8(const uint32_t* p, int64
                      : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
+/// The *_run_avx512 kernels do whole groups of eight and return how many elements they did; the
+/// caller's portable loop does the rest.
 template <uint64_t M>
-__attribute__((target("avx512f"))) void mul_run_avx512(const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy,
-                                                       uint32_t* o, int64_t n) {
+__attribute__((target("avx512f"))) int64_t mul_run_avx512(const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy,
+                                                          uint32_t* o, int64_t n) {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j), mul_mod8<M>(load8(x + j * sx, sx), load8(y + j * sy, sy)));
-  for (; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
+  return j;
 }
 
 template <uint64_t M>
-__attribute__((target("avx512f"))) void pow_run_avx512(const uint32_t* low, const uint32_t* high, int low_bits,
-                                                       const uint32_t* e, int64_t se, uint32_t* o, int64_t n) {
+__attribute__((target("avx512f"))) int64_t pow_run_avx512(const uint32_t* low, const uint32_t* high, int low_bits,
+                                                          const uint32_t* e, int64_t se, uint32_t* o, int64_t n) {
   const __m256i mask = _mm256_set1_epi32((1 << low_bits) - 1);
   const __m128i shift = _mm_cvtsi32_si128(low_bits);
   int64_t j = 0;
@@ -250,10 +252,7 @@ __attribute__((target("avx512f"))) void pow_run_avx512(const uint32_t* low, cons
     const __m256i hi = _mm256_i32gather_epi32(reinterpret_cast<const int*>(high), _mm256_srl_epi32(x, shift), 4);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + j), mul_mod8<M>(lo, hi));
   }
-  for (; j < n; ++j) {
-    const uint32_t x = e[j * se];
-    o[j] = static_cast<uint32_t>(uint64_t{low[x & ((1u << low_bits) - 1)]} * high[x >> low_bits] % M);
-  }
+  return j;
 }
 
 #pragma GCC diagnostic pop
@@ -312,6 +311,14 @@ std::atomic<FFVectorIsa>& isa_now() {
   return isa;
 }
 
+/// f.template operator()<M>() with M the modulus (kP or kQ) as a constant.
+template <typename F>
+decltype(auto) with_modulus(uint64_t modulus, const char* what, F&& f) {
+  if (modulus == kP) return f.template operator()<kP>();
+  MUGRAPH_CHECK(modulus == kQ) << what << " modulo " << modulus << ", expected kP or kQ";
+  return f.template operator()<kQ>();
+}
+
 template <uint64_t M>
 void matmul_mod(const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb, uint32_t* c, int64_t ldc,
                 int64_t m, int64_t n, int64_t K, uint32_t* panel) {
@@ -355,52 +362,42 @@ bool set_ff_vector_isa(FFVectorIsa isa) {
 
 void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy, uint32_t* o,
                 int64_t n) {
-  MUGRAPH_CHECK(modulus == kP || modulus == kQ) << "ff_mul_run modulo " << modulus << ", expected kP or kQ";
+  with_modulus(modulus, "ff_mul_run", [&]<uint64_t M>() {
+    int64_t j = 0;
 #if MUGRAPH_FF_X86
-  if (ff_vector_isa() == FFVectorIsa::avx512 && (sx == 0 || sx == 1) && (sy == 0 || sy == 1)) {
-    if (modulus == kP) return mul_run_avx512<kP>(x, sx, y, sy, o, n);
-    return mul_run_avx512<kQ>(x, sx, y, sy, o, n);
-  }
+    if (ff_vector_isa() == FFVectorIsa::avx512 && (sx == 0 || sx == 1) && (sy == 0 || sy == 1))
+      j = mul_run_avx512<M>(x, sx, y, sy, o, n);
 #endif
-  auto scalar = [&]<uint64_t M>() {
-    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
-  };
-  if (modulus == kP) return scalar.template operator()<kP>();
-  scalar.template operator()<kQ>();
+    for (; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
+  });
 }
 
 void ff_pow_run(const uint32_t* low, const uint32_t* high, int low_bits, const uint32_t* e, int64_t se, uint32_t* o,
                 int64_t n) {
+  int64_t j = 0;
 #if MUGRAPH_FF_X86
   if (ff_vector_isa() == FFVectorIsa::avx512 && (se == 0 || se == 1))
-    return pow_run_avx512<kP>(low, high, low_bits, e, se, o, n);
+    j = pow_run_avx512<kP>(low, high, low_bits, e, se, o, n);
 #endif
-  for (int64_t j = 0; j < n; ++j) {
+  for (; j < n; ++j) {
     const uint32_t x = e[j * se];
     o[j] = static_cast<uint32_t>(uint64_t{low[x & ((1u << low_bits) - 1)]} * high[x >> low_bits] % kP);
   }
 }
 
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n) {
-  MUGRAPH_CHECK(modulus == kP || modulus == kQ) << "ff_reduce_run modulo " << modulus << ", expected kP or kQ";
+  with_modulus(modulus, "ff_reduce_run", [&]<uint64_t M>() {
+    int64_t j = 0;
 #if MUGRAPH_FF_X86
-  if (ff_vector_isa() == FFVectorIsa::avx512) {
-    if (modulus == kP) return reduce_run_avx512<kP>(x, o, n);
-    return reduce_run_avx512<kQ>(x, o, n);
-  }
+    if (ff_vector_isa() == FFVectorIsa::avx512) j = reduce_run_avx512<M>(x, o, n);
 #endif
-  auto scalar = [&]<uint64_t M>() {
-    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<uint32_t>(x[j] % M);
-  };
-  if (modulus == kP) return scalar.template operator()<kP>();
-  scalar.template operator()<kQ>();
+    for (; j < n; ++j) o[j] = static_cast<uint32_t>(x[j] % M);
+  });
 }
 
 void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,
                uint32_t* c, int64_t ldc, int64_t m, int64_t n, int64_t K, uint32_t* panel) {
-  if (modulus == kP) return matmul_mod<kP>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
-  MUGRAPH_CHECK(modulus == kQ) << "ff_matmul modulo " << modulus << ", expected kP or kQ";
-  matmul_mod<kQ>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel);
+  with_modulus(modulus, "ff_matmul", [&]<uint64_t M>() { matmul_mod<M>(a, sar, sak, b, ldb, c, ldc, m, n, K, panel); });
 }
 
 }  // namespace mugraph::ff_detail
