@@ -6,12 +6,15 @@ ntrans.mg) runs `mugraph search` with the CLI's default limits (or those given),
 program (default 600 s) and all threads, and prints a Markdown table: search and verification
 seconds, why the search stopped, states explored, and the best μGraph's kernels, graph-defined
 kernels, device bytes and structure (per graph-defined kernel: grid, for-loop, block ops,
-accumulators, concat, thread graphs).
+accumulators, concat, thread graphs), and what retiling did (its seconds, and the cost model's best
+estimate before and after it: report.json's `retile`, docs/search.md "Retiling").
 
     python3 bench/search_benchmarks.py                          # six programs, up to 10 min each
     python3 bench/search_benchmarks.py --save examples/found    # and keep each best.json/report.json
     python3 bench/search_benchmarks.py --programs gated_mlp,lora --time-limit 120
     python3 bench/search_benchmarks.py --quick                  # 5 s per program
+    python3 bench/search_benchmarks.py --programs bench/paper/programs/qknorm_bs1.mg --time-limit 60 \
+        --threads 2 --top 4 --target h200 --cost-bound both      # as bench/paper/run.py searches
 
 --save DIR copies each program's best.json (when one was found) and report.json into
 DIR/<program name>/. Per-run outputs otherwise go to a temporary directory (removed at the end
@@ -44,6 +47,9 @@ def parse_args(argv):
     p.add_argument("--max-graph-kernels", type=int, help="passed to mugraph search (default: the CLI's)")
     p.add_argument("--max-kernel-inputs", type=int, help="passed to mugraph search (default: the CLI's)")
     p.add_argument("--top", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--target", help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--cost-bound", help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--retile-seeds", type=int, help="passed to mugraph search (default: the CLI's)")
     p.add_argument("--deterministic", action="store_true", help="pass --deterministic")
     p.add_argument("--no-abstract-pruning", action="store_true", help="pass --no-abstract-pruning (ablation)")
     p.add_argument("--quick", action="store_true", help="smoke run: a 5-s time limit per program")
@@ -63,13 +69,32 @@ def parse_args(argv):
     return a
 
 
+def extra_flags(args):
+    out = []
+    for flag, value in (("--target", args.target), ("--cost-bound", args.cost_bound),
+                        ("--retile-seeds", args.retile_seeds)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out
+
+
 def program_name(path):
     return pathlib.Path(path).stem
 
 
+def retile_cell(rep):
+    """Retiling (report.json's `retile`): its seconds, and the model's best estimate before and after."""
+    rt = rep.get("retile") or {}
+    if not rt.get("seeds"):
+        return "—"
+    before, after = rt.get("best_before_us"), rt.get("best_after_us")
+    gain = f" ({before / after:.2f}×)" if before and after and after < before else ""
+    return f"{sc.fmt_seconds(rt.get('seconds'))} s: {before:.2f} → {after:.2f} µs{gain}"
+
+
 def row_for(name, run):
     if not run.ok:
-        return [name, "—", "—", f"error: {run.error}", "—", "—", "—", "—", "—"]
+        return [name, "—", "—", f"error: {run.error}", "—", "—", "—", "—", "—", "—"]
     rep = run.report
     best = rep.get("best")
     stop = rep.get("stop_reason", "?")
@@ -79,6 +104,7 @@ def row_for(name, run):
         sc.fmt_seconds(rep.get("verify_seconds")),
         stop,
         str(rep.get("states_explored", "—")),
+        retile_cell(rep),
         str(best["kernels"]) if best else "—",
         str(best["graph_defined_kernels"]) if best else "—",
         sc.fmt_bytes(best.get("device_bytes")) if best else "—",
@@ -111,7 +137,7 @@ def main(argv=None):
                                     max_graph_kernels=args.max_graph_kernels,
                                     max_kernel_inputs=args.max_kernel_inputs, top=args.top,
                                     deterministic=args.deterministic,
-                                    no_abstract_pruning=args.no_abstract_pruning)
+                                    no_abstract_pruning=args.no_abstract_pruning, extra=extra_flags(args))
             print(f"[{name}] ...", end="", file=sys.stderr, flush=True)
             try:
                 run = sc.run_search(cmd, out, time_limit=args.time_limit)
@@ -134,7 +160,8 @@ def main(argv=None):
         print("\ninterrupted; the table below is partial", file=sys.stderr)
 
     opts = ["--time-limit %g" % args.time_limit]
-    for k in ("threads", "max_kernel_ops", "max_block_ops", "max_graph_kernels", "max_kernel_inputs", "top"):
+    for k in ("threads", "max_kernel_ops", "max_block_ops", "max_graph_kernels", "max_kernel_inputs", "top",
+              "target", "cost_bound", "retile_seeds"):
         if getattr(args, k) is not None:
             opts.append(f"--{k.replace('_', '-')} {getattr(args, k)}")
     opts += [f for f, on in (("--deterministic", args.deterministic),
@@ -148,7 +175,8 @@ def main(argv=None):
                                             "max_kernel_inputs", "threads", "abstract_pruning", "target")
             if k in effective) + f"; block ops: {effective.get('block_ops_convention', '?')}")
     lines.append("")
-    header = ["program", "search s", "verify s", "stop reason", "states", "kernels", "graph-defined",
+    header = ["program", "search s", "verify s", "stop reason", "states",
+              "retiling: s, the model's best before → after", "kernels", "graph-defined",
               "device bytes", "structure of the best"]
     lines += sc.markdown_table(header, [row_for(name, run) for name, _, run in runs])
     lines += ["", f"Total wall time {time.monotonic() - started:.1f} s."

@@ -415,6 +415,11 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   if (r.background_verified > 0)
     std::cout << "  verified in the background during the search: " << r.background_verified << " candidates in "
               << sci(r.background_verify_seconds) << " s\n";
+  if (r.retile.seeds > 0)
+    std::cout << "  retiled " << r.retile.seeds << " structures in " << sci(r.retile.seconds)
+              << " s: " << r.retile.configs << " configurations, " << r.retile.complete << " complete, "
+              << r.retile.kept << " kept; best estimate " << sci(r.retile.best_before_us) << " -> "
+              << sci(r.retile.best_after_us) << " us\n";
   if (options.cost_bound == CostBound::both && r.bytes_phase_seconds >= 0)
     std::cout << "  cost bound both: the bytes phase ended at " << sci(r.bytes_phase_seconds)
               << " s, the model phase ran after it\n";
@@ -599,6 +604,11 @@ int run_main(int argc, char** argv) {
                    "model (the cost model's lower bound; never prunes a prefix that could rank ahead, but slow: give "
                    "a --time-limit) or both (bytes to the end, then model until the time limit) (default bytes)")
       ->check(CLI::IsMember({"bytes", "model", "both"}));
+  srch->add_option("--retile-seeds", sopts.retile_seeds,
+                   "after the search, rebuild the block graphs of the best candidates of this many structures under "
+                   "every grid, for-loop and tiling of their kernels, and rank what computes the program with the "
+                   "rest (default 4; 0: none)")
+      ->check(CLI::Range(kRetileSeedsRange.lo, kRetileSeedsRange.hi));
   srch->add_flag("--deterministic", sopts.deterministic, "same result for any thread count, also when stopped early");
   srch->add_flag("--resume", sopts.resume, "continue from DIR/checkpoint.json");
   srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");

@@ -60,6 +60,7 @@ inline constexpr LimitRange kMaxKernelOpsRange{1, 16};
 inline constexpr LimitRange kMaxBlockOpsRange{1, 32};
 inline constexpr LimitRange kMaxGraphKernelsRange{0, 8};
 inline constexpr LimitRange kMaxKernelInputsRange{1, 8};
+inline constexpr LimitRange kRetileSeedsRange{0, 64};
 
 /// Options of a search; the defaults are the paper's limits where it has them.
 struct SearchOptions {
@@ -111,6 +112,10 @@ struct SearchOptions {
   int top_k = 8;
   /// How many complete candidates (by rank) to keep for verification.
   int candidate_pool = 512;
+  /// Retiling (docs/search.md, "Retiling"): after the search, the block graphs of the best
+  /// candidates of this many distinct structures are rebuilt under every configuration of their
+  /// kernels' operands, and what computes the program joins the candidates. 0: none.
+  int retile_seeds = 4;
   /// The background verifier (docs/search.md, "The cost bound") starts after this much search
   /// time, and then spends at most a quarter of the time searched; negative: never (the bound
   /// then rests on the top_k + 4 margin alone).
@@ -212,6 +217,19 @@ struct SearchStats {
   void add(const SearchStats& other);
 };
 
+/// What retiling did (SearchOptions::retile_seeds; docs/search.md, "Retiling").
+struct RetileStats {
+  int seeds = 0;         ///< candidates whose kernels were retiled (one per structure)
+  int64_t configs = 0;   ///< configurations tried, over all seeds and kernels
+  int64_t rebuilt = 0;   ///< kernels rebuilt under a configuration (each valid closing)
+  int64_t complete = 0;  ///< of those, complete μGraphs that compute the program's outputs
+  int64_t kept = 0;      ///< of those, new to the candidate pool and kept in it
+  /// The best candidate's estimate before and after (µs; 0 when there was none).
+  double best_before_us = 0, best_after_us = 0;
+  double seconds = 0;
+  bool stopped = false;  ///< a stop (interrupt) ended it early
+};
+
 /// The outcome of a search.
 struct SearchResult {
   StopReason stop_reason = StopReason::exhausted;
@@ -229,6 +247,8 @@ struct SearchResult {
   /// (included in search_seconds, beside the workers).
   int background_verified = 0;
   double background_verify_seconds = 0;
+  /// Retiling, after the search and before verification (not in search_seconds).
+  RetileStats retile;
 };
 
 /// External control of a running search (signal handlers set `stop`).

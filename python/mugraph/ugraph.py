@@ -215,7 +215,7 @@ def _device_of(values):
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,
                   top: int = 8, max_kernel_ops: int = 5, max_block_ops: int = 12, max_graph_kernels: int = 2,
                   checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
-                  cost_bound: str = "bytes", memory_limit: Optional[float] = None) -> UGraph:
+                  cost_bound: str = "bytes", memory_limit: Optional[float] = None, retile_seeds: int = 4) -> UGraph:
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
     returns it. Every candidate is verified before it is kept. time_limit in seconds (None: until
     the search space is exhausted). cost_bound is what prunes (docs/search.md, "The cost bound"):
@@ -223,6 +223,9 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     the GPU, such as attention split along the keys; give them a time_limit). With checkpoint (a file path) the search saves its state
     there as it goes, and resume=True continues from it. memory_limit in GiB (None: three quarters
     of the physical memory, or of the control group's limit where lower): the search stops there as at a time limit, keeping what it found.
+    retile_seeds: after the search, the block graphs of the best candidates of this many structures
+    are rebuilt under every grid, for-loop and tiling of their kernels (docs/search.md, "Retiling");
+    0: none.
     Ctrl-C stops the search: it returns the best μGraph found so far (with a warning), or raises
     KeyboardInterrupt if none was."""
     if isinstance(program, str):
@@ -238,6 +241,7 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     options.max_graph_kernels = max_graph_kernels
     options.deterministic = deterministic
     options.cost_bound = cost_bound
+    options.retile_seeds = retile_seeds
     if time_limit is not None:
         if time_limit <= 0:
             raise _core.MugraphError(f"time_limit must be positive, got {time_limit}")

@@ -176,6 +176,7 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   in_range("max_block_ops", options.max_block_ops, kMaxBlockOpsRange);
   in_range("max_graph_kernels", options.max_graph_kernels, kMaxGraphKernelsRange);
   in_range("max_kernel_inputs", options.max_kernel_inputs, kMaxKernelInputsRange);
+  in_range("retile_seeds", options.retile_seeds, kRetileSeedsRange);
   // The command line checks these too; library and Python callers get the same refusal.
   if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
   if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
@@ -767,12 +768,13 @@ class BlockSearch {
  public:
   /// `beyond_bound`: whether the cost bound, which other tasks keep tightening, now cuts the
   /// kernel being grown; asked every 1024 states.
-  BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const KernelConfig& cfg, int32_t& child_index,
-              TaskOutput& out, const std::atomic<bool>& stop, bool must_finish,
+  BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const PrefixFacts& facts, const KernelConfig& cfg,
+              int32_t& child_index, TaskOutput& out, const std::atomic<bool>& stop, bool must_finish,
               const std::function<bool()>& beyond_bound)
       : gen_(gen),
         ctx_(ctx),
         task_(task),
+        facts_(facts),
         cfg_(cfg),
         operands_(task.operands),
         out_(out),
@@ -788,6 +790,32 @@ class BlockSearch {
       if (prunes_[r] != 0) out_.stats.pruned[kPruneNames[r]] += prunes_[r];
     if (cut_) ++out_.stats.pruned["cost_bound"];
     return !stopped_;
+  }
+
+  /// Rebuilds `body`'s ops (a block graph closed by this search under another configuration of
+  /// the same operands) under this search's configuration and closes the result in every valid
+  /// way: the kernel graphs (prefix, then the kernel) it yields. None if an op no longer fits:
+  /// its shape, index labels, partial sums or shared memory. The ops are appended as the
+  /// program-tile-value replays are (no abstract-expression or tile-value rule: the ops are a
+  /// candidate's, and the caller checks what the completed graph computes).
+  std::vector<Graph> retile(const Graph& body) {
+    std::vector<Graph> closed;
+    if (!start()) return closed;
+    for (const Op& op : body.ops) {
+      if (op.kind == OpKind::input_iterator || op.kind == OpKind::output_saver) continue;
+      MUGRAPH_CHECK(op.outputs.size() == 1 && op.outputs[0].index() == state_.size())
+          << "retile: a block op of " << op_info(op.kind).name << " out of order";
+      std::array<int32_t, 2> ids{};
+      MUGRAPH_CHECK(op.inputs.size() <= ids.size()) << "retile: a block op with more than two operands";
+      for (size_t k = 0; k < op.inputs.size(); ++k) ids[k] = op.inputs[k].value;
+      if (!append_checked(op.kind, std::span<const int32_t>(ids.data(), op.inputs.size()), op.attrs,
+                          /*replayed=*/true))
+        return closed;
+    }
+    closed_ = &closed;
+    try_close();
+    closed_ = nullptr;
+    return closed;
   }
 
  private:
@@ -813,32 +841,38 @@ class BlockSearch {
                                                                     "program_tile_value",
                                                                     "unclosable"};
 
+  /// Grows the block graph: every canonical sequence of ops within the limits, each closed in
+  /// every valid way.
   void grow() {
+    if (!start()) return;
+    find_program_tiles();
+    grow_with_program_tiles(0);
+  }
+
+  /// The block graph's input iterators under the configuration; false if they do not fit.
+  bool start() {
     const Graph& prefix = *task_.prefix;
-    kernel_exprs_ = expressions(prefix, ctx_.exprs()).tensors;
     if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input)
       last_kernel_rank_ = op_rank(prefix, prefix.ops.back());
     std::vector<TensorType> params;
     for (TensorId t : operands_) {
       params.push_back(prefix.type(t));
-      param_exprs_.push_back(kernel_exprs_[t.index()]);
+      param_exprs_.push_back(facts_.exprs[t.index()]);
     }
     bg_ = make_block_graph(params, cfg_.grid, cfg_.forloop);
-    auto kernel_labels = kernel_graph_labels(ctx_.indices(), prefix);
-    MUGRAPH_CHECK(kernel_labels.has_value()) << "a kernel-graph prefix breaks the index rules";
     for (size_t i = 0; i < operands_.size(); ++i) {
       auto r = bg_.append(OpKind::input_iterator, {},
                           attrs::iterator(static_cast<int32_t>(i), cfg_.imaps[i], cfg_.fmaps[i]));
       if (!r.ok()) {
         ++prunes_[kShape];
-        return;
+        return false;
       }
-      const DimLabels& param = kernel_labels->tensors[operands_[i].index()];
+      const DimLabels& param = facts_.labels.tensors[operands_[i].index()];
       splits_.push_back(iterator_split(param, cfg_.imaps[i], cfg_.fmaps[i]));
       auto tile = tile_labels(ctx_.indices(), param, cfg_.imaps[i], cfg_.fmaps[i], bg_.tensors.back().type.shape);
       if (!tile) {
         ++prunes_[kIndex];
-        return;
+        return false;
       }
       push_tensor(param_exprs_[i], kLoop, true, false, *tile, uint64_t{1} << i);
       // A loop over the slots of a stack of partial results (tile_labels: the tile's dim there
@@ -852,7 +886,7 @@ class BlockSearch {
     }
     if (smem_ > ctx_.options().target.shared_memory_bytes) {
       ++prunes_[kSharedMemory];
-      return;
+      return false;
     }
     num_iterators_ = static_cast<int>(operands_.size());
     // How many outputs this kernel may have without some being dead: what the kernel ops after
@@ -865,8 +899,7 @@ class BlockSearch {
         if (splits_[i].grid[ax] != kNone) split_iterators_[ax] |= uint64_t{1} << i;
       if (splits_[i].loop != kNone) split_iterators_[3] |= uint64_t{1} << i;
     }
-    find_program_tiles();
-    grow_with_program_tiles(0);
+    return true;
   }
 
   struct TensorState {
@@ -1347,8 +1380,12 @@ class BlockSearch {
       ++out_.stats.pruned[std::string(reason_name(r.rejection().reason))];
       return;
     }
+    if (closed_) {
+      closed_->push_back(std::move(next));
+      return;
+    }
     if (!(op_rank(next, next.ops.back()) > last_kernel_rank_)) return;
-    std::vector<ExprId> exprs = kernel_exprs_;
+    std::vector<ExprId> exprs = facts_.exprs;
     for (int32_t s : sinks) exprs.push_back(state_[s].expr);
     ++out_.stats.states;
     consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_, task_.finish_only);
@@ -1357,13 +1394,14 @@ class BlockSearch {
   Generator& gen_;
   SearchContext& ctx_;
   const Task& task_;
+  const PrefixFacts& facts_;  ///< of task_.prefix
   const KernelConfig& cfg_;
   const std::vector<TensorId>& operands_;  ///< the kernel's inputs, which cfg_ maps
   TaskOutput& out_;
   const std::atomic<bool>& stop_;
   const std::function<bool()>& beyond_bound_;
   const bool must_finish_;
-  std::vector<ExprId> kernel_exprs_, param_exprs_;
+  std::vector<ExprId> param_exprs_;
   OpRank last_kernel_rank_;
   Graph bg_;
   std::vector<TensorState> state_;
@@ -1381,6 +1419,8 @@ class BlockSearch {
   /// Iterators (bit sets) that grid axes x, y and z and the for-loop split.
   std::array<uint64_t, 4> split_iterators_{};
   int32_t& child_index_;
+  /// retile(): where closings go (the kernel graphs, not considered as prefixes or candidates).
+  std::vector<Graph>* closed_ = nullptr;
   bool stopped_ = false;  ///< by stop_: the task runs again
   bool cut_ = false;      ///< by the cost bound: the task is done
   std::array<int64_t, kPruneCount> prunes_{};
@@ -1396,6 +1436,29 @@ class BlockSearch {
 };
 
 }  // namespace
+
+std::vector<Graph> Generator::retile_kernel(const std::shared_ptr<const Graph>& prefix,
+                                            const std::vector<TensorId>& operands, const KernelConfig& config,
+                                            const Graph& body) {
+  Task task;
+  task.prefix = prefix;
+  task.operands = operands;
+  task.chunk = 0;
+  TaskOutput out;
+  int32_t child_index = 0;
+  const std::atomic<bool> never_stop{false};
+  const std::function<bool()> never_beyond = [] { return false; };
+  // Retiling tries every configuration of one prefix in a row: its facts are computed once.
+  if (retile_prefix_ != prefix) {
+    std::optional<GraphLabels> labels = kernel_graph_labels(ctx_.indices(), *prefix);
+    MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+    retile_facts_ = PrefixFacts{expressions(*prefix, ctx_.exprs()).tensors, std::move(*labels)};
+    retile_prefix_ = prefix;
+  }
+  BlockSearch s(*this, ctx_, task, retile_facts_, config, child_index, out, never_stop, /*must_finish=*/false,
+                never_beyond);
+  return s.retile(body);
+}
 
 std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<const Graph>& prefix,
                                                          const std::vector<TensorId>& operands) {
@@ -1500,7 +1563,9 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   // The operand rules for a kernel that must finish the program (computed once it is known
   // that one must).
   std::optional<std::vector<uint64_t>> unsplittable;
-  std::optional<GraphLabels> labels;
+  std::optional<GraphLabels> labels = kernel_graph_labels(ctx_.indices(), prefix);
+  MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
+  const PrefixFacts facts{exprs, *labels};
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
     if (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us()) {
@@ -1515,8 +1580,6 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     if (must_finish && !task.finish_only && has_first_pass) continue;
     if (must_finish) {
       if (!unsplittable) {
-        labels = kernel_graph_labels(ctx_.indices(), prefix);
-        MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
         unsplittable =
             unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs, *labels), task.operands);
       }
@@ -1529,7 +1592,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
       return ctx_.beyond_bound(bytes, kernels, floor_extra) ||
              (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
     };
-    BlockSearch s(*this, ctx_, task, configs[i], child_index, out, stop, must_finish, beyond);
+    BlockSearch s(*this, ctx_, task, facts, configs[i], child_index, out, stop, must_finish, beyond);
     if (!s.run()) return false;
   }
   // The next chunk of a chain, if the bound has not passed its floor.

@@ -260,6 +260,13 @@ class SearchContext {
   std::atomic<bool> model_bound_{false};
 };
 
+/// What a block graph's growth reads of its kernel-graph prefix, computed once per prefix: the
+/// abstract expression and the index labels of every tensor.
+struct PrefixFacts {
+  std::vector<ExprId> exprs;
+  GraphLabels labels;
+};
+
 /// Runs tasks. One per worker thread (keeps caches that are not shared).
 class Generator {
  public:
@@ -281,6 +288,14 @@ class Generator {
   /// (Task::configs); the last list is cached for tasks that come without one (resumed ones).
   std::shared_ptr<const ConfigList> configs_for(const std::shared_ptr<const Graph>& prefix,
                                                 const std::vector<TensorId>& operands);
+
+  /// The kernel graphs `prefix` + one graph-defined kernel reading `operands` whose block graph
+  /// has `body`'s ops (a closed block graph of a kernel on these operands, under any
+  /// configuration) under `config` instead, closed in every valid way (output savers' omaps).
+  /// Empty if the ops do not fit the configuration (shapes, index labels, partial sums, shared
+  /// memory). Nothing checks what the result computes: retile.h's caller does.
+  std::vector<Graph> retile_kernel(const std::shared_ptr<const Graph>& prefix, const std::vector<TensorId>& operands,
+                                   const KernelConfig& config, const Graph& body);
 
   /// With the model bound: the floor of everything but the next graph-defined kernel — the
   /// prefix's kernels (launches, bytes and `floor_extra`, floor_extra_us), and one more kernel if
@@ -306,6 +321,9 @@ class Generator {
   /// theirs again; most recur. Cleared when it holds kListCacheEntries.
   std::unordered_map<std::string, std::shared_ptr<const ConfigList>> list_cache_;
   static constexpr size_t kListCacheEntries = 4096;
+  /// retile_kernel's prefix (compared by pointer: the caller keeps it alive) and its facts.
+  std::shared_ptr<const Graph> retile_prefix_;
+  PrefixFacts retile_facts_;
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_;
 };

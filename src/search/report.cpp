@@ -62,6 +62,16 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["resumed"] = r.resumed;
   if (o.cost_bound == CostBound::both)
     j["bytes_phase_seconds"] = r.bytes_phase_seconds >= 0 ? nlohmann::ordered_json(r.bytes_phase_seconds) : nullptr;
+  const RetileStats& rt = r.retile;
+  j["retile"] = {{"seeds", rt.seeds},
+                 {"configs", rt.configs},
+                 {"rebuilt", rt.rebuilt},
+                 {"complete", rt.complete},
+                 {"kept", rt.kept},
+                 {"best_before_us", rt.best_before_us},
+                 {"best_after_us", rt.best_after_us},
+                 {"seconds", rt.seconds},
+                 {"stopped", rt.stopped}};
   j["states_explored"] = r.stats.states;
   j["kernel_states"] = r.stats.kernel_states;
   j["block_configs"] = r.stats.block_configs;
@@ -82,6 +92,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"deterministic", o.deterministic},
                   {"abstract_pruning", o.abstract_pruning},
                   {"program_tile_values", o.program_tile_values},
+                  {"retile_seeds", o.retile_seeds},
                   {"target", o.target.name},
                   {"cost_bound", cost_bound_name(o.cost_bound)},
                   {"verify_delta", o.verify.delta}};

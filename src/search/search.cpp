@@ -21,6 +21,7 @@
 #include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/json.h"
+#include "retile.h"
 
 namespace mugraph {
 
@@ -134,6 +135,8 @@ class Driver {
     result.stats = stats_;
     result.background_verified = background_verified_;
     result.background_verify_seconds = background_seconds_;
+
+    if (stop_reason_ != StopReason::interrupted) retile_pool(result);
 
     auto verify_start = Clock::now();
     verify_and_rank(result);
@@ -483,18 +486,84 @@ class Driver {
     return p;
   }
 
-  void add_candidate(FoundCandidate c) {
+  /// Whether the pool kept it (it was new, and not the worst of a full pool).
+  bool add_candidate(FoundCandidate c) {
     RankedCandidate r{std::move(c), {}};
     r.json = to_json(r.found.graph);
     const std::pair<int64_t, int> key = bytes_key(r);
     auto it = std::lower_bound(pool_.begin(), pool_.end(), r, rank_less);
-    if (it != pool_.end() && it->json == r.json) return;  // found twice (a resumed task)
+    if (it != pool_.end() && it->json == r.json) return false;  // found twice (a resumed task)
+    const size_t at = static_cast<size_t>(it - pool_.begin());
     pool_.insert(it, std::move(r));
     // The deterministic mode may drop candidates later (cut_to_completed_prefix), so it keeps all.
     if (!opt_.deterministic && static_cast<int>(pool_.size()) > opt_.candidate_pool) pool_.pop_back();
     keys_.insert(key);
     update_bound_locked();
     verifier_cv_.notify_one();
+    return at < pool_.size();
+  }
+
+  /// Retiling (retile.h) after the search: the best candidate not known to be wrong of each of
+  /// the pool's first retile_seeds structures, best first, one seed per thread at a time (the
+  /// workers are done); what they find joins the pool in seed order, so the result does not
+  /// depend on the thread count.
+  void retile_pool(SearchResult& result) {
+    RetileStats& st = result.retile;
+    if (opt_.retile_seeds <= 0 || pool_.empty()) return;
+    const Clock::time_point began = Clock::now();
+    st.best_before_us = pool_.front().found.estimated_us;
+    std::vector<FoundCandidate> seeds;
+    std::set<std::string> structures;
+    for (const RankedCandidate& c : pool_) {
+      if (static_cast<int>(seeds.size()) >= opt_.retile_seeds) break;
+      if (!c.rejected() && structures.insert(tiling_free_structure(c.found.graph)).second) seeds.push_back(c.found);
+    }
+    const std::atomic<bool> never{false};
+    const std::atomic<bool>& stop = control_ ? control_->stop : never;
+    std::vector<std::vector<FoundCandidate>> found(seeds.size());
+    std::vector<RetileStats> per_seed(seeds.size());
+    std::vector<char> ran(seeds.size(), 0);  // not vector<bool>: threads write neighbouring elements
+    std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> errors;
+    std::mutex errors_mu;
+    auto work = [&] {
+      try {
+        Generator gen(ctx_);
+        for (size_t i; (i = next.fetch_add(1)) < seeds.size() && !stop.load();) {
+          found[i] = retile(ctx_, gen, seeds[i], stop, per_seed[i]);
+          ran[i] = 1;
+        }
+      } catch (...) {
+        std::lock_guard lock(errors_mu);
+        errors.push_back(std::current_exception());
+      }
+    };
+    const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    const size_t threads = std::min(seeds.size(), static_cast<size_t>(opt_.threads > 0 ? opt_.threads : hardware));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool) t.join();
+    if (!errors.empty()) std::rethrow_exception(errors.front());
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < seeds.size(); ++i) {
+      // ran is written by the thread that ran seed i, read after the joins.
+      st.stopped |= per_seed[i].stopped || !ran[i];
+      if (!ran[i]) continue;
+      ++st.seeds;
+      st.configs += per_seed[i].configs;
+      st.rebuilt += per_seed[i].rebuilt;
+      st.complete += per_seed[i].complete;
+      for (FoundCandidate& c : found[i]) {
+        c.found_seconds = elapsed();
+        st.kept += add_candidate(std::move(c)) ? 1 : 0;
+      }
+    }
+    // They are candidates the search found, as far as the counts go (verified + rejected ≤ found).
+    stats_.candidates += st.kept;
+    result.stats.candidates += st.kept;
+    st.best_after_us = pool_.front().found.estimated_us;
+    st.seconds = std::chrono::duration<double>(Clock::now() - began).count();
   }
 
   CheckpointState state_locked() const {

@@ -55,6 +55,10 @@ def test_superoptimize_rmsnorm_finds_a_fused_kernel(rmsnorm_best):
     assert best.graph.graph_defined_kernels() == 1
     assert best.report["format"] == "mugraph-search-report"
     assert best.report["stop_reason"] in ("exhausted", "time_limit")
+    # Retiling ran on the best structures (superoptimize's default) and ranks nothing worse first.
+    assert best.report["options"]["retile_seeds"] == 4
+    assert best.report["retile"]["seeds"] >= 1
+    assert best.report["retile"]["best_after_us"] <= best.report["retile"]["best_before_us"]
     assert best.candidates[0] is best and len(best.candidates) >= 2
     costs = [c.cost("h100") for c in best.candidates]
     assert costs == sorted(costs)
@@ -195,6 +199,8 @@ def test_superoptimize_errors():
         mugraph.superoptimize(rmsnorm_linear(), threads=-1)
     with pytest.raises(mugraph.MugraphError, match="memory_limit must be a positive number of GiB"):
         mugraph.superoptimize(rmsnorm_linear(), memory_limit=0)
+    with pytest.raises(mugraph.MugraphError, match="retile_seeds is 65, expected 0..64"):
+        mugraph.superoptimize(rmsnorm_linear(), retile_seeds=65)
     p = mugraph.Program()
     X = p.input("X", [8, 64])
     p.output(mugraph.sum(X, dim=1, to=4), "E")

@@ -465,6 +465,36 @@ TEST(Search, AMuGraphIsNotAProgram) {
 // ---------------------------------------------------------------------------------------------
 // Stop reasons
 
+TEST(Search, RetilingRanksTheBestStructuresUnderEveryTilingAndKeepsTheTopSound) {
+  // After the search, the best structures' block graphs are rebuilt under every configuration;
+  // what they add is verified like any candidate. Off, nothing is retiled.
+  const Graph program = parse_program(kGatedMlpWide);
+  SearchOptions o = mlp_limits();
+  o.top_k = 4;
+  const SearchResult r = search(program, o);
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  EXPECT_GE(r.retile.seeds, 1);
+  EXPECT_LE(r.retile.seeds, o.retile_seeds);
+  EXPECT_GT(r.retile.configs, 0);
+  EXPECT_GT(r.retile.complete, 0);
+  EXPECT_LE(r.retile.kept, r.retile.complete);
+  EXPECT_GT(r.retile.best_before_us, 0);
+  EXPECT_LE(r.retile.best_after_us, r.retile.best_before_us);
+  EXPECT_LE(r.top.front().cost.total_us, r.retile.best_after_us + 1e-9);
+  EXPECT_FALSE(r.retile.stopped);
+
+  o.retile_seeds = 0;
+  const SearchResult off = search(program, o);
+  EXPECT_EQ(off.retile.seeds, 0);
+  EXPECT_EQ(off.retile.complete, 0);
+  expect_sound_top(program, off);
+  // The bytes bound cut tilings that move more bytes; retiling may rank one of them first, never
+  // one worse.
+  ASSERT_FALSE(off.top.empty());
+  EXPECT_LE(r.top.front().cost.total_us, off.top.front().cost.total_us + 1e-9);
+}
+
 TEST(Search, TinyTimeLimitStopsWithTimeLimit) {
   Graph program = parse_program(kRmsNorm);
   SearchOptions o = rms_limits();
@@ -799,6 +829,13 @@ TEST(Search, ReportHasTheDocumentedFields) {
   EXPECT_EQ(best.at("device_bytes").get<int64_t>(), r.top.front().metrics.device_bytes);
   EXPECT_GE(best.at("verification").at("tests").get<int>(), 1);
   EXPECT_EQ(j.at("top").size(), r.top.size());
+  EXPECT_EQ(j.at("options").at("retile_seeds"), o.retile_seeds);
+  EXPECT_EQ(j.at("retile").at("seeds").get<int>(), r.retile.seeds);
+  EXPECT_EQ(j.at("retile").at("configs").get<int64_t>(), r.retile.configs);
+  EXPECT_EQ(j.at("retile").at("complete").get<int64_t>(), r.retile.complete);
+  EXPECT_EQ(j.at("retile").at("kept").get<int64_t>(), r.retile.kept);
+  EXPECT_DOUBLE_EQ(j.at("retile").at("best_after_us").get<double>(), r.retile.best_after_us);
+  EXPECT_FALSE(j.at("retile").at("stopped").get<bool>());
 
   // No candidate: best is null.
   SearchResult none = search(parse_program(kRmsNorm), limits(1, 1, 3));
