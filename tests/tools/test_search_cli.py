@@ -174,6 +174,29 @@ def test_model_cost_bound_finds_the_best_and_warns_without_a_time_limit(mugraph_
     assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
 
 
+def test_retile_seeds_retiles_the_best_structures_or_none(mugraph_bin, tmp_path):
+    # By default the best structures' block graphs are rebuilt under every tiling after the
+    # search (report.json's "retile", and a summary line); --retile-seeds 0 turns it off.
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    r = search(mugraph_bin, prog, tmp_path / "on", *args)
+    assert r.returncode == 0, r.stderr
+    assert "retiled " in r.stdout, r.stdout
+    on = json.loads((tmp_path / "on" / "report.json").read_text())
+    assert on["options"]["retile_seeds"] == 4
+    assert 1 <= on["retile"]["seeds"] <= 4 and on["retile"]["configs"] > 0
+    assert on["retile"]["best_after_us"] <= on["retile"]["best_before_us"]
+    assert on["best"]["estimated_us"] <= on["retile"]["best_after_us"] * (1 + 1e-9)
+    r = search(mugraph_bin, prog, tmp_path / "off", *args, "--retile-seeds", "0")
+    assert r.returncode == 0, r.stderr
+    assert "retiled " not in r.stdout, r.stdout
+    off = json.loads((tmp_path / "off" / "report.json").read_text())
+    assert off["options"]["retile_seeds"] == 0
+    assert off["retile"]["seeds"] == 0 and off["retile"]["configs"] == 0
+    # Retiling only adds candidates: the best is never estimated slower.
+    assert on["best"]["estimated_us"] <= off["best"]["estimated_us"] * (1 + 1e-9)
+
+
 def test_no_abstract_pruning_finds_the_same_best(mugraph_bin, tmp_path):
     prog = write_program(tmp_path, ELEMENTWISE)
     args = ONE_KERNEL + ["--max-block-ops", "4"]
@@ -300,6 +323,8 @@ def test_ugraph_json_is_not_a_program(mugraph_bin, tmp_path):
     ["--memory-limit", "-1"],
     ["--threads", "-2"],
     ["--top", "0"],
+    ["--retile-seeds", "-1"],
+    ["--retile-seeds", "65"],
 ])
 def test_usage_errors_exit_2(mugraph_bin, tmp_path, args):
     prog = write_program(tmp_path, ELEMENTWISE)
