@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include "block_tasks.h"
+#include "block_tasks.h"
 #include "example_graphs.h"
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
@@ -276,25 +278,7 @@ constexpr const char* kSmallGqa =
     "input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
     "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
 
-/// Every output of running all chunks of the block task of `operands` after `prefix`.
-TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const std::vector<TensorId>& operands) {
-  Generator gen(ctx);
-  auto shared = std::make_shared<const Graph>(prefix);
-  const size_t configs = gen.configs_for(shared, operands)->configs.size();
-  TaskOutput all;
-  std::atomic<bool> stop{false};
-  for (size_t c = 0; c * kConfigsPerTask < configs; ++c) {
-    Task t;
-    t.prefix = shared;
-    t.operands = operands;
-    t.chunk = static_cast<int32_t>(c);
-    TaskOutput out;
-    EXPECT_TRUE(gen.run(t, out, stop));
-    for (Task& child : out.children) all.children.push_back(std::move(child));
-    for (FoundCandidate& f : out.candidates) all.candidates.push_back(std::move(f));
-  }
-  return all;
-}
+using testing::run_block_tasks;
 
 TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) {
   // A kernel task hands each operand set's configurations to all its chunk tasks; a task read
