@@ -11,7 +11,6 @@
 #include <set>
 
 #include "block_tasks.h"
-#include "block_tasks.h"
 #include "example_graphs.h"
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
