@@ -501,6 +501,31 @@ bool Generator::run(const Task& task, TaskOutput& out, const std::atomic<bool>& 
   return task.is_block() ? run_block_task(task, out, stop) : run_kernel_task(task, out, stop);
 }
 
+namespace {}  // namespace
+
+bool computes_program_output(SearchContext& ctx, const Graph& g, const GraphLabels& labels,
+                             const std::vector<ExprId>& exprs, size_t t, size_t j) {
+  return g.tensors[t].type.shape == ctx.program().type(ctx.program().outputs[j]).shape &&
+         labels.tensors[t].same_dims(ctx.indices().output(j)) &&
+         aeq_equal(exprs[t], ctx.targets()[j], ctx.exprs(), ctx.normal_forms()).value_or(true);
+}
+
+bool has_dead_ops(const Graph& g) {
+  const std::vector<bool> live = live_ops(g);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (!live[i] && g.ops[i].kind != OpKind::input) return true;
+  return false;
+}
+
+FoundCandidate found_candidate(SearchContext& ctx, Graph&& g, std::vector<int32_t> path) {
+  FoundCandidate c;
+  c.metrics = candidate_metrics(g, ctx.options().target);
+  c.estimated_us = rank_estimate_us(g, ctx.gpu());
+  c.graph = std::move(g);
+  c.path = std::move(path);
+  return c;
+}
+
 namespace {
 
 /// Shared by kernel and block tasks: a new kernel-graph prefix becomes a candidate (all outputs
@@ -515,13 +540,9 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   auto labels = kernel_graph_labels(ctx.indices(), next);
   MUGRAPH_CHECK(labels.has_value()) << "a generated kernel graph breaks the index rules";
   for (size_t j = 0; j < nout; ++j) {
-    const TensorType& want = program.type(program.outputs[j]);
     // The latest tensor that matches: later tensors are the ones new ops made.
     for (size_t t = next.tensors.size(); t-- > 0;) {
-      if (next.tensors[t].type.shape != want.shape) continue;
-      if (!labels->tensors[t].same_dims(ctx.indices().output(j))) continue;
-      auto eq = aeq_equal(exprs[t], ctx.targets()[j], ctx.exprs(), ctx.normal_forms());
-      if (eq.value_or(true)) {
+      if (computes_program_output(ctx, next, *labels, exprs, t, j)) {
         matched[j] = TensorId(static_cast<int32_t>(t));
         break;
       }
@@ -530,19 +551,12 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   }
   if (complete) {
     for (size_t j = 0; j < nout; ++j) next.mark_output(matched[j], program.output_names[j]);
-    std::vector<bool> live = live_ops(next);
-    for (size_t i = 0; i < next.ops.size(); ++i)
-      if (!live[i] && next.ops[i].kind != OpKind::input) {
-        ++out.stats.pruned["dead_ops"];
-        return;
-      }
+    if (has_dead_ops(next)) {
+      ++out.stats.pruned["dead_ops"];
+      return;
+    }
     ++out.stats.candidates;
-    FoundCandidate c;
-    c.metrics = candidate_metrics(next, ctx.options().target);
-    c.estimated_us = rank_estimate_us(next, ctx.gpu());
-    c.graph = std::move(next);
-    c.path = path;
-    out.candidates.push_back(std::move(c));
+    out.candidates.push_back(found_candidate(ctx, std::move(next), path));
     return;
   }
   if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
@@ -1565,7 +1579,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   std::optional<std::vector<uint64_t>> unsplittable;
   std::optional<GraphLabels> labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
-  const PrefixFacts facts{exprs, *labels};
+  const PrefixFacts facts{exprs, std::move(*labels)};
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
     if (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us()) {
@@ -1581,9 +1595,9 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     if (must_finish) {
       if (!unsplittable) {
         unsplittable =
-            unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs, *labels), task.operands);
+            unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs, facts.labels), task.operands);
       }
-      if (splits_unsplittable(configs[i], task.operands, *labels, *unsplittable)) {
+      if (splits_unsplittable(configs[i], task.operands, facts.labels, *unsplittable)) {
         ++out.stats.pruned["split_contraction"];
         continue;
       }

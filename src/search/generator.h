@@ -122,6 +122,21 @@ struct TaskOutput {
   SearchStats stats;
 };
 
+class SearchContext;
+
+/// Whether tensor t of kernel graph g (with its tensors' index labels and abstract expressions)
+/// can be program output j: the output's shape and labels, and an A_eq-equal expression (an
+/// undecided comparison counts as equal; verification decides).
+bool computes_program_output(SearchContext& ctx, const Graph& g, const GraphLabels& labels,
+                             const std::vector<ExprId>& exprs, size_t t, size_t j);
+
+/// Whether a kernel graph has an op other than an input whose results reach no output.
+bool has_dead_ops(const Graph& g);
+
+/// A complete kernel graph (outputs marked, no dead ops) as a candidate: its metrics and its rank
+/// estimate, found by the task at `path`.
+FoundCandidate found_candidate(SearchContext& ctx, Graph&& g, std::vector<int32_t> path);
+
 /// The rank of an op for the canonical order: ops are appended in strictly increasing rank, so
 /// every set of ops is generated in exactly one order (the greedy smallest-rank-first order).
 struct OpRank {

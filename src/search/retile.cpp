@@ -4,8 +4,6 @@
 #include <memory>
 #include <optional>
 
-#include "mugraph/normal_form.h"
-
 namespace mugraph::search_detail {
 
 namespace {
@@ -156,28 +154,16 @@ class Retiler {
   /// The candidate `g` makes once the seed's outputs are marked, if it computes the program's
   /// outputs: the consider_prefix checks (shapes, labels, abstract expressions, no dead ops).
   std::optional<FoundCandidate> finish(Graph g) {
-    const Graph& program = ctx_.program();
     const Graph& seed = seed_.graph;
-    for (size_t j = 0; j < seed.outputs.size(); ++j) {
-      if (g.type(seed.outputs[j]) != program.type(program.outputs[j])) return std::nullopt;
-      g.mark_output(seed.outputs[j], seed.output_names[j]);
-    }
+    for (size_t j = 0; j < seed.outputs.size(); ++j) g.mark_output(seed.outputs[j], seed.output_names[j]);
     const std::optional<GraphLabels> labels = kernel_graph_labels(ctx_.indices(), g);
     if (!labels) return std::nullopt;
     const std::vector<ExprId> exprs = expressions(g, ctx_.exprs()).tensors;
-    for (size_t j = 0; j < g.outputs.size(); ++j) {
-      if (!labels->tensors[g.outputs[j].index()].same_dims(ctx_.indices().output(j))) return std::nullopt;
-      if (!aeq_equal(exprs[g.outputs[j].index()], ctx_.targets()[j], ctx_.exprs(), ctx_.normal_forms()).value_or(true))
-        return std::nullopt;
-    }
-    for (bool live : live_ops(g))
-      if (!live) return std::nullopt;
+    for (size_t j = 0; j < g.outputs.size(); ++j)
+      if (!computes_program_output(ctx_, g, *labels, exprs, g.outputs[j].index(), j)) return std::nullopt;
+    if (has_dead_ops(g)) return std::nullopt;
     ++stats_.complete;
-    FoundCandidate c;
-    c.metrics = candidate_metrics(g, ctx_.options().target);
-    c.estimated_us = rank_estimate_us(g, ctx_.gpu());
-    c.graph = std::move(g);
-    c.path = seed_.path;
+    FoundCandidate c = found_candidate(ctx_, std::move(g), seed_.path);
     c.task_floor_us = seed_.task_floor_us;
     return c;
   }

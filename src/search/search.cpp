@@ -22,6 +22,7 @@
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/json.h"
 #include "retile.h"
+#include "thread_pool.h"
 
 namespace mugraph {
 
@@ -522,34 +523,18 @@ class Driver {
     const std::atomic<bool>& stop = control_ ? control_->stop : never;
     std::vector<std::vector<FoundCandidate>> found(seeds.size());
     std::vector<RetileStats> per_seed(seeds.size());
-    std::vector<char> ran(seeds.size(), 0);  // not vector<bool>: threads write neighbouring elements
-    std::atomic<size_t> next{0};
-    std::vector<std::exception_ptr> errors;
-    std::mutex errors_mu;
-    auto work = [&] {
-      try {
-        Generator gen(ctx_);
-        for (size_t i; (i = next.fetch_add(1)) < seeds.size() && !stop.load();) {
-          found[i] = retile(ctx_, gen, seeds[i], stop, per_seed[i]);
-          ran[i] = 1;
-        }
-      } catch (...) {
-        std::lock_guard lock(errors_mu);
-        errors.push_back(std::current_exception());
-      }
-    };
     const int hardware = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-    const size_t threads = std::min(seeds.size(), static_cast<size_t>(opt_.threads > 0 ? opt_.threads : hardware));
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool) t.join();
-    if (!errors.empty()) std::rethrow_exception(errors.front());
+    interp::ThreadPool workers(
+        static_cast<int>(std::min<size_t>(seeds.size(), opt_.threads > 0 ? opt_.threads : hardware)));
+    std::vector<Generator> gens;  // one per worker: a generator keeps caches that are not shared
+    for (int w = 0; w < workers.size(); ++w) gens.emplace_back(ctx_);
+    workers.parallel_for(static_cast<int64_t>(seeds.size()), [&](int w, int64_t i) {
+      const auto k = static_cast<size_t>(i);
+      found[k] = retile(ctx_, gens[static_cast<size_t>(w)], seeds[k], stop, per_seed[k]);
+    });
     std::lock_guard lock(mu_);
     for (size_t i = 0; i < seeds.size(); ++i) {
-      // ran is written by the thread that ran seed i, read after the joins.
-      st.stopped |= per_seed[i].stopped || !ran[i];
-      if (!ran[i]) continue;
+      st.stopped |= per_seed[i].stopped;
       ++st.seeds;
       st.configs += per_seed[i].configs;
       st.rebuilt += per_seed[i].rebuilt;
@@ -560,7 +545,6 @@ class Driver {
       }
     }
     // They are candidates the search found, as far as the counts go (verified + rejected ≤ found).
-    stats_.candidates += st.kept;
     result.stats.candidates += st.kept;
     st.best_after_us = pool_.front().found.estimated_us;
     st.seconds = std::chrono::duration<double>(Clock::now() - began).count();
