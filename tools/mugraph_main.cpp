@@ -415,6 +415,10 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   if (r.background_verified > 0)
     std::cout << "  verified in the background during the search: " << r.background_verified << " candidates in "
               << sci(r.background_verify_seconds) << " s\n";
+  if (r.worse_key > 0)
+    std::cout << "  " << r.worse_key
+              << " candidates found before the bytes bound tightened move more bytes or take more kernels than the "
+                 "best verified one: not reported\n";
   if (r.retile.seeds > 0)
     std::cout << "  retiled " << r.retile.seeds << " structures in " << sci(r.retile.seconds)
               << " s: " << r.retile.configs << " configurations, " << r.retile.complete << " complete, "
@@ -600,7 +604,8 @@ int run_main(int argc, char** argv) {
                    "target GPU: its shared memory bounds block graphs, its cost model ranks candidates (default h100)")
       ->check(gpu_target);
   srch->add_option("--cost-bound", cost_bound,
-                   "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast), "
+                   "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast; "
+                   "reports the candidates of the best verified bytes and kernels only), "
                    "model (the cost model's lower bound; never prunes a prefix that could rank ahead, but slow: give "
                    "a --time-limit) or both (bytes to the end, then model until the time limit) (default bytes)")
       ->check(CLI::IsMember({"bytes", "model", "both"}));

@@ -99,8 +99,9 @@ struct SearchOptions {
   /// What cuts a prefix once top_k + 4 candidates not known to be wrong, or top_k verified ones
   /// (a background verifier checks the best while the search runs), are known (docs/search.md,
   /// "The cost bound"). bytes: its lower bound on (device bytes, kernels) is lexicographically
-  /// worse than the last of them; a heuristic for the model's rank (a μGraph moving more bytes may be estimated
-  /// faster), which keeps searches to seconds. model: its lower bound on the estimate
+  /// worse than the last of them, or than the best verified candidate's (only candidates of
+  /// the best verified key are reported); a heuristic for the model's rank (a μGraph moving more
+  /// bytes may be estimated faster), which keeps searches to seconds. model: its lower bound on the estimate
   /// (cost_lower_bound_us) exceeds that candidate's estimate; never cuts a prefix whose
   /// completions could rank ahead, but prunes far less. both: the bytes search to its end, then
   /// the model search from the root with the candidates found so far (its bound is tight from the
@@ -249,6 +250,10 @@ struct SearchResult {
   double background_verify_seconds = 0;
   /// Retiling, after the search and before verification (not in search_seconds).
   RetileStats retile;
+  /// With the bytes bound: candidates not known to be wrong that were neither verified nor
+  /// reported because their (device bytes, kernels) are worse than the best verified one's
+  /// (they were found before the bound, which rests on it, had tightened).
+  int worse_key = 0;
 };
 
 /// External control of a running search (signal handlers set `stop`).

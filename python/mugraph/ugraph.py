@@ -219,7 +219,8 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
     returns it. Every candidate is verified before it is kept. time_limit in seconds (None: until
     the search space is exhausted). cost_bound is what prunes (docs/search.md, "The cost bound"):
-    "bytes" (fast), "model" or "both" (they also find μGraphs that move more bytes to use more of
+    "bytes" (fast; it reports only candidates of the best verified device bytes and kernels), "model" or
+    "both" (they also find μGraphs that move more bytes to use more of
     the GPU, such as attention split along the keys; give them a time_limit). With checkpoint (a file path) the search saves its state
     there as it goes, and resume=True continues from it. memory_limit in GiB (None: three quarters
     of the physical memory, or of the control group's limit where lower): the search stops there as at a time limit, keeping what it found.

@@ -80,6 +80,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["candidates"] = r.stats.candidates;
   j["verified"] = r.stats.verified;
   j["rejected"] = r.stats.rejected;
+  j["worse_key"] = r.worse_key;
   j["tasks"] = r.stats.tasks;
   j["oracle_queries"] = r.stats.oracle_queries;
   j["options"] = {{"max_kernel_ops", o.max_kernel_ops},

@@ -325,7 +325,10 @@ class Driver {
   /// be wrong cannot reach the top_k, given that at most 4 of those fail verification (the
   /// margin); nor can one that cannot beat the top_k-th verified candidate, without that
   /// proviso. The bound is the tighter of the two. By the model, "best" is the rank (the
-  /// pool's order); by bytes, the smallest (bytes, kernels) keys. A rejection can loosen it.
+  /// pool's order); by bytes, the smallest (bytes, kernels) keys, and there the bound is the
+  /// best verified key itself: the bytes bound reports the best-ranked candidates of the best
+  /// key only (verify_and_rank), so that a program with fewer good μGraphs than top_k + 4 (the
+  /// paper's nTrans: two) is not searched with no bound at all. A rejection can loosen it.
   void update_bound_locked() {
     if (ctx_.model_bound()) {
       double bound = std::numeric_limits<double>::infinity();
@@ -341,7 +344,7 @@ class Driver {
     }
     std::pair<int64_t, int> bound{INT64_MAX, INT32_MAX};
     if (keys_.size() >= bound_margin()) bound = std::min(bound, *std::next(keys_.begin(), bound_margin() - 1));
-    if (verified_keys_.size() >= wanted()) bound = std::min(bound, *std::next(verified_keys_.begin(), wanted() - 1));
+    if (!verified_keys_.empty()) bound = std::min(bound, *verified_keys_.begin());
     ctx_.set_bound(bound.first, bound.second);
   }
 
@@ -586,7 +589,15 @@ class Driver {
   /// Verifies the pool in rank order until top_k are verified: in batches of as many as are
   /// still wanted, each batch test by test (verify_all: one draw of inputs per test for the
   /// batch, shared kernels computed once), so the result is what verifying one by one gives.
+  /// With the bytes bound only candidates of the best verified key are verified and reported
+  /// (update_bound_locked): the result is then the same whenever the bound tightened.
   void verify_and_rank(SearchResult& result) {
+    std::optional<std::pair<int64_t, int>> best_key;
+    if (!ctx_.model_bound()) {
+      best_key = best_verified_key(result);
+      if (result.stop_reason == StopReason::interrupted) return;
+    }
+    auto worse = [&](const RankedCandidate& c) { return best_key && bytes_key(c) > *best_key; };
     size_t checked = 0;
     const std::atomic<bool>* stop = control_ ? &control_->stop : nullptr;
     while (static_cast<int>(result.top.size()) < opt_.top_k && checked < pool_.size()) {
@@ -597,7 +608,7 @@ class Driver {
       std::vector<const Graph*> batch;
       for (size_t wanted = static_cast<size_t>(opt_.top_k) - result.top.size(); end < pool_.size() && wanted > 0;
            ++end) {
-        if (pool_[end].rejected()) continue;
+        if (pool_[end].rejected() || worse(pool_[end])) continue;
         --wanted;
         if (!pool_[end].verdict) batch.push_back(&pool_[end].found.graph);
       }
@@ -605,15 +616,11 @@ class Driver {
       if (!batch.empty() && !(stop && stop->load()))
         verdicts = verify_all(ctx_.program(), batch, opt_.verify, &runs_, stop);
       if (!batch.empty() && verdicts.empty()) {
-        // A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
-        // checkpoint (written as the tree search ended) keeps the whole candidate pool, which a
-        // resume verifies again.
-        result.stop_reason = StopReason::interrupted;
-        result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("verification stopped after ") +
-                              std::to_string(checked) + " of " + std::to_string(pool_.size()) + " candidates";
+        interrupted_verification(result, checked);
         return;
       }
       for (size_t i = checked, next = 0; i < end; ++i) {
+        if (!pool_[i].rejected() && worse(pool_[i])) continue;
         if (!pool_[i].verdict) pool_[i].verdict = std::move(verdicts[next++]);
         VerifyResult& v = *pool_[i].verdict;
         if (v.verdict != Verdict::equivalent) {
@@ -631,6 +638,43 @@ class Driver {
       }
       checked = end;
     }
+    for (const RankedCandidate& c : pool_) result.worse_key += !c.rejected() && worse(c);
+  }
+
+  /// The bytes bound's best verified key: the smallest (bytes, kernels) of a candidate verified
+  /// equivalent, verifying the pool's candidates in key order (then rank) until one is (most
+  /// often the first, which the background verifier has verified); none if none is. Sets the
+  /// stop reason if a stop ends it.
+  std::optional<std::pair<int64_t, int>> best_verified_key(SearchResult& result) {
+    std::vector<size_t> order;
+    for (size_t i = 0; i < pool_.size(); ++i)
+      if (!pool_[i].rejected()) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return bytes_key(pool_[a]) < bytes_key(pool_[b]); });
+    const std::atomic<bool>* stop = control_ ? &control_->stop : nullptr;
+    for (size_t n = 0; n < order.size(); ++n) {
+      RankedCandidate& c = pool_[order[n]];
+      if (!c.verdict) {
+        std::vector<VerifyResult> verdicts;
+        if (!(stop && stop->load())) verdicts = verify_all(ctx_.program(), {&c.found.graph}, opt_.verify, &runs_, stop);
+        if (verdicts.empty()) {
+          interrupted_verification(result, n);
+          return std::nullopt;
+        }
+        c.verdict = std::move(verdicts[0]);
+      }
+      if (c.equivalent()) return bytes_key(c);
+    }
+    return std::nullopt;
+  }
+
+  /// A stop during verification (Ctrl-C in a long one) keeps what is verified so far; the
+  /// checkpoint (written as the tree search ended) keeps the whole candidate pool, which a resume
+  /// verifies again.
+  void interrupted_verification(SearchResult& result, size_t checked) const {
+    result.stop_reason = StopReason::interrupted;
+    result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("verification stopped after ") +
+                          std::to_string(checked) + " of " + std::to_string(pool_.size()) + " candidates";
   }
 
   SearchContext& ctx_;

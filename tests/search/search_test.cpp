@@ -253,6 +253,53 @@ TEST(Search, VerifiedCandidatesBoundASearchWithFewCandidates) {
   EXPECT_EQ(without.background_verified, 0);
 }
 
+TEST(Search, TheBytesBoundRestsOnTheBestVerifiedKeyWhateverTopK) {
+  // With top_k = 8 nTrans's two one-kernel candidates never make the margin's 12: the bound
+  // rested on the 8th verified candidate, which does not exist, and the search went on through
+  // every multi-kernel prefix (hours at the paper's shape). The bytes bound now rests on the best
+  // verified key, and the search ends as it does with top_k = 1.
+  Graph program = parse_program(search_testing::kNTransSmall);
+  SearchOptions o;
+  o.top_k = 8;
+  o.threads = 2;
+  o.time_limit_seconds = 300;  // far above what it takes (2 s in Release)
+  o.background_verify_after_seconds = 0;
+  SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted) << r.stop_detail;
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  for (const SearchCandidate& c : r.top) {
+    EXPECT_EQ(c.metrics.device_bytes, r.top.front().metrics.device_bytes);
+    EXPECT_EQ(c.metrics.kernels, r.top.front().metrics.kernels);
+  }
+  // The same with one thread, whenever the bound tightened.
+  o.threads = 1;
+  EXPECT_EQ(top_json(search(program, o)), top_json(r));
+}
+
+TEST(Search, CandidatesOfAWorseKeyThanTheBestVerifiedAreNotReported) {
+  // Without the background verifier the bytes bound rests on the margin alone while the search
+  // runs, so candidates that move more bytes (or take more kernels) than the best are found; the
+  // verification after the search reports only the best key's, and counts the others.
+  const Graph program = parse_program(kElementwise);
+  SearchOptions o = limits(2, 1, 5);
+  o.background_verify_after_seconds = -1;
+  o.top_k = 16;
+  const SearchResult r = search(program, o);
+  ASSERT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  EXPECT_GT(r.worse_key, 0);
+  for (const SearchCandidate& c : r.top) {
+    EXPECT_EQ(c.metrics.device_bytes, r.top.front().metrics.device_bytes);
+    EXPECT_EQ(c.metrics.kernels, r.top.front().metrics.kernels);
+  }
+  // The model bound reports by rank whatever the key.
+  o.cost_bound = CostBound::model;
+  const SearchResult m = search(program, o);
+  EXPECT_EQ(m.worse_key, 0);
+}
+
 TEST(Search, QkNormFusesBothNormsIntoTheAttentionKernel) {
   Graph program = parse_program(R"(
 input Q[2, 16, 8]
@@ -830,6 +877,7 @@ TEST(Search, ReportHasTheDocumentedFields) {
   EXPECT_GE(best.at("verification").at("tests").get<int>(), 1);
   EXPECT_EQ(j.at("top").size(), r.top.size());
   EXPECT_EQ(j.at("options").at("retile_seeds"), o.retile_seeds);
+  EXPECT_EQ(j.at("worse_key").get<int>(), r.worse_key);
   EXPECT_EQ(j.at("retile").at("seeds").get<int>(), r.retile.seeds);
   EXPECT_EQ(j.at("retile").at("configs").get<int64_t>(), r.retile.configs);
   EXPECT_EQ(j.at("retile").at("complete").get<int64_t>(), r.retile.complete);
