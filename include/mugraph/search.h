@@ -109,7 +109,8 @@ struct SearchOptions {
   /// bytes search, and finds what the bytes bound cuts (a split that moves more bytes to fill
   /// the SMs) where the time allows.
   CostBound cost_bound = CostBound::bytes;
-  /// How many verified candidates to report.
+  /// How many verified candidates to report (with the bytes bound, of the best verified
+  /// (device bytes, kernels) only).
   int top_k = 8;
   /// How many complete candidates (by rank) to keep for verification.
   int candidate_pool = 512;
