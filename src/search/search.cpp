@@ -228,7 +228,7 @@ class Driver {
       const std::pair<int64_t, int> key = bytes_key(*it);
       background_rejected_ += !it->equivalent();
       if (it->equivalent())
-        verified_keys_.insert(key);
+        best_verified_key_ = std::min(best_verified_key_.value_or(key), key);
       else if (auto k = keys_.find(key); k != keys_.end())
         keys_.erase(k);
       update_bound_locked();
@@ -323,12 +323,12 @@ class Driver {
 
   /// The cost bound: a prefix that cannot beat the bound_margin()-th best candidate not known to
   /// be wrong cannot reach the top_k, given that at most 4 of those fail verification (the
-  /// margin); nor can one that cannot beat the top_k-th verified candidate, without that
-  /// proviso. The bound is the tighter of the two. By the model, "best" is the rank (the
-  /// pool's order); by bytes, the smallest (bytes, kernels) keys, and there the bound is the
-  /// best verified key itself: the bytes bound reports the best-ranked candidates of the best
-  /// key only (verify_and_rank), so that a program with fewer good μGraphs than top_k + 4 (the
-  /// paper's nTrans: two) is not searched with no bound at all. A rejection can loosen it.
+  /// margin); nor, by the model, can one that cannot beat the top_k-th verified candidate,
+  /// without that proviso. By bytes the second is the best verified key itself: the bytes bound
+  /// reports the candidates of that key only (verify_and_rank), so that a program with fewer
+  /// good μGraphs than top_k + 4 (the paper's nTrans: two) is not searched with no bound at all.
+  /// The bound is the tighter of the two. By the model, "best" is the rank (the pool's order);
+  /// by bytes, the smallest (bytes, kernels) keys. A rejection can loosen it.
   void update_bound_locked() {
     if (ctx_.model_bound()) {
       double bound = std::numeric_limits<double>::infinity();
@@ -344,7 +344,7 @@ class Driver {
     }
     std::pair<int64_t, int> bound{INT64_MAX, INT32_MAX};
     if (keys_.size() >= bound_margin()) bound = std::min(bound, *std::next(keys_.begin(), bound_margin() - 1));
-    if (!verified_keys_.empty()) bound = std::min(bound, *verified_keys_.begin());
+    if (best_verified_key_) bound = std::min(bound, *best_verified_key_);
     ctx_.set_bound(bound.first, bound.second);
   }
 
@@ -704,8 +704,9 @@ class Driver {
   std::map<std::vector<int32_t>, const Task*> in_flight_;
   std::vector<RankedCandidate> pool_;
   // Bytes bound: the (bytes, kernels) keys of every candidate found not known to be wrong, and
-  // of the verified ones.
-  std::multiset<std::pair<int64_t, int>> keys_, verified_keys_;
+  // the smallest of those the background verifier verified.
+  std::multiset<std::pair<int64_t, int>> keys_;
+  std::optional<std::pair<int64_t, int>> best_verified_key_;
   // The background verifier (verify_in_background); runs_ is shared with verify_and_rank,
   // which runs after the verifier has stopped.
   ReferenceRuns runs_;
