@@ -682,6 +682,13 @@ int run_main(int argc, char** argv) {
                     "the others run op by op (off, the default: faster on an H200)")
         ->transform(
             CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
+    sub->add_option("--matmul-overlap", o.overlap_loop_matmuls,
+                    "sm_90a: a wgmma matmul in the for-loop summed in registers, both operands read in place, "
+                    "adds each iteration's product in the next iteration, so that the tensor cores compute it while "
+                    "the next iteration's other ops run (on), or waits for it in its own iteration (off, the "
+                    "default until timed on a GPU)")
+        ->transform(
+            CLI::CheckedTransformer(std::map<std::string, bool>{{"on", true}, {"off", false}}, CLI::ignore_case));
     sub->add_option("--block-threads", o.block_threads,
                     "threads per block of every graph-defined kernel, a multiple of 32 up to 1024 (default: each "
                     "block graph's own; wgmma needs a multiple of 128)")

@@ -99,6 +99,15 @@ struct CodegenOptions {
   /// on an H200 (2026-11-28) the split chains of examples/found/gqa and qknorm took 53.5 and
   /// 82.8 µs against 33.9 and 69.2 op by op (docs/codegen.md).
   bool chain_split_n_blocks = false;
+  /// On sm_90a, where a wgmma matmul in the for-loop adds its product to the loop's sums in
+  /// registers and reads both operands in place: issue each iteration's product and add it in
+  /// the next iteration (mgd::matmul_wgmma_deferred), so that the tensor cores compute it while
+  /// the next iteration's element-wise ops run. An operand an op of the loop writes takes a
+  /// second buffer, and streamed operands one more pipeline stage (loading no further ahead);
+  /// taken where the kernel still fits and an SM still holds as many of its blocks. false waits
+  /// for each product in its own iteration. Off until an H200 has timed the two
+  /// (docs/codegen.md, "Hopper: a loop's products landing an iteration later").
+  bool overlap_loop_matmuls = false;
   /// Threads per block of every graph-defined kernel: 0 keeps each block graph's own (the
   /// search's 128); a multiple of 32 up to 1024 replaces it. Block ops are cooperative, so the
   /// μGraph computes the same; more warps hide more of the portable tile ops' latency, which

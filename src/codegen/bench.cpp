@@ -167,6 +167,7 @@ std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {
   j["chain_accumulators"] = opt.codegen.chain_accumulators_in_registers ? "registers" : "shared";
   j["matmul_accumulators"] = opt.codegen.matmul_accumulators_in_registers ? "registers" : "shared";
   j["chain_split"] = opt.codegen.chain_split_n_blocks ? "on" : "off";
+  j["matmul_overlap"] = opt.codegen.overlap_loop_matmuls ? "on" : "off";
   j["wgmma_stage_buffers"] = opt.codegen.wgmma_stage_buffers;  // the most a matmul may take
   j["block_threads"] = opt.codegen.block_threads;              // 0: each block graph's own
   j["ok"] = r.ok;

@@ -282,7 +282,8 @@ class BlockKernelEmitter {
         matmul_chains_(options.matmul_chains_in_registers),
         chain_accumulator_registers_(options.chain_accumulators_in_registers),
         matmul_accumulator_registers_(options.matmul_accumulators_in_registers),
-        chain_split_(options.chain_split_n_blocks) {}
+        chain_split_(options.chain_split_n_blocks),
+        overlap_(options.overlap_loop_matmuls) {}
 
   /// The kernel's source; shared_bytes() and stages() are known afterwards.
   std::string emit() {
@@ -290,7 +291,11 @@ class BlockKernelEmitter {
     std::ostringstream k;
     k << "// kernel_" << index_ << ": grid (" << body_.grid.x << ", " << body_.grid.y << ", " << body_.grid.z << "), "
       << body_.threads.volume() << " threads, for-loop " << body_.forloop;
-    if (stages_ > 1) k << " (" << stages_ << "-stage load pipeline)";
+    if (stages_ > 1 && ahead_ == stages_ - 1) k << " (" << stages_ << "-stage load pipeline)";
+    if (stages_ > 1 && ahead_ < stages_ - 1)
+      k << " (" << stages_ << " stages a streamed tile, loading " << ahead_ << " iteration" << (ahead_ == 1 ? "" : "s")
+        << " ahead: a stage stays until the matmul that reads it lands)";
+    if (deferred_count() > 0) k << ", wgmma products landing an iteration later";
     k << ", " << shared_bytes_ << " bytes of shared memory";
     if (all_live_bytes_ > tensors_bytes_)
       k << " (STensors " << tensors_bytes_ << " sharing bytes over their lifetimes, " << all_live_bytes_
@@ -330,8 +335,14 @@ class BlockKernelEmitter {
     for (size_t t = 0; t < body_.tensors.size(); ++t) {
       const Storage& st = storage_[t];
       if (st.offset < 0 || st.alias_of >= 0) continue;
-      k << "  " << st.ctype << "* const t" << t << (st.staged ? "_stages" : "") << " = reinterpret_cast<" << st.ctype
-        << "*>(smem + " << st.offset << ");  // " << (st.staged ? std::to_string(stages_) + " stages of " : "")
+      k << "  " << st.ctype << "* const t" << t
+        << (st.staged            ? "_stages"
+            : st.double_buffered ? "_buffers"
+                                 : "")
+        << " = reinterpret_cast<" << st.ctype << "*>(smem + " << st.offset << ");  // "
+        << (st.staged            ? std::to_string(stages_) + " stages of "
+            : st.double_buffered ? "2 buffers of "
+                                 : "")
         << type_comment(body_.tensors[t].type)
         << (st.ctype == "float" && body_.tensors[t].type.dtype != DType::f32 ? " (f32 accumulator)" : "")
         << (layouts_[t].is_row_major() ? "" : ", " + layouts_[t].str())
@@ -403,13 +414,21 @@ class BlockKernelEmitter {
       e.step = schedule_.step[i];
       e.loads = e.loads || (is_load(i) && !tma_load(i));
     }
+    // A deferred matmul's operand the loop writes: iteration it writes buffer it % 2 while the
+    // product of iteration it - 1 still reads the other.
+    std::string buffers;
+    for (size_t t = 0; t < body_.tensors.size(); ++t)
+      if (storage_[t].double_buffered)
+        buffers += storage_[t].ctype + "* const t" + std::to_string(t) + " = t" + std::to_string(t) +
+                   "_buffers + it % 2 * " + std::to_string(storage_[t].stage_elements) + ";\n";
+    loop_body = buffers + loop_body;
     if (stages_ > 1) {
-      const std::string ahead = std::to_string(stages_ - 1);
+      const std::string ahead = std::to_string(ahead_);
       std::string prologue = "// The load pipeline: the tiles of iteration" +
-                             (stages_ == 2 ? std::string(" it + 1 are") : "s it + 1 ... it + " + ahead + " are") +
+                             (ahead_ == 1 ? std::string(" it + 1 are") : "s it + 1 ... it + " + ahead + " are") +
                              " in flight while iteration it computes.\n";
       const std::string commit = streams_cp_async_ ? "mgd::async_commit();\n" : "";
-      for (int s = 0; s + 1 < stages_; ++s) prologue += streamed_loads(std::to_string(s)) + commit;
+      for (int s = 0; s < ahead_; ++s) prologue += streamed_loads(std::to_string(s)) + commit;
       k << indent(prologue + hoisted_barrier, 2);
       std::string head = "if (it + " + ahead + " < " + std::to_string(body_.forloop) + ") {\n" +
                          indent(streamed_loads("(it + " + ahead + ")"), 2) + "}\n" + commit;
@@ -431,6 +450,15 @@ class BlockKernelEmitter {
       k << "  // Loop-invariant ops: once, before the loop.\n" << indent(pre + "mgd::sync_block();\n", 2);
     if (loop) {
       std::string declare, store;
+      for (size_t i = 0; i < body_.ops.size(); ++i)
+        if (deferred(i)) {
+          const Shape& c = body_.type(body_.ops[i].outputs[0]).shape;
+          declare += "mgd::DeferredProduct<" + std::to_string(c[c.rank() - 2]) + ", " +
+                     std::to_string(c[c.rank() - 1]) + ", " + std::to_string(warpgroups()) + "> " + deferred_name(i) +
+                     "{};  // the product in flight from one iteration to the next\n";
+          store += "mgd::matmul_wgmma_land(" + register_accumulate(i, "false") + ", " + deferred_name(i) +
+                   ");  // the last iteration's product\n";
+        }
       for (const RegisterResult& r : register_results()) {
         declare += "mgd::ResultRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
                    std::to_string(warpgroups()) + "> " + r.name + ";  // " + tensor(r.accumulator) +
@@ -476,8 +504,9 @@ class BlockKernelEmitter {
     int64_t offset = -1;
     int32_t alias_of = -1;
     std::string ctype;
-    bool staged = false;         // one buffer per pipeline stage
-    int64_t stage_elements = 0;  // elements from one stage's buffer to the next
+    bool staged = false;           // one buffer per pipeline stage
+    bool double_buffered = false;  // two buffers: iteration it writes buffer it % 2
+    int64_t stage_elements = 0;    // elements from one stage's (or buffer's) buffer to the next
   };
 
   bool is_load(size_t i) const { return body_.ops[i].kind == OpKind::input_iterator; }
@@ -685,6 +714,10 @@ class BlockKernelEmitter {
         lay_out(stages);
       }
     }
+    ahead_ = stages_ - 1;
+    deferred_.assign(body_.ops.size(), false);
+    double_buffered_.assign(body_.tensors.size(), false);
+    if (overlap_) defer_loop_matmuls();
     // Whether the pipelined loop loads any tile with cp.async (commit groups to wait for).
     streams_cp_async_ = false;
     for (size_t i = 0; i < body_.ops.size(); ++i)
@@ -695,6 +728,88 @@ class BlockKernelEmitter {
                       "accumulators" +
                       (stages_ > 1 ? ", " + std::to_string(stages_) + " buffers per loaded tile" : std::string()) +
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
+  }
+
+  /// Whether accumulation matmul i can add its product an iteration later
+  /// (mgd::matmul_wgmma_deferred), its operands left as they are until then: both are read in
+  /// place, and each is a tile the pipelined loop streams by TMA, one loaded once or computed
+  /// before the loop, or one an op of the loop writes (then in two buffers) that no reshape
+  /// reads.
+  bool deferrable(size_t i) const {
+    for (TensorId t : body_.ops[i].inputs) {
+      const OpId made = body_.tensors[t.index()].producer;
+      if (swizzle_[t.index()] == 0 || !made.valid()) return false;
+      const size_t p = made.index();
+      if (body_.ops[p].kind == OpKind::reshape || schedule_.folded[p]) return false;
+      if (streamed_load(p)) {
+        if (!tma_load(p)) return false;
+        continue;
+      }
+      if (is_load(p) || schedule_.phase[p] == OpPhase::pre) continue;
+      if (schedule_.phase[p] != OpPhase::loop) return false;
+      for (size_t r : readers(t))
+        if (body_.ops[r].kind == OpKind::reshape) return false;
+    }
+    return true;
+  }
+
+  /// Defers the accumulation matmuls that can be (CodegenOptions::overlap_loop_matmuls), where
+  /// the kernel still fits and an SM still holds as many of its blocks. A deferred product reads
+  /// its operands of iteration it until the call of iteration it + 1: an operand the loop writes
+  /// takes a second buffer, and a streamed one a stage more than the pipeline's lookahead (the
+  /// loads of iteration it + ahead, issued at the top of iteration it, refill the stage of
+  /// iteration it − 1 otherwise).
+  void defer_loop_matmuls() {
+    bool streamed = false, any = false;
+    for (const MatmulAccumulation& a : accumulations_) {
+      if (!deferrable(a.matmul)) continue;
+      any = deferred_[a.matmul] = true;
+      for (TensorId t : body_.ops[a.matmul].inputs) {
+        const size_t p = body_.tensors[t.index()].producer.index();
+        if (streamed_load(p))
+          streamed = true;
+        else if (!is_load(p) && schedule_.phase[p] == OpPhase::loop)
+          double_buffered_[t.index()] = true;
+      }
+    }
+    if (!any) return;
+    const int64_t before = shared_bytes_;
+    const int stages = stages_ + (streamed ? 1 : 0);
+    lay_out(stages);
+    if (shared_bytes_ > limits_.shared_memory_bytes || blocks_per_sm(shared_bytes_) < blocks_per_sm(before)) {
+      deferred_.assign(body_.ops.size(), false);
+      double_buffered_.assign(body_.tensors.size(), false);
+      lay_out(stages_);
+      return;
+    }
+    stages_ = stages;
+  }
+
+  /// The product of deferred matmul i in flight (mgd::DeferredProduct), named after its sums.
+  std::string deferred_name(size_t i) const {
+    return "p" + std::to_string(body_.ops[accumulation_of(i)->accumulate].outputs[0].value);
+  }
+
+  /// The deferred matmuls of the loop.
+  int deferred_count() const { return static_cast<int>(std::count(deferred_.begin(), deferred_.end(), true)); }
+  /// The deferred matmul the loop body runs first (its products land before it), or kNoOp.
+  size_t first_deferred() const {
+    for (int32_t i : schedule_.order)
+      if (deferred(static_cast<size_t>(i))) return static_cast<size_t>(i);
+    return kNoOp;
+  }
+  bool deferred(size_t i) const { return i < deferred_.size() && deferred_[i]; }
+
+  /// The RegisterAccumulate that accumulation matmul i adds its product to, `first` the
+  /// condition under which the product sets the sums instead.
+  std::string register_accumulate(size_t i, const std::string& first) const {
+    const MatmulAccumulation* acc = accumulation_of(i);
+    const TensorType& out = body_.type(body_.ops[i].outputs[0]);
+    const TensorId sums = body_.ops[acc->accumulate].outputs[0];
+    const Shape& c = out.shape;
+    return "mgd::RegisterAccumulate<" + ctype(out.dtype) + ", " + std::to_string(c[c.rank() - 2]) + ", " +
+           std::to_string(c[c.rank() - 1]) + ", " + std::to_string(warpgroups()) + ">{r" + std::to_string(sums.value) +
+           ", " + first + "}";
   }
 
   /// The blocks of this kernel an SM holds together with `bytes` of shared memory each, at most
@@ -1060,6 +1175,12 @@ class BlockKernelEmitter {
   void lay_out(int stages) {
     storage_.assign(body_.tensors.size(), Storage{});
     std::vector<TensorLifetime> life = tensor_lifetimes(body_, schedule_, stages > 1);
+    // A deferred matmul's operand written in the loop holds its two buffers through the loop.
+    for (size_t t = 0; t < double_buffered_.size(); ++t)
+      if (double_buffered_[t]) {
+        life[t].first = std::min(life[t].first, schedule_.time(OpPhase::loop, 0));
+        life[t].last = std::max(life[t].last, schedule_.time(OpPhase::loop, std::max(0, schedule_.loop_steps - 1)));
+      }
     // A matmul chain stores neither S nor P, nor the results it adds to accumulators itself, and
     // writes its results at the first matmul's step.
     std::vector<bool> unstored(body_.ops.size(), false);
@@ -1097,9 +1218,10 @@ class BlockKernelEmitter {
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
         st.staged = staged;
+        st.double_buffered = !staged && t.index() < double_buffered_.size() && double_buffered_[t.index()];
         st.stage_elements = bytes / elem;
         const TensorLifetime& l = life[t.index()];
-        buffers.push_back({bytes * (staged ? stages : 1), align, l.first, l.last});
+        buffers.push_back({bytes * (staged ? stages : st.double_buffered ? 2 : 1), align, l.first, l.last});
         buffer_tensor.push_back(t.index());
       }
     }
@@ -1246,12 +1368,23 @@ class BlockKernelEmitter {
           const int64_t in_place_a = swizzle_[op.inputs[0].index()], in_place_b = swizzle_[op.inputs[1].index()];
           const MatmulAccumulation* acc = accumulation_of(i);
           std::string result = out.name;
+          if (deferred(i)) {
+            // Before the loop's first deferred matmul, the products of the iteration before land.
+            if (i == first_deferred())
+              for (size_t d = 0; d < body_.ops.size(); ++d)
+                if (deferred(d))
+                  s << "mgd::matmul_wgmma_land(" << register_accumulate(d, "it <= 1") << ", " << deferred_name(d)
+                    << ");  // the last iteration's product, added to "
+                    << tensor(body_.ops[accumulation_of(d)->accumulate].outputs[0]) << "'s sums in registers\n";
+            s << "mgd::matmul_wgmma_issue<" << dims(out.type.shape) << ", "
+              << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape)
+              << ", " << in_place_a << ", " << in_place_b << ", " << warpgroups() << ">(" << deferred_name(i) << ", "
+              << ins[0].name << ", " << ins[1].name << ");  // matmul -> " << type_comment(out.type)
+              << " on wgmma, both operands in place; lands in the next iteration\n";
+            break;
+          }
           if (acc != nullptr) {
-            const TensorId sums = body_.ops[acc->accumulate].outputs[0];
-            const Shape& c = out.type.shape;
-            result = "mgd::RegisterAccumulate<" + ctype(out.type.dtype) + ", " + std::to_string(c[c.rank() - 2]) +
-                     ", " + std::to_string(c[c.rank() - 1]) + ", " + std::to_string(warpgroups()) + ">{r" +
-                     std::to_string(sums.value) + ", it == 0}";
+            result = register_accumulate(i, "it == 0");
             s << "mgd::matmul_wgmma_to<" << dims(out.type.shape) << ", ";
           } else {
             s << "mgd::matmul_wgmma<" << dims(out.type.shape) << ", " << dims(out.strides) << ", ";
@@ -1483,12 +1616,16 @@ class BlockKernelEmitter {
   bool chain_accumulator_registers_;               // CodegenOptions::chain_accumulators_in_registers
   bool matmul_accumulator_registers_;              // CodegenOptions::matmul_accumulators_in_registers
   bool chain_split_;                               // CodegenOptions::chain_split_n_blocks
+  bool overlap_;                                   // CodegenOptions::overlap_loop_matmuls
   std::vector<MatmulChain> chains_;                // find_matmul_chains
   std::vector<MatmulAccumulation> accumulations_;  // find_matmul_accumulations
   std::vector<TileLayout> layouts_;                // per STensor (layout_choice.h)
   LayoutChoice layout_choice_;
-  int stages_ = 1;
-  BlockSchedule schedule_;  // op order and steps (op_order.h)
+  int stages_ = 1;  // buffers per streamed tile
+  int ahead_ = 0;   // iterations the pipeline loads ahead: stages_ - 1, or stages_ - 2 with deferred matmuls
+  std::vector<bool> deferred_;         // per op: a matmul whose product lands an iteration later
+  std::vector<bool> double_buffered_;  // per STensor: an operand of such a matmul written in the loop
+  BlockSchedule schedule_;             // op order and steps (op_order.h)
   SharedMemoryPlan memory_plan_;
   int64_t tensors_bytes_ = 0;          // the STensors' bytes under the plan (its peak)
   int64_t all_live_bytes_ = 0;         // what they would take, each in its own buffer

@@ -74,6 +74,54 @@ TEST(Codegen, Figure3bIsOneKernelWithALoop) {
   EXPECT_NE(code.cmake.find("CMAKE_CUDA_ARCHITECTURES 90a"), std::string::npos);
 }
 
+TEST(Codegen, LoopProductsCanLandAnIterationLater) {
+  // Figure 3b with CodegenOptions::overlap_loop_matmuls: the matmul of iteration it is issued
+  // and not waited for; iteration it + 1 adds it to the sums in registers before it issues its
+  // own, and the last lands after the loop. Its A (the mul's result) takes two buffers, and W's
+  // and X's tiles three stages, still loaded one iteration ahead.
+  Graph g = test::rmsnorm_fig3b(16, 4096, 4096, 128, 16, DType::f16);
+  CodegenOptions overlap;
+  overlap.overlap_loop_matmuls = true;
+  const std::string src = generate_cuda(g, find_cuda_target("sm_90a"), overlap).source;
+  const std::string plain = generate_cuda(g, find_cuda_target("sm_90a")).source;
+  EXPECT_EQ(count(src, "mgd::DeferredProduct<16, 32, 1> p8{};"), 1) << src;
+  const size_t land_in_loop =
+      src.find("mgd::matmul_wgmma_land(mgd::RegisterAccumulate<mgd::half, 16, 32, 1>{r8, it <= 1}, p8);");
+  const size_t issue = src.find(
+      "mgd::matmul_wgmma_issue<mgd::Dims<16, 32>, mgd::Dims<256, 0>, 1, mgd::Dims<0, 1>, 32, 256, 128, 64, 1>(p8, t5, "
+      "t2);");
+  const size_t loop_end =
+      src.find("  }\n  mgd::matmul_wgmma_land(mgd::RegisterAccumulate<mgd::half, 16, 32, 1>{r8, false}, p8);");
+  const size_t store = src.find("mgd::store_result_registers<32, 1>(r8, t8);");
+  ASSERT_NE(land_in_loop, std::string::npos) << src;
+  EXPECT_LT(land_in_loop, issue);
+  EXPECT_LT(issue, loop_end);
+  EXPECT_LT(loop_end, store);
+  EXPECT_EQ(count(src, "matmul_wgmma_to"), 0);
+  EXPECT_NE(src.find("mgd::half* const t5 = t5_buffers + it % 2 * 7168;"), std::string::npos) << src;
+  EXPECT_NE(src.find("if (it + 1 < 16) {"), std::string::npos);
+  EXPECT_NE(src.find("mgd::mbarrier_wait(tma_bars + it % 3, it / 3 % 2);"), std::string::npos);
+  EXPECT_NE(src.find("t2_stages + (it + 1) % 3 * 8192"), std::string::npos);
+  EXPECT_EQ(count(src, "mgd::tma_load_panels<"), 2);  // the prologue's (iteration 0) and the loop's
+  // The buffers cost shared memory; the cost model's plan (one buffer each) no longer bounds it.
+  EXPECT_GT(kernel_shared_bytes(src), kernel_shared_bytes(plain));
+  EXPECT_LE(kernel_shared_bytes(src), find_target("h100")->shared_memory_bytes);
+  // Off by default, and where there is no wgmma (sm_80).
+  EXPECT_EQ(count(plain, "matmul_wgmma_issue"), 0);
+  EXPECT_EQ(count(plain, "mgd::RegisterAccumulate<mgd::half, 16, 32, 1>{r8, it == 0}"), 1);
+  EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_80"), overlap).source, "matmul_wgmma"), 0);
+  // Where the extra buffers do not fit, the products land in their own iteration: with 48 rows
+  // of X, three stages and two buffers of the mul's result take 185,016 bytes, and four stages
+  // alone 199,872; five and two buffers would pass the 232,448 an H100 or H200 allows.
+  CodegenOptions deep = overlap;
+  deep.pipeline_stages = 4;
+  const Graph tall = test::rmsnorm_fig3b(48, 4096, 4096, 128, 16, DType::f16);
+  EXPECT_EQ(count(generate_cuda(tall, find_cuda_target("sm_90a"), overlap).source, "matmul_wgmma_issue"), 1);
+  const std::string too_big = generate_cuda(tall, find_cuda_target("sm_90a"), deep).source;
+  EXPECT_EQ(count(too_big, "matmul_wgmma_issue"), 0) << too_big;
+  EXPECT_NE(too_big.find("(4-stage load pipeline)"), std::string::npos) << too_big;
+}
+
 TEST(Codegen, BlockMatmulsRunOnWgmmaOnSm90a) {
   // Figure 3b's [16, 256] x [256, 32] f16 tile matmul: warpgroup tensor cores on sm_90a. Only
   // the matmul reads the weight tile W [256, 32], which the copy engine writes with the 64-byte

@@ -39,6 +39,7 @@ TEST(Tma, BoxesOfATensorLandAtTheWaitWithZerosOutside) {
     mgd::mbarrier_init_fence();
     mgd::sync_block();
     if (mgd::thread_rank() == 0) {
+      tile[0] = mgd::from_float<mgd::half>(7.0f);
       mgd::mbarrier_arrive_expect_tx(bar, 2 * 4 * 16 * 2);
       // Rows 4-5 (5 is outside), columns 3-6, k 32-47 (40-47 outside).
       mgd::tma_load<3>(tile, &map, {4, 3, 32}, bar);
@@ -50,6 +51,8 @@ TEST(Tma, BoxesOfATensorLandAtTheWaitWithZerosOutside) {
   });
   ASSERT_EQ(before.size(), 1u);
   EXPECT_NE(before[0], (4 * 6 + 3) * 40 + 32) << "landed before the wait";
+  // Nor do the old contents stay: the copy engine may write the tile at any time until the wait.
+  EXPECT_NE(before[0], 7.0f) << "a tile is poison from its copy's issue to its wait";
   ASSERT_EQ(after.size(), 2u * 4 * 16);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 4; ++j)

@@ -517,6 +517,78 @@ TEST(TileOps, WgmmaMatmulAddsItsProductToALoopAccumulator) {
   check_accumulated<mgd::half, 64, 24, 32, 64, 0, 2>();       // one job, the second warpgroup idle
 }
 
+/// The loop of check_accumulated with the product landing an iteration later
+/// (wgmma_deferred.h): iteration it writes its operands into buffer it % Buffers, issues its
+/// product (matmul_wgmma_issue) and lands the one before (matmul_wgmma_land, then after the
+/// loop). With two buffers the sums are the op-by-op kernel's bit for bit. With one, iteration
+/// it + 1 overwrites the operands before the product of iteration it has landed, and the
+/// emulation, which computes a wgmma op when it is waited for (as late as the hardware may read
+/// its operands), must show the sums wrong: returns whether they all agree.
+template <typename T, int M, int N, int K, int64_t SwA, int64_t SwB, int Groups, int Buffers = 2>
+bool deferred_sums_agree() {
+  constexpr int kIterations = 4;
+  using LA = mgd::Swizzled<M, K, SwA>;
+  using LB = mgd::Swizzled<K, N, SwB>;
+  std::vector<float> fa = randoms(size_t{kIterations} * M * K, 13), fb = randoms(size_t{kIterations} * K * N, 14);
+  const std::vector<T> a = rounded<T>(fa), b = rounded<T>(fb);
+  constexpr size_t a_bytes = size_t{M} * K * sizeof(T), b_bytes = size_t{K} * N * sizeof(T);
+  constexpr size_t a_pad = a_padding<M, N, K, SwA, SwB>();
+  constexpr size_t a_stride = (a_bytes + a_pad + 1023) / 1024 * 1024, b_stride = (b_bytes + 1023) / 1024 * 1024;
+  constexpr size_t a_at = 1024, b_at = a_at + Buffers * a_stride;
+  constexpr size_t c_at = b_at + Buffers * b_stride, end = c_at + size_t{M} * N * sizeof(T);
+  std::vector<float> op_by_op(size_t{M} * N, NAN), deferred(size_t{M} * N, NAN);
+  run_block(128 * Groups, end, [&] {
+    MGD_DYNAMIC_SHARED(smem);
+    T* sc = reinterpret_cast<T*>(smem + c_at);
+    for (int buffer = 0; buffer < Buffers; ++buffer) poison_padding(smem + a_at + buffer * a_stride + a_bytes, a_pad);
+    mgd::ResultRegisters<M, N, Groups> regs;
+    mgd::DeferredProduct<M, N, Groups> pending{};
+    for (int it = 0; it < kIterations; ++it) {
+      T* sa = reinterpret_cast<T*>(smem + a_at + it % Buffers * a_stride);
+      T* sb = reinterpret_cast<T*>(smem + b_at + it % Buffers * b_stride);
+      mgd::unary<mgd::Block, Dims<M, K>, LA, Dims<K, 1>, mgd::op::Sqr>(sa, a.data() + size_t{M} * K * it);
+      mgd::binary_scalar<mgd::Block, Dims<K, N>, LB, Dims<N, 1>, mgd::op::Add, false>(sb, b.data() + size_t{K} * N * it,
+                                                                                      1.0f);
+      mgd::fence_proxy_async();
+      mgd::sync_block();
+      mgd::matmul_wgmma<Dims<M, N>, Dims<N, 1>, Dims<K, 0>, 1, Dims<0, 1>, N, K, 0, SwA, SwB>(sc, sa, sb, nullptr);
+      mgd::matmul_wgmma_land(mgd::RegisterAccumulate<T, M, N, Groups>{regs, it <= 1}, pending);
+      mgd::matmul_wgmma_issue<Dims<M, N>, Dims<K, 0>, 1, Dims<0, 1>, N, K, SwA, SwB, Groups>(pending, sa, sb);
+      mgd::sync_block();
+      mgd::accumulate<mgd::Block, Dims<M, N>, Dims<N, 1>>(op_by_op.data(), sc, it == 0);
+      mgd::sync_block();
+    }
+    mgd::matmul_wgmma_land(mgd::RegisterAccumulate<T, M, N, Groups>{regs, false}, pending);
+    mgd::store_result_registers<N, 1>(regs, deferred.data());
+  });
+  bool agree = true;
+  for (size_t e = 0; e < op_by_op.size(); ++e) {
+    EXPECT_FALSE(std::isnan(op_by_op[e])) << e;
+    agree = agree && deferred[e] == op_by_op[e];
+  }
+  return agree;
+}
+
+TEST(TileOps, DeferredProductsLandInTheNextIteration) {
+  EXPECT_TRUE((deferred_sums_agree<mgd::half, 16, 32, 256, 128, 64, 1>()));      // Figure 3b
+  EXPECT_TRUE((deferred_sums_agree<mgd::bfloat16, 8, 32, 64, 128, 64, 1>()));    // GatedMLP's rows
+  EXPECT_TRUE((deferred_sums_agree<mgd::half, 128, 16, 32, 64, 32, 1>()));       // two jobs on one warpgroup
+  EXPECT_TRUE((deferred_sums_agree<mgd::half, 16, 32, 256, 128, 64, 2>()));      // a second warpgroup without a job
+  EXPECT_TRUE((deferred_sums_agree<mgd::bfloat16, 192, 16, 64, 128, 32, 2>()));  // three jobs on two warpgroups
+  // One buffer: the operands of iteration it are overwritten before its product lands.
+  EXPECT_FALSE((deferred_sums_agree<mgd::half, 16, 32, 256, 128, 64, 1, 1>()));
+}
+
+TEST(TileOps, DeferredProductsRefuseRegistersOfAnotherBlock) {
+  EXPECT_DEATH(run_block(128, 1024,
+                         [] {
+                           mgd::ResultRegisters<64, 8, 2> regs;
+                           mgd::DeferredProduct<64, 8, 2> pending{};
+                           mgd::matmul_wgmma_land(mgd::RegisterAccumulate<mgd::half, 64, 8, 2>{regs, true}, pending);
+                         }),
+               "another block than its sums'");
+}
+
 TEST(TileOps, WgmmaMatmulRefusesRegistersOfAnotherBlock) {
   // Registers summed for two warpgroups, in a block of one.
   constexpr int64_t kScratch = mgd::wgmma_scratch_bytes(64, 8, 16, 0, 0, 1);

@@ -611,6 +611,37 @@ def test_loop_matmuls_sum_their_products_in_registers_or_through_a_tile(mugraph_
     assert r.returncode == 2 and "--matmul-accumulators" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
+def test_loop_products_landing_an_iteration_later_match_the_interpreter(mugraph_bin, sanitized_build, tmp_path, name):
+    # --matmul-overlap on: each iteration's wgmma product is issued and added in the next
+    # iteration (wgmma_deferred.h), its operands in two buffers or one more pipeline stage. The
+    # emulation computes a wgmma op when it is waited for and poisons a tile from its copy's
+    # issue to its wait, so an operand overwritten too early gives wrong sums. ptxas must issue
+    # the wgmma ops back to back (no C7514 or C7520: reading one product's registers while
+    # another is in flight, or a wgmma under a branch, would serialize them all).
+    need_emulation(sanitized_build)
+    path = EXAMPLES / "ugraphs" / f"{name}.json"
+    codegen(mugraph_bin, path, "sm_90a", tmp_path / "code", "--matmul-overlap", "on")
+    source = (tmp_path / "code" / "ugraph.cu").read_text()
+    products = {"rmsnorm_fig3b": 1, "gated_mlp_fig10b": 2}[name]
+    assert source.count("mgd::matmul_wgmma_issue<") == products, source
+    assert source.count("mgd::matmul_wgmma_land(") == 2 * products, source
+    assert "(3 stages a streamed tile, loading 1 iteration ahead" in source, source
+    r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "5", "--matmul-overlap", "on", "--json",
+                "--cache-dir", tmp_path / "cache", timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["ok"] and result["matmul_overlap"] == "on", result
+    if NVCC is not None:
+        r = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90a", f"-I{tmp_path / 'code'}", "-cubin", "-Xptxas", "-v",
+                            str(tmp_path / "code" / "ugraph.cu"), "-o", str(tmp_path / "ugraph.cubin")],
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert "Potential Performance Loss" not in r.stdout + r.stderr, r.stdout + r.stderr
+    r = run_cli(mugraph_bin, "codegen", path, "--target", "sm_90a", "-o", tmp_path / "bad", "--matmul-overlap", "x")
+    assert r.returncode == 2 and "--matmul-overlap" in r.stderr, r.stderr
+
+
 def test_staged_operands_take_two_buffers_or_one(mugraph_bin, sanitized_build, tmp_path):
     # GatedMLP with k = 160 per iteration: X's [8, 160] tile (rows of 320 bytes, no swizzle span
     # fits them) is staged in three chunks of k (64, 64, 32), the next staged while the tensor

@@ -28,6 +28,7 @@ MGD_DEVICE void cp_async16(void* dst, const void* src) {
   *static_cast<uint4*>(dst) = *static_cast<const uint4*>(src);
 #endif
 #else
+  std::memset(dst, 0xCD, 16);  // poison until the wait (emu::tma_load says why)
   emu::state()->async[thread_rank()].open.push_back({dst, src});
 #endif
 }

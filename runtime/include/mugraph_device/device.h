@@ -12,3 +12,4 @@
 #include "mugraph_device/tma.h"
 #include "mugraph_device/wgmma.h"
 #include "mugraph_device/wgmma_chain.h"
+#include "mugraph_device/wgmma_deferred.h"

@@ -2,7 +2,8 @@
 /// A host emulation of the CUDA execution model, enough for the device library and the code
 /// mugraph generates: a grid of blocks, each block's threads run as cooperative fibers
 /// (ucontext) that switch only at barriers (block and warp), dynamic shared memory per block
-/// (poisoned at the start of every block), asynchronous copies that land only when waited for,
+/// (poisoned at the start of every block), asynchronous copies that land only when waited for
+/// (their destinations poisoned from the issue on),
 /// and the element types. Blocks run one after another, threads in rank order between
 /// barriers, so a run is deterministic. Warp-level instructions the library uses (mma) are
 /// emulated from their PTX definitions in the headers that use them.
@@ -323,6 +324,10 @@ inline void tma_load(void* dst, const TensorMap& map, const int64_t (&at)[5], ui
   const int64_t bytes = box_elements(map) * map.element_bytes;
   if (shared_address(dst) + static_cast<size_t>(bytes) > state()->shared.size())
     fail("a tensor copy beyond the block's shared memory");
+  // The copy engine may write the tile at any time until the wait: its bytes are poison until
+  // then, so that reading them early, or still reading what they held before (a pipeline stage
+  // refilled while a wgmma op issued before still reads it), gives wrong results.
+  std::memset(dst, 0xCD, static_cast<size_t>(bytes));
   b.in_flight.push_back(c);
 }
 

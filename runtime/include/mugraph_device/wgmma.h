@@ -415,6 +415,37 @@ MGD_DEVICE void wgmma_chunk(float (&acc)[NT / 2], uint32_t stage_a, uint32_t til
 }
 
 namespace detail {
+/// Hands each element of a job's accumulator fragment `acc` (the instruction's rows from m0,
+/// columns from n0, this thread's rank t in its warpgroup) that lies in the result to
+/// put(i, m, n, value): register i, at (m, n) of the M × N result. The instruction's extents are
+/// Rows × Cols: M × N, or N × M where it computes the transpose (Swap).
+template <int64_t Rows, int64_t Cols, int64_t NT, bool Swap, typename Put>
+MGD_DEVICE void put_fragment(const float (&acc)[NT / 2], int64_t m0, int64_t n0, unsigned t, const Put& put) {
+  if constexpr (Rows % 8 == 0 && Cols % NT == 0) {
+    // Each warp holds 16 rows of the fragment, two runs of 8 (wgmma_d_row: value i in the
+    // second where i / 2 is odd), and the n-blocks tile the columns: each run of a warp lies
+    // inside the result or outside it whole, so two warp-uniform tests stand for a test per
+    // value (each of which ptxas compiles to a branch of its own).
+    const int64_t warp_row = m0 + 16 * (t / 32);
+    const bool first_run = warp_row < Rows, second_run = warp_row + 8 < Rows;
+    if (first_run) {
+      MGD_UNROLL
+      for (int i = 0; i < NT / 2; ++i) {
+        const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
+        if (i / 2 % 2 == 0 || Rows % 16 == 0 || second_run) put(i, Swap ? c : r, Swap ? r : c, acc[i]);
+      }
+    }
+  } else {
+    MGD_UNROLL
+    for (int i = 0; i < NT / 2; ++i) {
+      // Row and column of the instruction's result fragment (PTX's layout of D).
+      const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
+      const int64_t m = Swap ? c : r, n = Swap ? r : c;
+      if (r < Rows && c < Cols) put(i, m, n, acc[i]);
+    }
+  }
+}
+
 /// matmul_wgmma's work, each result element handed to put(batch, j, i, m, n, value): job j of
 /// this warpgroup's (local), register i of its accumulator fragment, at (m, n) of the batch's
 /// M × N result, each element by exactly one thread. Groups: the block's warpgroups where the
@@ -549,31 +580,8 @@ MGD_DEVICE void matmul_wgmma_jobs(const T* MGD_RESTRICT a, const T* MGD_RESTRICT
     wgmma_wait<0>();
     fence_registers(acc);
     if constexpr (kStages) warpgroup_sync();  // every warp is done with the stages before the next job refills them
-    // The instruction's result rows and columns: M and N, or N and M where it is swapped.
-    constexpr int64_t kRows = kSwap ? N : M, kCols = kSwap ? M : N;
-    if constexpr (kRows % 8 == 0 && kCols % NT == 0) {
-      // Each warp holds 16 rows of the fragment, two runs of 8 (wgmma_d_row: value i in the
-      // second where i / 2 is odd), and the n-blocks tile the columns: each run of a warp lies
-      // inside the result or outside it whole, so two warp-uniform tests stand for a test per
-      // value (each of which ptxas compiles to a branch of its own).
-      const int64_t warp_row = m0 + 16 * (t / 32);
-      const bool first_run = warp_row < kRows, second_run = warp_row + 8 < kRows;
-      if (first_run) {
-        MGD_UNROLL
-        for (int i = 0; i < NT / 2; ++i) {
-          const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
-          if (i / 2 % 2 == 0 || kRows % 16 == 0 || second_run) put(batch, j, i, kSwap ? c : r, kSwap ? r : c, acc[i]);
-        }
-      }
-    } else {
-      MGD_UNROLL
-      for (int i = 0; i < NT / 2; ++i) {
-        // Row and column of the instruction's result fragment (PTX's layout of D).
-        const int64_t r = m0 + wgmma_d_row(t, i), c = n0 + wgmma_d_col(t, i);
-        const int64_t m = kSwap ? c : r, n = kSwap ? r : c;
-        if (m < M && n < N) put(batch, j, i, m, n, acc[i]);
-      }
-    }
+    put_fragment<kSwap ? N : M, kSwap ? M : N, NT, kSwap>(
+        acc, m0, n0, t, [&](int i, int64_t m, int64_t n, float v) { put(batch, j, i, m, n, v); });
   };
   constexpr int64_t kAllJobs = batches * TM * TN;
   if constexpr (Groups > 0) {
