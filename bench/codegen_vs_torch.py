@@ -114,9 +114,9 @@ def copy_bandwidth(torch, warmup, repeats):
     return 2 * n * 2 / (median_us * 1e-6)
 
 
-def run_mugraph(args, case, npy_paths, stages):
+def run_mugraph(args, case, npy_paths, stages, overlap="off"):
     cmd = [args.mugraph, "bench", str(case["ugraph"]), "--target", args.target, "--json", "--warmup",
-           str(args.warmup), "--repeats", str(args.repeats)]
+           str(args.warmup), "--repeats", str(args.repeats), "--matmul-overlap", overlap]
     if stages:
         cmd += ["--stages", str(stages)]
     for name, path in npy_paths.items():
@@ -133,6 +133,8 @@ def main():
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--target", default="sm_90a")
     ap.add_argument("--stages", default="0", help="pipeline depths to time, comma-separated (0: mugraph's choice)")
+    ap.add_argument("--matmul-overlap", default="off",
+                    help="mugraph's --matmul-overlap values to time, comma-separated (off, on)")
     ap.add_argument("--compile-modes", default="default,max-autotune-no-cudagraphs",
                     help="torch.compile modes to time, comma-separated ('' for none)")
     ap.add_argument("--warmup", type=int, default=20)
@@ -204,10 +206,12 @@ def main():
                         row["variants"].append({"name": f"torch.compile ({mode})" + (" + CUDA graph" if graph else ""),
                                                 "median_us": med, "min_us": mn, "ok": err <= 1e-2 * scale,
                                                 "max_rel_error_vs_eager": err / scale})
-            for stages in [int(s) for s in args.stages.split(",")]:
-                m = run_mugraph(args, case, npy, stages)
+            for stages, overlap in [(int(s), o) for s in args.stages.split(",")
+                                    for o in args.matmul_overlap.split(",")]:
+                m = run_mugraph(args, case, npy, stages, overlap)
                 rel = max((o["max_abs_error"] / max(o["max_abs_reference"], 1e-30)) for o in m["outputs"])
-                name = "mugraph" + (f" ({stages} stages)" if stages else "")
+                notes = ([f"{stages} stages"] if stages else []) + (["products landing late"] if overlap == "on" else [])
+                name = "mugraph" + (f" ({', '.join(notes)})" if notes else "")
                 row["variants"].append({"name": name, "median_us": m["median_us"], "min_us": m["min_us"], "ok": m["ok"],
                                         "max_rel_error_vs_interpreter": rel, "device": m["device"]})
                 if "graph_median_us" in m:  # the harness's replays of the same runs from CUDA graphs

@@ -16,13 +16,16 @@
 #              step's inputs -> chains.jsonl
 #   sass       HGMMA/HMMA/UTMALDG/LDGSTS/LDSM counts in the Figure 3b and 10b harnesses
 #                                                                  -> sass.txt, sass_NAME.txt
+#   overlap    each loop product landing an iteration later (--matmul-overlap on) against in its
+#              own iteration, at 128 and 512 threads (Figure 3b and 10b)     -> overlap.jsonl
 #   operands   wgmma operands in place against staged, products summed in registers against
 #              stored, chosen tile layouts against row-major
 #              (Figure 3b and 10b)                          -> operands.jsonl, layouts.jsonl
 #   threads    the search's 128 threads per block against 256 and 512 (--block-threads), on Figures
 #              3b and 10b and the paper's RMSNorm, GatedMLP, QKNorm and nTrans bests  -> threads.jsonl
 #   torch      bench/codegen_vs_torch.py: Figure 3b and 10b against PyTorch (issue 6; $TORCH_ARGS
-#              replaces "--stages 0,1,3,4", e.g. "--stages 0 --compile-modes default")
+#              replaces "--stages 0,4 --matmul-overlap off,on", e.g. "--stages 0 --compile-modes
+#              default")
 #                                                                  -> codegen.md, codegen.json
 #   sanitize   compute-sanitizer memcheck and racecheck on the hand-written μGraphs and found/gqa
 #                                                                           -> sanitizer.txt
@@ -64,7 +67,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
+ALL_STEPS="build check overlap pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -127,6 +130,7 @@ min_seconds() {
 min_seconds_of() {
   case $1 in
     build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
+    overlap) echo 40 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
     paper_bytes) echo 60 ;; paper_grid3d) echo 90 ;; profile) echo 30 ;;
@@ -233,6 +237,24 @@ run_step() {
     echo "chains: $failed of 14 failed or did not match the interpreter"
     ((failed == 0))
     ;;
+  overlap)
+    # The tensor cores compute iteration it's product while iteration it + 1's element-wise ops
+    # run (wgmma_deferred.h), or the threads wait for it (the default until this is timed).
+    local failed=0
+    for name in rmsnorm_fig3b gated_mlp_fig10b; do
+      for threads in 0 512; do  # 0: the block graph's own (128)
+        local extra=()
+        ((threads == 0)) || extra=(--block-threads "$threads")
+        for overlap in off on; do
+          bench_line "$W/overlap.jsonl" name="$name" matmul_overlap="$overlap" block_threads="$threads" -- \
+            "$ROOT/examples/ugraphs/$name.json" --cache-dir "$CACHE" --matmul-overlap "$overlap" "${extra[@]}" \
+            --seed 1 --warmup 20 --repeats 200 || failed=$((failed + 1))
+        done
+      done
+    done
+    echo "overlap: $failed of 8 failed or did not match the interpreter"
+    ((failed == 0))
+    ;;
   operands)
     for name in rmsnorm_fig3b gated_mlp_fig10b; do
       for operands in in-place staged; do
@@ -266,7 +288,7 @@ run_step() {
     ;;
   torch)
     # shellcheck disable=SC2086  # TORCH_ARGS is a list of arguments
-    MUGRAPH_BIN=$BIN python3 "$ROOT/bench/codegen_vs_torch.py" ${TORCH_ARGS:---stages 0,1,3,4} \
+    MUGRAPH_BIN=$BIN python3 "$ROOT/bench/codegen_vs_torch.py" ${TORCH_ARGS:---stages 0,4 --matmul-overlap off,on} \
       --markdown "$W/codegen.md" --json "$W/codegen.json"
     ;;
   sanitize)
