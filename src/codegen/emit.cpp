@@ -731,11 +731,15 @@ class BlockKernelEmitter {
   }
 
   /// Whether accumulation matmul i can add its product an iteration later
-  /// (mgd::matmul_wgmma_deferred), its operands left as they are until then: both are read in
-  /// place, and each is a tile the pipelined loop streams by TMA, one loaded once or computed
-  /// before the loop, or one an op of the loop writes (then in two buffers) that no reshape
-  /// reads.
+  /// (mgd::matmul_wgmma_issue), its operands left as they are until then: its 64-row jobs
+  /// share out evenly among the warpgroups, both operands are read in place, and each is a tile the pipelined loop
+  /// streams by TMA, one loaded once or computed before the loop, or one an op of the loop writes (then in two buffers)
+  /// that no reshape reads.
   bool deferrable(size_t i) const {
+    // Every warpgroup must have as many jobs: one without would issue a copy of another's
+    // (mgd::matmul_wgmma_issue issues under no branch) and double the tensor cores' work.
+    const Shape& c = body_.type(body_.ops[i].outputs[0]).shape;
+    if ((c[c.rank() - 2] + mgd::kWgmmaM - 1) / mgd::kWgmmaM % warpgroups() != 0) return false;
     for (TensorId t : body_.ops[i].inputs) {
       const OpId made = body_.tensors[t.index()].producer;
       if (swizzle_[t.index()] == 0 || !made.valid()) return false;

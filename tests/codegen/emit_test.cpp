@@ -110,6 +110,10 @@ TEST(Codegen, LoopProductsCanLandAnIterationLater) {
   EXPECT_EQ(count(plain, "matmul_wgmma_issue"), 0);
   EXPECT_EQ(count(plain, "mgd::RegisterAccumulate<mgd::half, 16, 32, 1>{r8, it == 0}"), 1);
   EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_80"), overlap).source, "matmul_wgmma"), 0);
+  // Nor with two warpgroups: the product's one 64-row job would leave one of them a copy to issue.
+  CodegenOptions two_warpgroups = overlap;
+  two_warpgroups.block_threads = 256;
+  EXPECT_EQ(count(generate_cuda(g, find_cuda_target("sm_90a"), two_warpgroups).source, "matmul_wgmma_issue"), 0);
   // Where the extra buffers do not fit, the products land in their own iteration: with 48 rows
   // of X, three stages and two buffers of the mul's result take 185,016 bytes, and four stages
   // alone 199,872; five and two buffers would pass the 232,448 an H100 or H200 allows.

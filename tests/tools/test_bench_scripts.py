@@ -336,19 +336,19 @@ def test_gpu_session_times_the_attention_bests_with_and_without_matmul_chains(tm
 
 
 def test_gpu_session_times_loop_products_landing_late_against_in_their_own_iteration(tmp_path):
-    # The overlap step: Figures 3b and 10b with --matmul-overlap off and on, at the block
-    # graph's 128 threads and at 512; one JSON line each, tagged with both.
+    # The overlap step: Figures 3b and 10b with --matmul-overlap off and on, with the emitter's
+    # pipeline stages and with 4; one JSON line each, tagged with both.
     r = run_gpu_session(tmp_path, "--deadline", "60", "overlap")
     assert r.returncode == 0, r.stdout + r.stderr
     with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
         lines = [json.loads(line) for line in tar.extractfile("./overlap.jsonl").read().decode().splitlines()]
-    assert [(x["name"], x["block_threads"], x["matmul_overlap"]) for x in lines] == [
-        (n, t, o) for n in ("rmsnorm_fig3b", "gated_mlp_fig10b") for t in ("0", "512") for o in ("off", "on")]
+    assert [(x["name"], x["stages"], x["matmul_overlap"]) for x in lines] == [
+        (n, t, o) for n in ("rmsnorm_fig3b", "gated_mlp_fig10b") for t in ("0", "4") for o in ("off", "on")]
     runs = [line for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
     assert len(runs) == 8, runs
     for run, x in zip(runs, lines):
         assert f"examples/ugraphs/{x['name']}.json" in run and f"--matmul-overlap {x['matmul_overlap']}" in run
-        assert ("--block-threads 512" in run) == (x["block_threads"] == "512"), run
+        assert ("--stages 4" in run) == (x["stages"] == "4"), run
 
 
 TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"
