@@ -28,9 +28,9 @@ namespace mgd {
 /// The products of a deferred matmul [M, N] in flight, in a block of Groups warpgroups: each
 /// thread's fragment of each of its warpgroup's jobs (the layout of ResultRegisters<M, N,
 /// Groups>). The kernel declares it zeroed before its loop (`{}`): the loop's first call adds
-/// those zeros, setting the sums, so that no path reads the registers a wgmma op may still be
-/// writing before a wait (ptxas would otherwise insert waits of its own and serialize every
-/// wgmma op of the kernel, its warning C7520).
+/// those zeros, setting the sums, so that every path waits before it reads the registers a
+/// wgmma op may still be writing (a path that skipped the wait made ptxas insert one of its
+/// own, C7517, and serialize every wgmma op of the kernel, C7520).
 template <int64_t M, int64_t N, int Groups>
 struct DeferredProduct {
   static constexpr int kJobs = ResultRegisters<M, N, Groups>::kJobs;
