@@ -291,11 +291,12 @@ class BlockKernelEmitter {
     std::ostringstream k;
     k << "// kernel_" << index_ << ": grid (" << body_.grid.x << ", " << body_.grid.y << ", " << body_.grid.z << "), "
       << body_.threads.volume() << " threads, for-loop " << body_.forloop;
-    if (stages_ > 1 && ahead_ == stages_ - 1) k << " (" << stages_ << "-stage load pipeline)";
-    if (stages_ > 1 && ahead_ < stages_ - 1)
+    if (stages_ > 1 && ahead_ == stages_ - 1)
+      k << " (" << stages_ << "-stage load pipeline)";
+    else if (stages_ > 1)
       k << " (" << stages_ << " stages a streamed tile, loading " << ahead_ << " iteration" << (ahead_ == 1 ? "" : "s")
         << " ahead: a stage stays until the matmul that reads it lands)";
-    if (deferred_count() > 0) k << ", wgmma products landing an iteration later";
+    if (first_deferred() != kNoOp) k << ", wgmma products landing an iteration later";
     k << ", " << shared_bytes_ << " bytes of shared memory";
     if (all_live_bytes_ > tensors_bytes_)
       k << " (STensors " << tensors_bytes_ << " sharing bytes over their lifetimes, " << all_live_bytes_
@@ -456,8 +457,7 @@ class BlockKernelEmitter {
           declare += "mgd::DeferredProduct<" + std::to_string(c[c.rank() - 2]) + ", " +
                      std::to_string(c[c.rank() - 1]) + ", " + std::to_string(warpgroups()) + "> " + deferred_name(i) +
                      "{};  // the product in flight from one iteration to the next\n";
-          store += "mgd::matmul_wgmma_land(" + register_accumulate(i, "false") + ", " + deferred_name(i) +
-                   ");  // the last iteration's product\n";
+          store += land(i, "false") + "  // the last iteration's product\n";
         }
       for (const RegisterResult& r : register_results()) {
         declare += "mgd::ResultRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
@@ -658,6 +658,8 @@ class BlockKernelEmitter {
     // Which ops run, in the loop or after it (the interpreters' definition, block_structure.h),
     // in which order and steps (op_order.h).
     schedule_ = schedule_block_ops(body_);
+    deferred_.assign(body_.ops.size(), false);  // defer_loop_matmuls, once the plan is made
+    double_buffered_.assign(body_.tensors.size(), false);
     tma_capable_.assign(body_.ops.size(), false);
     for (size_t i = 0; i < body_.ops.size(); ++i) tma_capable_[i] = tma_capable(i);
     // Stages: a pipeline pays where the loop loads tiles asynchronously (requested explicitly,
@@ -715,8 +717,6 @@ class BlockKernelEmitter {
       }
     }
     ahead_ = stages_ - 1;
-    deferred_.assign(body_.ops.size(), false);
-    double_buffered_.assign(body_.tensors.size(), false);
     if (overlap_) defer_loop_matmuls();
     // Whether the pipelined loop loads any tile with cp.async (commit groups to wait for).
     streams_cp_async_ = false;
@@ -730,30 +730,40 @@ class BlockKernelEmitter {
                       "), more than the " + std::to_string(limits_.shared_memory_bytes) + " the target allows");
   }
 
+  /// What a deferred matmul's operand needs to stay as it is until its product lands.
+  enum class DeferredOperand {
+    kNever,          // it cannot be deferred on
+    kStays,          // loaded once, or computed before the loop
+    kStreamed,       // streamed by TMA: one stage more than the pipeline's lookahead
+    kDoubleBuffered  // written by an op of the loop: two buffers
+  };
+  /// Operand t of accumulation matmul i as a deferred matmul reads it: in place, and a tile the
+  /// pipelined loop streams by TMA, one loaded once or computed before the loop, or one an op of
+  /// the loop writes that no reshape reads.
+  DeferredOperand deferred_operand(TensorId t) const {
+    const OpId made = body_.tensors[t.index()].producer;
+    if (swizzle_[t.index()] == 0 || !made.valid()) return DeferredOperand::kNever;
+    const size_t p = made.index();
+    if (body_.ops[p].kind == OpKind::reshape || schedule_.folded[p]) return DeferredOperand::kNever;
+    if (streamed_load(p) && tma_load(p)) return DeferredOperand::kStreamed;
+    if (streamed_load(p)) return DeferredOperand::kNever;
+    if (is_load(p) || schedule_.phase[p] == OpPhase::pre) return DeferredOperand::kStays;
+    if (schedule_.phase[p] != OpPhase::loop) return DeferredOperand::kNever;
+    for (size_t r : readers(t))
+      if (body_.ops[r].kind == OpKind::reshape) return DeferredOperand::kNever;
+    return DeferredOperand::kDoubleBuffered;
+  }
+
   /// Whether accumulation matmul i can add its product an iteration later
-  /// (mgd::matmul_wgmma_issue), its operands left as they are until then: its 64-row jobs
-  /// share out evenly among the warpgroups, both operands are read in place, and each is a tile the pipelined loop
-  /// streams by TMA, one loaded once or computed before the loop, or one an op of the loop writes (then in two buffers)
-  /// that no reshape reads.
+  /// (mgd::matmul_wgmma_issue): its 64-row jobs share out evenly among the warpgroups, and
+  /// each operand can stay as it is until then (deferred_operand).
   bool deferrable(size_t i) const {
     // Every warpgroup must have as many jobs: one without would issue a copy of another's
     // (mgd::matmul_wgmma_issue issues under no branch) and double the tensor cores' work.
     const Shape& c = body_.type(body_.ops[i].outputs[0]).shape;
     if ((c[c.rank() - 2] + mgd::kWgmmaM - 1) / mgd::kWgmmaM % warpgroups() != 0) return false;
-    for (TensorId t : body_.ops[i].inputs) {
-      const OpId made = body_.tensors[t.index()].producer;
-      if (swizzle_[t.index()] == 0 || !made.valid()) return false;
-      const size_t p = made.index();
-      if (body_.ops[p].kind == OpKind::reshape || schedule_.folded[p]) return false;
-      if (streamed_load(p)) {
-        if (!tma_load(p)) return false;
-        continue;
-      }
-      if (is_load(p) || schedule_.phase[p] == OpPhase::pre) continue;
-      if (schedule_.phase[p] != OpPhase::loop) return false;
-      for (size_t r : readers(t))
-        if (body_.ops[r].kind == OpKind::reshape) return false;
-    }
+    for (TensorId t : body_.ops[i].inputs)
+      if (deferred_operand(t) == DeferredOperand::kNever) return false;
     return true;
   }
 
@@ -769,11 +779,9 @@ class BlockKernelEmitter {
       if (!deferrable(a.matmul)) continue;
       any = deferred_[a.matmul] = true;
       for (TensorId t : body_.ops[a.matmul].inputs) {
-        const size_t p = body_.tensors[t.index()].producer.index();
-        if (streamed_load(p))
-          streamed = true;
-        else if (!is_load(p) && schedule_.phase[p] == OpPhase::loop)
-          double_buffered_[t.index()] = true;
+        const DeferredOperand o = deferred_operand(t);
+        streamed = streamed || o == DeferredOperand::kStreamed;
+        if (o == DeferredOperand::kDoubleBuffered) double_buffered_[t.index()] = true;
       }
     }
     if (!any) return;
@@ -794,15 +802,18 @@ class BlockKernelEmitter {
     return "p" + std::to_string(body_.ops[accumulation_of(i)->accumulate].outputs[0].value);
   }
 
-  /// The deferred matmuls of the loop.
-  int deferred_count() const { return static_cast<int>(std::count(deferred_.begin(), deferred_.end(), true)); }
+  /// The call that lands deferred matmul i's product, adding it to its sums (`first`: the
+  /// condition under which it sets them).
+  std::string land(size_t i, const std::string& first) const {
+    return "mgd::matmul_wgmma_land(" + register_accumulate(i, first) + ", " + deferred_name(i) + ");";
+  }
   /// The deferred matmul the loop body runs first (its products land before it), or kNoOp.
   size_t first_deferred() const {
     for (int32_t i : schedule_.order)
       if (deferred(static_cast<size_t>(i))) return static_cast<size_t>(i);
     return kNoOp;
   }
-  bool deferred(size_t i) const { return i < deferred_.size() && deferred_[i]; }
+  bool deferred(size_t i) const { return deferred_[i]; }
 
   /// The RegisterAccumulate that accumulation matmul i adds its product to, `first` the
   /// condition under which the product sets the sums instead.
@@ -1222,7 +1233,7 @@ class BlockKernelEmitter {
         Storage& st = storage_[t.index()];
         st.ctype = f32_acc ? "float" : ctype(type.dtype);
         st.staged = staged;
-        st.double_buffered = !staged && t.index() < double_buffered_.size() && double_buffered_[t.index()];
+        st.double_buffered = !staged && double_buffered_[t.index()];
         st.stage_elements = bytes / elem;
         const TensorLifetime& l = life[t.index()];
         buffers.push_back({bytes * (staged ? stages : st.double_buffered ? 2 : 1), align, l.first, l.last});
@@ -1377,8 +1388,7 @@ class BlockKernelEmitter {
             if (i == first_deferred())
               for (size_t d = 0; d < body_.ops.size(); ++d)
                 if (deferred(d))
-                  s << "mgd::matmul_wgmma_land(" << register_accumulate(d, "it <= 1") << ", " << deferred_name(d)
-                    << ");  // the last iteration's product, added to "
+                  s << land(d, "it <= 1") << "  // the last iteration's product, added to "
                     << tensor(body_.ops[accumulation_of(d)->accumulate].outputs[0]) << "'s sums in registers\n";
             s << "mgd::matmul_wgmma_issue<" << dims(out.type.shape) << ", "
               << matmul_args(ins[0].type.shape, ins[0].strides, ins[1].type.shape, ins[1].strides, out.type.shape)
