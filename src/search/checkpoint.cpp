@@ -2,6 +2,7 @@
 // (docs/json-format.md); a task's configuration and the counters are plain fields.
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -256,6 +257,59 @@ CheckpointState read_checkpoint(const std::string& path, const Target& target) {
     // Every access is checked first; this is a safety net that keeps the promise of UserError.
     throw UserError(std::string("malformed search checkpoint: ") + e.what(), SourceLoc{path});
   }
+}
+
+namespace {
+
+/// The input ops of `g`, in op order.
+std::vector<const Op*> input_ops(const Graph& g) {
+  std::vector<const Op*> r;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) r.push_back(&op);
+  return r;
+}
+
+/// Why `g`'s inputs (and, for a candidate, outputs) are not those of `program`; empty if they are.
+std::string program_mismatch(const Graph& g, const Graph& program, bool candidate) {
+  if (g.level != Level::kernel) return "expected a kernel graph";
+  const std::vector<const Op*> want = input_ops(program), have = input_ops(g);
+  for (size_t i = 0; i < std::max(want.size(), have.size()); ++i) {
+    if (i >= have.size()) return "the program's input " + want[i]->attrs.name + " is missing";
+    if (i >= want.size()) return "input " + have[i]->attrs.name + " is not an input of the program";
+    const Op &w = *want[i], &h = *have[i];
+    if (h.attrs.name != w.attrs.name)
+      return "input " + std::to_string(i) + " is " + h.attrs.name + " but the program's is " + w.attrs.name;
+    const TensorType &wt = program.type(w.outputs[0]), &ht = g.type(h.outputs[0]);
+    if (!(ht == wt)) return "input " + h.attrs.name + " is " + ht.str() + " but the program's is " + wt.str();
+  }
+  if (!candidate) return "";
+  if (g.outputs.size() != program.outputs.size())
+    return "it has " + std::to_string(g.outputs.size()) + " outputs but the program has " +
+           std::to_string(program.outputs.size());
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    const TensorType &wt = program.type(program.outputs[i]), &ht = g.type(g.outputs[i]);
+    if (!(ht == wt)) return "output " + std::to_string(i) + " is " + ht.str() + " but the program's is " + wt.str();
+  }
+  return "";
+}
+
+}  // namespace
+
+void check_checkpoint_program(const CheckpointState& st, const Graph& program, const std::string& path) {
+  auto fail = [&](const std::string& where, const std::string& why) {
+    throw UserError(where + ": not a graph of the program being searched: " + why, SourceLoc{path});
+  };
+  // Sibling tasks share their prefix: each is checked once.
+  std::unordered_map<const Graph*, bool> checked;
+  for (size_t i = 0; i < st.pending.size(); ++i) {
+    const Graph* prefix = st.pending[i].prefix.get();
+    if (!checked.emplace(prefix, true).second) continue;
+    if (std::string why = program_mismatch(*prefix, program, false); !why.empty())
+      fail("/pending/" + std::to_string(i) + ": its prefix", why);
+  }
+  for (size_t i = 0; i < st.candidates.size(); ++i)
+    if (std::string why = program_mismatch(st.candidates[i].graph, program, true); !why.empty())
+      fail("/candidates/" + std::to_string(i) + "/graph", why);
 }
 
 }  // namespace mugraph::search_detail

@@ -59,4 +59,11 @@ void write_checkpoint(const std::string& path, const CheckpointState& state);
 /// Reads a checkpoint. Throws UserError (with the file name) if it is missing or malformed.
 CheckpointState read_checkpoint(const std::string& path, const Target& target);
 
+/// Checks that the graphs of a checkpoint read from `path` belong to `program`: every pending
+/// task's prefix and every candidate has the program's inputs (names, shapes, dtypes, in order),
+/// and every candidate its outputs. The fingerprint says which program a checkpoint was written
+/// for, but a hand-edited or damaged file may still hold graphs of another, which the search
+/// cannot label. Throws UserError("FILE: PATH: what differs").
+void check_checkpoint_program(const CheckpointState& state, const Graph& program, const std::string& path);
+
 }  // namespace mugraph::search_detail

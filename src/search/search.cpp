@@ -95,6 +95,7 @@ class Driver {
       if (st.fingerprint != search_fingerprint(ctx_.program(), opt_))
         throw UserError(opt_.checkpoint_path +
                         ": the checkpoint was written for another program or other search limits");
+      check_checkpoint_program(st, ctx_.program(), opt_.checkpoint_path);
       offset = st.elapsed_seconds;
       stats_ = st.stats;
       bytes_phase_seconds_ = st.bytes_phase_seconds;

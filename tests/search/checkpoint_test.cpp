@@ -516,6 +516,64 @@ TEST(Checkpoint, CandidatesInTheCheckpointAreReported) {
   EXPECT_EQ(r.top[0].metrics.kernels, 2);
 }
 
+TEST(Checkpoint, GraphsOfAnotherProgramAreRefusedWithTheirPlace) {
+  // The fingerprint names the program, but a damaged or hand-edited file may hold graphs of
+  // another: the search cannot label their inputs, so the resume refuses them up front.
+  const Graph program = parse_program(kProgram);
+  auto refusal = [&](const CheckpointState& st) -> std::string {
+    try {
+      check_checkpoint_program(st, program, "c.json");
+    } catch (const UserError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto expect_refused = [&](const CheckpointState& st, const std::string& where, const std::string& why) {
+    const std::string what = refusal(st);
+    EXPECT_NE(what.find("c.json"), std::string::npos) << what;
+    EXPECT_NE(what.find(where), std::string::npos) << "expected \"" << where << "\" in: " << what;
+    EXPECT_NE(what.find(why), std::string::npos) << "expected \"" << why << "\" in: " << what;
+  };
+  const CheckpointState good = sample_state();
+  ASSERT_GE(good.pending.size(), 1u);
+  ASSERT_GE(good.candidates.size(), 1u);
+  EXPECT_EQ(refusal(good), "");
+
+  // A prefix with a renamed input, one with an input of another shape, one with an input more.
+  auto with_prefix = [&](Graph g) {
+    CheckpointState st = good;
+    set_prefix(st.pending.back(), std::move(g));
+    return st;
+  };
+  const std::string last = "/pending/" + std::to_string(good.pending.size() - 1) + ": its prefix";
+  Graph renamed;
+  renamed.add_input("X", Shape{4, 64});
+  renamed.add_input("M", Shape{64});
+  expect_refused(with_prefix(renamed), last, "input 1 is M but the program's is G");
+  Graph reshaped;
+  reshaped.add_input("X", Shape{4, 64});
+  reshaped.add_input("G", Shape{32});
+  expect_refused(with_prefix(reshaped), last, "input G is [32] f16 but the program's is [64] f16");
+  Graph more = inputs_only(program);
+  more.add_input("Y", Shape{4});
+  expect_refused(with_prefix(more), last, "input Y is not an input of the program");
+  Graph fewer;
+  fewer.add_input("X", Shape{4, 64});
+  expect_refused(with_prefix(fewer), last, "the program's input G is missing");
+
+  // A candidate with the program's inputs but not its outputs.
+  CheckpointState no_outputs = good;
+  no_outputs.candidates[0].graph.outputs.clear();
+  no_outputs.candidates[0].graph.output_names.clear();
+  expect_refused(no_outputs, "/candidates/0/graph", "it has 0 outputs but the program has 1");
+  CheckpointState other_output = good;
+  other_output.candidates[0].graph = parse_program("input X[4, 64]\ninput G[64]\nO = mul(exp(G), G)\noutput O\n");
+  expect_refused(other_output, "/candidates/0/graph", "output 0 is [64] f16 but the program's is [4, 64] f16");
+  CheckpointState other_inputs = good;
+  other_inputs.candidates[0].graph = renamed;
+  expect_refused(other_inputs, "/candidates/0/graph", "input 1 is M but the program's is G");
+}
+
 // The seeds of fuzz/checkpoint_fuzzer (and what it found, once fixed), replayed as it runs them:
 // each is read or refused with a UserError, and a search resumes from each one read (or refuses
 // it with a UserError). The valid_* ones are checkpoints `mugraph search` wrote for the fuzzer's
