@@ -376,6 +376,17 @@ run_step() {
            --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats --section Occupancy \
            "$dir/bench" --warmup 0 --repeats 1 "${args[@]}") 2>&1
         echo "exit $?"
+        # Where the warps wait: each stall reason's cycles per issued instruction (the sections
+        # above give only their total, 4.2 cycles on Figure 3b on 2026-11-28). A run of its own,
+        # so that a metric this ncu lacks cannot cost the sections.
+        echo "== ncu stall reasons ${f#"$ROOT"/}"
+        local reasons="barrier branch_resolving dispatch_stall drain lg_throttle long_scoreboard math_pipe_throttle
+          membar mio_throttle misc no_instruction not_selected selected short_scoreboard sleeping wait"
+        local metrics=""
+        for r in $reasons; do metrics+="${metrics:+,}smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"; done
+        (cd "$dir/io" && timeout 120 ncu --clock-control none --launch-count 1 --metrics "$metrics" \
+           "$dir/bench" --warmup 0 --repeats 1 "${args[@]}") 2>&1
+        echo "exit $?"
       } >> "$W/ncu.txt"
     done
     ;;

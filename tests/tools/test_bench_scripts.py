@@ -351,6 +351,33 @@ def test_gpu_session_times_loop_products_landing_late_against_in_their_own_itera
         assert ("--stages 4" in run) == (x["stages"] == "4"), run
 
 
+def test_gpu_session_profiles_sections_then_each_stall_reason(tmp_path):
+    # The profile step: per file, one ncu run of the sections and one of the stall reasons' cycles
+    # per issued instruction, each on the harness with the checked run's arguments.
+    io = tmp_path / "build" / "io"
+    io.mkdir(parents=True)
+    (io / "args.txt").write_text("--inputs a.npy\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    ncu = bin_dir / "ncu"
+    ncu.write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path / "ncu_args"}"\necho profiled\n')
+    ncu.chmod(0o755)
+    r = run_gpu_session(tmp_path, "--deadline", "60", "profile", path=f"{bin_dir}:{os.environ['PATH']}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = (tmp_path / "ncu_args").read_text().splitlines()
+    assert len(runs) == 4, runs  # two default files, two runs each
+    for sections, stalls in zip(runs[::2], runs[1::2]):
+        assert "--section WarpStateStats" in sections and "--inputs a.npy" in sections, sections
+        metrics = stalls.split("--metrics ")[1].split()[0].split(",")
+        assert len(metrics) == 16 and all(m.startswith("smsp__average_warps_issue_stalled_") and
+                                          m.endswith("_per_issue_active.ratio") for m in metrics), metrics
+        assert "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio" in metrics
+        assert "--inputs a.npy" in stalls, stalls
+    with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
+        text = tar.extractfile("./ncu.txt").read().decode()
+    assert text.count("== ncu stall reasons") == 2 and text.count("profiled") == 4, text
+
+
 TORCH_MODULE = SOURCE_DIR / "bench" / "torch_module_vs_mugraph.py"
 
 
