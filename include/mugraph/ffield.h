@@ -42,10 +42,11 @@ inline constexpr uint64_t inv(uint64_t a, uint64_t m) { return pow(a, m - 2, m);
 
 /// A deterministic square root up to sign: returns r with r² = x or r² = −x (mod m), the smaller
 /// of the two roots. Needs m ≡ 3 (mod 4): then exactly one of x, −x is a square when x ≠ 0.
+/// One power serves both cases: r = x^((m+1)/4) has r² = x · x^((m−1)/2), and Euler's criterion
+/// makes x^((m−1)/2) 1 for a square and −1 otherwise. (−x)^((m+1)/4) is ±r, so the smaller root
+/// is the same whichever of x and −x is the square; x = 0 gives 0.
 inline constexpr uint64_t sqrt_pm(uint64_t x, uint64_t m) {
-  if (x == 0) return 0;
-  uint64_t r = pow(x, (m + 1) / 4, m);
-  if (r * r % m != x) r = pow(m - x, (m + 1) / 4, m);
+  const uint64_t r = pow(x, (m + 1) / 4, m);
   return r < m - r ? r : m - r;
 }
 

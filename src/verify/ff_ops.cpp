@@ -202,6 +202,22 @@ void sum_field(const UView& x_in, int dim, int64_t to, const MutUView& out, inte
     for (int64_t r = r0; r < r1; ++r) {
       const uint32_t* src = x.data + r * group * inner;
       uint32_t* dst = out.data + r * inner;
+      if (inner == 1) {
+        // A row's sum (softmax's denominators, norms): four running sums side by side, not one
+        // chain of adds through memory. Each adds at most 2^31 residues < 2^30 before its fold.
+        uint64_t s[4] = {0, 0, 0, 0};
+        for (int64_t k0 = 0; k0 < group; k0 += (int64_t{1} << 33)) {
+          const int64_t k1 = std::min(group, k0 + (int64_t{1} << 33));
+          int64_t k = k0;
+          for (; k + 4 <= k1; k += 4)
+            for (int l = 0; l < 4; ++l) s[l] += src[k + l];
+          for (; k < k1; ++k) s[0] += src[k];
+          for (uint64_t& v : s) v = (v >> 32) * kFold + (v & 0xffffffffu);
+        }
+        // Four folded sums (each < 2^32 · kFold + 2^32 < 2^62) add up without overflow.
+        *dst = static_cast<uint32_t>((s[0] + s[1] + s[2] + s[3]) % M);
+        continue;
+      }
       std::fill(acc.begin(), acc.end(), uint64_t{0});
       // Residues < 2^30: 2^33 of them fit in 64 bits; fold every 2^32 to be safe.
       for (int64_t k0 = 0; k0 < group; k0 += (int64_t{1} << 32)) {
@@ -274,7 +290,19 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
       });
       return;
     case OpKind::sqrt:
-      each([](uint64_t a, uint64_t b) { return std::array<uint64_t, 2>{ff::sqrt_pm(a, kP), ff::sqrt_pm(b, kQ)}; });
+      split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
+        loop.run(begin, end, [&](const std::array<int64_t, 4>& off, int64_t n) {
+          if (sop != 1 || soq != 1) {
+            for (int64_t j = 0; j < n; ++j) {
+              out.p.data[off[0] + j * sop] = static_cast<uint32_t>(ff::sqrt_pm(x.p.data[off[2] + j * sxp], kP));
+              out.q.data[off[1] + j * soq] = static_cast<uint32_t>(ff::sqrt_pm(x.q.data[off[3] + j * sxq], kQ));
+            }
+            return;
+          }
+          ff_sqrt_run(kP, x.p.data + off[2], sxp, out.p.data + off[0], n);
+          ff_sqrt_run(kQ, x.q.data + off[3], sxq, out.q.data + off[1], n);
+        });
+      });
       return;
     case OpKind::exp: {
       // ω^(x_q); the Z_q part has no meaning (0).

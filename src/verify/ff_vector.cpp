@@ -255,6 +255,33 @@ __attribute__((target("avx512f"))) int64_t pow_run_avx512(const uint32_t* low, c
   return j;
 }
 
+/// ff::sqrt_pm of V groups of eight residues at once: x^((M+1)/4) by squaring from the exponent's
+/// top bit down, then the smaller of ±r. Each group's 40-odd products depend one on the next, so
+/// groups side by side are what keeps the multipliers busy.
+template <uint64_t M, int V>
+__attribute__((target("avx512f"))) inline void sqrt_groups(const uint32_t* x, int64_t sx, uint32_t* o) {
+  constexpr uint64_t kE = (M + 1) / 4;
+  constexpr int kTop = 63 - __builtin_clzll(kE);
+  __m256i base[V], r[V];
+  for (int v = 0; v < V; ++v) r[v] = base[v] = load8(x + v * 8 * sx, sx);  // the top bit
+  for (int b = kTop - 1; b >= 0; --b) {
+    for (int v = 0; v < V; ++v) r[v] = mul_mod8<M>(r[v], r[v]);
+    if ((kE >> b) & 1)
+      for (int v = 0; v < V; ++v) r[v] = mul_mod8<M>(r[v], base[v]);
+  }
+  const __m256i m = _mm256_set1_epi32(static_cast<int>(M));
+  for (int v = 0; v < V; ++v)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + v * 8), _mm256_min_epu32(r[v], _mm256_sub_epi32(m, r[v])));
+}
+
+template <uint64_t M>
+__attribute__((target("avx512f"))) int64_t sqrt_run_avx512(const uint32_t* x, int64_t sx, uint32_t* o, int64_t n) {
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32) sqrt_groups<M, 4>(x + j * sx, sx, o + j);
+  for (; j + 8 <= n; j += 8) sqrt_groups<M, 1>(x + j * sx, sx, o + j);
+  return j;
+}
+
 #pragma GCC diagnostic pop
 
 #endif  // MUGRAPH_FF_X86
@@ -383,6 +410,16 @@ void ff_pow_run(const uint32_t* low, const uint32_t* high, int low_bits, const u
     const uint32_t x = e[j * se];
     o[j] = static_cast<uint32_t>(uint64_t{low[x & ((1u << low_bits) - 1)]} * high[x >> low_bits] % kP);
   }
+}
+
+void ff_sqrt_run(uint64_t modulus, const uint32_t* x, int64_t sx, uint32_t* o, int64_t n) {
+  with_modulus(modulus, "ff_sqrt_run", [&]<uint64_t M>() {
+    int64_t j = 0;
+#if MUGRAPH_FF_X86
+    if (ff_vector_isa() == FFVectorIsa::avx512 && (sx == 0 || sx == 1)) j = sqrt_run_avx512<M>(x, sx, o, n);
+#endif
+    for (; j < n; ++j) o[j] = static_cast<uint32_t>(ff::sqrt_pm(x[j * sx], M));
+  });
 }
 
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n) {

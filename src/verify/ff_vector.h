@@ -40,6 +40,11 @@ void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t*
 void ff_pow_run(const uint32_t* low, const uint32_t* high, int low_bits, const uint32_t* e, int64_t se, uint32_t* o,
                 int64_t n);
 
+/// o[j] = ff::sqrt_pm(x[j·sx], modulus) (kP or kQ) for j < n, every residue < 2^30. With AVX-512
+/// and a stride of 0 or 1, eight at a time: the power by the fixed exponent (modulus + 1) / 4 in
+/// mul_mod8 steps (a scalar power is some 40 dependent divisions per element).
+void ff_sqrt_run(uint64_t modulus, const uint32_t* x, int64_t sx, uint32_t* o, int64_t n);
+
 /// o[j] = x[j] mod `modulus` (kP or kQ) for j < n, any 64-bit x (a lazily reduced sum).
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n);
 

@@ -258,6 +258,35 @@ TEST(FFInterp, SumAgainstBruteForce) {
   }
 }
 
+TEST(FFInterp, LongRowSumsAgainstBruteForce) {
+  // Sums along the last dim (a row's elements contiguous) run four running sums side by side,
+  // then the remainder: rows of 4098 elements, whole and in three groups of 1366 = 4·341 + 2,
+  // and rows of 4099 = 4·1024 + 3.
+  Graph g;
+  TensorId y = g.add_input("Y", {5, 4098});
+  g.mark_output(g.add(OpKind::sum, {y}, attrs::sum(1, 1)), "O");
+  g.mark_output(g.add(OpKind::sum, {y}, attrs::sum(1, 3)), "T");
+  TensorId z = g.add_input("Z", {2, 4099});
+  g.mark_output(g.add(OpKind::sum, {z}, attrs::sum(1, 1)), "U");
+  std::vector<FFTensor> in;
+  FFRun r = run_one(g, 5, &in);
+  for (int f = 0; f < 2; ++f) {
+    const uint64_t m = modulus(f);
+    auto expect_groups = [&](const FFTensor& x, int64_t rows, int64_t n, int64_t to, const FFTensor& out) {
+      const int64_t group = n / to;
+      for (int64_t row = 0; row < rows; ++row)
+        for (int64_t t = 0; t < to; ++t) {
+          uint64_t s = 0;
+          for (int64_t k = 0; k < group; ++k) s = (s + field(x, f, row * n + t * group + k)) % m;
+          ASSERT_EQ(field(out, f, row * to + t), s) << "field " << f << " row " << row << " group " << t;
+        }
+    };
+    expect_groups(in[0], 5, 4098, 1, r.outputs[0]);
+    expect_groups(in[0], 5, 4098, 3, r.outputs[1]);
+    expect_groups(in[1], 2, 4099, 1, r.outputs[2]);
+  }
+}
+
 TEST(FFInterp, UnaryOps) {
   Graph g;
   TensorId x = g.add_input("X", {64});

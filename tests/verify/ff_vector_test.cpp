@@ -196,6 +196,32 @@ TEST(FFPowRun, EveryInstructionSetAgreesWithPow) {
   }
 }
 
+TEST(FFSqrtRun, EveryInstructionSetAgreesWithSqrtPm) {
+  // Squares and non-squares, 0, 1, M − 1 (a non-square: M ≡ 3 mod 4) and random residues,
+  // against the scalar sqrt_pm, which FField.SqrtIsPlusMinusRoot checks against its definition.
+  IsaScope scope;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
+    std::mt19937_64 rng(13);
+    for (uint64_t modulus : {kP, kQ}) {
+      std::vector<uint32_t> x = {0, 1, 2, 4, static_cast<uint32_t>(modulus - 1), static_cast<uint32_t>(modulus - 4)};
+      for (int i = 0; i < 1500; ++i) {
+        const uint64_t v = rng() % modulus;
+        x.push_back(static_cast<uint32_t>(v));
+        x.push_back(static_cast<uint32_t>(v * v % modulus));
+      }
+      const auto n = static_cast<int64_t>(x.size());
+      for (auto [sx, len] : {std::array<int64_t, 2>{1, n}, {0, 11}, {2, n / 2}, {1, 5}, {1, n - 3}}) {
+        std::vector<uint32_t> o(static_cast<size_t>(len), 0xdeadbeefu);
+        ff_sqrt_run(modulus, x.data(), sx, o.data(), len);
+        for (int64_t j = 0; j < len; ++j)
+          ASSERT_EQ(o[static_cast<size_t>(j)], ff::sqrt_pm(x[static_cast<size_t>(j * sx)], modulus))
+              << ff_vector_isa_name(isa) << " stride " << sx << " at " << j;
+      }
+    }
+  }
+}
+
 TEST(FFMatmul, InstructionSetsAreChosenFromTheCpu) {
   IsaScope scope;
   EXPECT_TRUE(ff_vector_isa_supported(FFVectorIsa::portable));

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace mugraph::ff {
@@ -62,7 +63,12 @@ TEST(FField, SqrtIsPlusMinusRoot) {
       EXPECT_TRUE(sq == x || sq == neg(x, m)) << "x " << x << " r " << r;
       EXPECT_LE(r, m - r) << "the smaller root";
       EXPECT_EQ(sqrt_pm(mul(r, r, m), m), r) << "deterministic";
+      // The definition: the power of whichever of x and −x is the square, the smaller root.
+      uint64_t s = pow(x, (m + 1) / 4, m);
+      if (mul(s, s, m) != x) s = pow(neg(x, m), (m + 1) / 4, m);
+      EXPECT_EQ(r, std::min(s, m - s)) << "x " << x;
     }
+    EXPECT_EQ(sqrt_pm(m - 1, m), 1u) << "−1 is not a square: the root of 1";
   }
 }
 
