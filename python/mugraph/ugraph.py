@@ -36,6 +36,7 @@ class UGraph:
         self.candidates = candidates if candidates is not None else [self]
         self._compiled: dict = {}
         self._input_names: Optional[list] = None  # cached: the callable needs them on every call
+        self._free_names: Optional[tuple] = None  # (how many inputs were bound, the others' names)
 
     # --- describing ----------------------------------------------------------------------------
 
@@ -159,7 +160,23 @@ class UGraph:
         if names is None:
             names = self._input_names = [name for name, _, _ in self.inputs()]
         bindings = self.program.bindings if self.program is not None else {}
-        free = [n for n in names if n not in bindings]
+        if self._free_names is None or self._free_names[0] != len(bindings):
+            self._free_names = (len(bindings), [n for n in names if n not in bindings])
+        free = self._free_names[1]
+        if not named and len(inputs) == len(free):
+            # The usual call: every free input given in order, the rest bound.
+            if not bindings:
+                return list(inputs)
+            values = dict(zip(free, inputs))
+            device = _device_of(inputs)
+            as_numpy = bool(inputs) and device is None  # as below
+            for name in names:
+                if name not in values:
+                    value = bindings[name](device)
+                    if as_numpy:
+                        value = value.float().numpy()
+                    values[name] = value
+            return [values[n] for n in names]
         values = dict(zip(free, inputs)) if len(inputs) <= len(free) else None
         if values is None:
             if len(inputs) == len(names):

@@ -205,3 +205,33 @@ def test_transposes_and_missing_inputs_say_what_is_wrong():
     p = mugraph.from_torch(lambda x, y: x + y, (torch.randn(2, 4), torch.randn(2, 4)))
     with pytest.raises(mugraph.MugraphError, match="an input is None"):
         p(np.ones((2, 4)), None)
+
+
+def test_bound_weights_are_looked_up_as_getattr_does():
+    # The callable re-reads each bound tensor from the module on every call, by dict lookups
+    # instead of nn.Module.__getattr__: the same object getattr gives, for every kind of attribute.
+    import torch
+    from mugraph.torch_frontend import _module_attribute
+
+    m = make_rmsnorm_linear()
+    m.register_buffer("scale", torch.ones(3))
+    m.plain = torch.zeros(2)  # an instance attribute, not registered
+
+    class WithProperty(torch.nn.Module):
+        @property
+        def doubled(self):
+            return 2
+
+    w = WithProperty()
+    for obj, part in [(m, "proj"), (m.proj, "weight"), (m, "scale"), (m, "plain"), (m, "training"),
+                      (m, "forward"), (w, "doubled"), (m.norm, "eps")]:
+        assert _module_attribute(obj, part) is getattr(obj, part) or _module_attribute(obj, part) == getattr(obj, part)
+    with pytest.raises(AttributeError):
+        _module_attribute(m, "nothing_here")
+    # A submodule replaced after capture is the one read on the next call.
+    x = torch.randn(16, 256, dtype=torch.float16)
+    p = mugraph.from_torch(m, (x,))
+    first = p.bindings["proj_weight_t"](None)
+    m.proj = torch.nn.Linear(256, 64, bias=False).half()
+    second = p.bindings["proj_weight_t"](None)
+    assert torch.equal(second, m.proj.weight.detach().t()) and not torch.equal(first, second)
