@@ -281,9 +281,9 @@ TEST(NonEquivalence, NearMissConstants) {
 TEST(NonEquivalence, ConstantsCongruentModuloTheFieldsNeverClaimAGuarantee) {
   std::string in = "input X[4, 4] f32\n";
   const std::pair<std::string, std::string> cases[] = {
-      {"O = exp(mul(X, 1.536870219))", "O = exp(X)"},            // 0.536870219 = q/10^9 ≡ 0 mod q
+      {"O = exp(mul(X, 1.536870219))", "O = exp(X)"},  // 0.536870219 = q/10^9 ≡ 0 mod q
       {"O = exp(add(X, 0.536870219))", "O = exp(X)"},
-      {"O = mul(X, 5.76459264635086141)", "O = mul(X, 0)"},      // p·q/10^17 ≡ 0 mod p and q
+      {"O = mul(X, 5.76459264635086141)", "O = mul(X, 0)"},  // p·q/10^17 ≡ 0 mod p and q
   };
   for (const auto& [a, b] : cases) {
     Graph ga = parse_program(in + a + "\noutput O\n"), gb = parse_program(in + b + "\noutput O\n");

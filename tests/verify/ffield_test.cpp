@@ -79,7 +79,7 @@ TEST(FField, FromInt) {
     EXPECT_EQ(from_int(-static_cast<int64_t>(m), m), 0u);
     EXPECT_EQ(from_int(static_cast<int64_t>(m) + 3, m), 3u);
     EXPECT_EQ(add(from_int(-12345, m), 12345, m), 0u);
-    EXPECT_EQ(from_int(INT64_MIN, m) , (m - static_cast<uint64_t>(-(INT64_MIN % static_cast<int64_t>(m)))) % m);
+    EXPECT_EQ(from_int(INT64_MIN, m), (m - static_cast<uint64_t>(-(INT64_MIN % static_cast<int64_t>(m)))) % m);
   }
 }
 
