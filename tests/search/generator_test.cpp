@@ -165,6 +165,35 @@ TEST(OpRank, AttributesSeparateOpsOfOneKindOnTheSameOperands) {
   EXPECT_EQ(op_rank(g, g.ops[1]).kind, op_rank(g, g.ops[2]).kind);
 }
 
+TEST(OpRank, FieldsAnOpKindDoesNotUseLeaveItsRankAlone) {
+  // The rank hashes the fields the kind uses (attr_fields) and takes the others as their
+  // defaults, as used_attrs would leave them: ops that differ only there are one op.
+  Graph g = parse_program("input X[4, 64]\nA = exp(X)\nB = sum(X, dim=1)\nC = mul(X, 2)\noutput B\n");
+  for (size_t i = 1; i < g.ops.size(); ++i) {
+    const Op& op = g.ops[i];
+    Op noisy = op;
+    OpAttrs& a = noisy.attrs;
+    const uint32_t f = attr_fields(op.kind);
+    if (!(f & (kAttrDim | kAttrAccum))) a.dim = 5;
+    if (!(f & kAttrTo)) a.to = 9;
+    if (!(f & kAttrTimes)) a.times = 3;
+    if (!(f & (kAttrInput | kAttrOutput))) a.io_index = 4;
+    if (!(f & kAttrInMaps)) a.imap = {0, 1, 1}, a.fmap = 1;
+    if (!(f & kAttrOMap)) a.omap = {1, 0, 0};
+    if (!(f & kAttrBody)) a.body = 0;
+    if (!(f & kAttrScalar)) a.has_scalar = true, a.scalar = Scalar{7, 0}, a.scalar_pos = 0;
+    EXPECT_EQ(op_rank(g, noisy), op_rank(g, op)) << op_name(op.kind);
+    EXPECT_EQ(op_rank(g, noisy), op_rank(g, Op{op.kind, op.inputs, op.outputs, used_attrs(op.kind, noisy.attrs)}));
+  }
+  // Fields it does use still count.
+  Op other = g.ops[2];
+  other.attrs.dim = 0;
+  EXPECT_NE(op_rank(g, other), op_rank(g, g.ops[2]));
+  other = g.ops[3];
+  other.attrs.scalar = Scalar{3, 0};
+  EXPECT_NE(op_rank(g, other), op_rank(g, g.ops[3]));
+}
+
 /// X[4, 64] · W[64, 64]: X's dims range over rows (free) and k (contracted), W's over k and
 /// columns (free).
 OperandIndexUse xw_use() {
