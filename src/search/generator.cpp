@@ -132,15 +132,25 @@ const OpAttrs& default_attrs() {
   static const OpAttrs d;
   return d;
 }
-}  // namespace
 
-OpRank op_rank(const Graph& g, const Op& op) {
+/// op_rank without its attr: what try_op compares first.
+OpRank op_rank_operands(const Op& op) {
   OpRank r;
   r.kind = static_cast<int32_t>(op.kind);
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     r.max_input = std::max(r.max_input, op.inputs[i].value);
     if (i < 3) r.inputs[i] = op.inputs[i].value;
   }
+  return r;
+}
+
+/// Whether a and b agree on all but attr.
+bool same_operands(const OpRank& a, const OpRank& b) {
+  return a.max_input == b.max_input && a.kind == b.kind && a.inputs == b.inputs;
+}
+
+/// op_rank's attr: a dependent chain of some fifteen mixes.
+uint64_t op_rank_attr(const Graph& g, const Op& op) {
   // The fields used_attrs keeps, read in place (a copy of the OpAttrs per call was a tenth of the
   // block search's time); unused ones hash as their defaults, as in that copy.
   const OpAttrs& a = op.attrs;
@@ -163,7 +173,13 @@ OpRank op_rank(const Graph& g, const Op& op) {
   }
   h = mix(h, static_cast<uint64_t>((in_maps ? a.fmap : d.fmap) + 2));
   if ((f & kAttrBody) && a.body >= 0) h = mix(h, hash_value(g.bodies[static_cast<size_t>(a.body)]));
-  r.attr = h;
+  return h;
+}
+}  // namespace
+
+OpRank op_rank(const Graph& g, const Op& op) {
+  OpRank r = op_rank_operands(op);
+  r.attr = op_rank_attr(g, op);
   return r;
 }
 
@@ -1233,7 +1249,11 @@ class BlockSearch {
     probe_.inputs.clear();
     for (int32_t i : operand_ids) probe_.inputs.push_back(TensorId(i));
     probe_.attrs = attrs;
-    const OpRank rank = op_rank(bg_, probe_);
+    // The attr part of the rank only decides between ops on the same operands: it is hashed
+    // where it decides, and otherwise once the op is in (the child's `last`).
+    OpRank rank = op_rank_operands(probe_);
+    const bool tie = same_operands(rank, last);
+    if (tie) rank.attr = op_rank_attr(bg_, probe_);
     if (!(rank > last)) return;
     // A concat is only there to feed a matmul (the LoRA rewrite): nothing else may read one.
     for (int32_t i : operand_ids)
@@ -1247,6 +1267,7 @@ class BlockSearch {
     if (!append_checked(kind, operands, attrs, /*replayed=*/false)) return;
     MUGRAPH_CHECK(ops_needed() == needed) << "ops_needed_with predicted " << needed << " for a " << op_info(kind).name
                                           << ", appending it gives " << ops_needed();
+    if (!tie) rank.attr = op_rank_attr(bg_, bg_.ops.back());
     dfs(rank);
     pop_op();
   }
