@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "json_reader.h"
 #include "mugraph/validate.h"
@@ -300,10 +301,10 @@ void check_checkpoint_program(const CheckpointState& st, const Graph& program, c
     throw UserError(where + ": not a graph of the program being searched: " + why, SourceLoc{path});
   };
   // Sibling tasks share their prefix: each is checked once.
-  std::unordered_map<const Graph*, bool> checked;
+  std::unordered_set<const Graph*> checked;
   for (size_t i = 0; i < st.pending.size(); ++i) {
     const Graph* prefix = st.pending[i].prefix.get();
-    if (!checked.emplace(prefix, true).second) continue;
+    if (!checked.insert(prefix).second) continue;
     if (std::string why = program_mismatch(*prefix, program, false); !why.empty())
       fail("/pending/" + std::to_string(i) + ": its prefix", why);
   }

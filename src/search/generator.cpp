@@ -1267,7 +1267,7 @@ class BlockSearch {
     if (!append_checked(kind, operands, attrs, /*replayed=*/false)) return;
     MUGRAPH_CHECK(ops_needed() == needed) << "ops_needed_with predicted " << needed << " for a " << op_info(kind).name
                                           << ", appending it gives " << ops_needed();
-    if (!tie) rank.attr = op_rank_attr(bg_, bg_.ops.back());
+    if (!tie) rank.attr = op_rank_attr(bg_, probe_);  // probe_ is as it was: the recursion has not begun
     dfs(rank);
     pop_op();
   }
