@@ -82,10 +82,18 @@ void binary_field(OpKind kind, const UView& a, const UView& b, const MutUView& o
       const uint32_t* y = b.data + off[2];
       switch (kind) {
         case OpKind::add:
-          for (int64_t j = 0; j < n; ++j) o[j * so] = static_cast<uint32_t>(ff::add(x[j * sa], y[j * sb], M));
+          if (so == 1) {
+            ff_add_run(M, false, x, sa, y, sb, o, n);
+          } else {
+            for (int64_t j = 0; j < n; ++j) o[j * so] = static_cast<uint32_t>(ff::add(x[j * sa], y[j * sb], M));
+          }
           break;
         case OpKind::sub:
-          for (int64_t j = 0; j < n; ++j) o[j * so] = static_cast<uint32_t>(ff::sub(x[j * sa], y[j * sb], M));
+          if (so == 1) {
+            ff_add_run(M, true, x, sa, y, sb, o, n);
+          } else {
+            for (int64_t j = 0; j < n; ++j) o[j * so] = static_cast<uint32_t>(ff::sub(x[j * sa], y[j * sb], M));
+          }
           break;
         default:  // mul (and div by inverses)
           if (so == 1) {

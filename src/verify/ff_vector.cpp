@@ -255,6 +255,34 @@ __attribute__((target("avx512f"))) int64_t pow_run_avx512(const uint32_t* low, c
   return j;
 }
 
+/// Sixteen residues from p on, or p's one broadcast (stride 0).
+__attribute__((target("avx512f"))) inline __m512i load16(const uint32_t* p, int64_t stride) {
+  return stride == 0 ? _mm512_set1_epi32(static_cast<int>(*p)) : _mm512_loadu_si512(p);
+}
+
+/// x ± y mod M, sixteen at a time. Residues are below M < 2^31, so a sum does not wrap and the
+/// smaller of s and s − M (which wraps when s < M) is the residue; a difference that wrapped is
+/// made good by + M the same way.
+template <uint64_t M, bool Subtract>
+__attribute__((target("avx512f"))) int64_t add_run_avx512(const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy,
+                                                          uint32_t* o, int64_t n) {
+  const __m512i m = _mm512_set1_epi32(static_cast<int>(M));
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512i a = load16(x + j * sx, sx), b = load16(y + j * sy, sy);
+    __m512i r;
+    if constexpr (Subtract) {
+      const __m512i d = _mm512_sub_epi32(a, b);
+      r = _mm512_min_epu32(d, _mm512_add_epi32(d, m));
+    } else {
+      const __m512i s = _mm512_add_epi32(a, b);
+      r = _mm512_min_epu32(s, _mm512_sub_epi32(s, m));
+    }
+    _mm512_storeu_si512(o + j, r);
+  }
+  return j;
+}
+
 /// ff::sqrt_pm of V groups of eight residues at once: x^((M+1)/4) by squaring from the exponent's
 /// top bit down, then the smaller of ±r. Each group's 40-odd products depend one on the next, so
 /// groups side by side are what keeps the multipliers busy.
@@ -396,6 +424,22 @@ void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t*
       j = mul_run_avx512<M>(x, sx, y, sy, o, n);
 #endif
     for (; j < n; ++j) o[j] = static_cast<uint32_t>(uint64_t{x[j * sx]} * y[j * sy] % M);
+  });
+}
+
+void ff_add_run(uint64_t modulus, bool subtract, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy,
+                uint32_t* o, int64_t n) {
+  with_modulus(modulus, "ff_add_run", [&]<uint64_t M>() {
+    int64_t j = 0;
+#if MUGRAPH_FF_X86
+    if (ff_vector_isa() == FFVectorIsa::avx512 && (sx == 0 || sx == 1) && (sy == 0 || sy == 1))
+      j = subtract ? add_run_avx512<M, true>(x, sx, y, sy, o, n) : add_run_avx512<M, false>(x, sx, y, sy, o, n);
+#endif
+    if (subtract) {
+      for (; j < n; ++j) o[j] = static_cast<uint32_t>(ff::sub(x[j * sx], y[j * sy], M));
+    } else {
+      for (; j < n; ++j) o[j] = static_cast<uint32_t>(ff::add(x[j * sx], y[j * sy], M));
+    }
   });
 }
 

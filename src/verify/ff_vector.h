@@ -34,6 +34,12 @@ void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, co
 /// (off by at most one), the remainder corrected once in each direction.
 void ff_mul_run(uint64_t modulus, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy, uint32_t* o, int64_t n);
 
+/// o[j] = x[j·sx] + y[j·sy] mod `modulus` (kP or kQ), or x − y with `subtract`, for j < n, every
+/// residue below the modulus; either stride may be 0. With AVX-512 and strides of 0 or 1, sixteen
+/// at a time.
+void ff_add_run(uint64_t modulus, bool subtract, const uint32_t* x, int64_t sx, const uint32_t* y, int64_t sy,
+                uint32_t* o, int64_t n);
+
 /// o[j] = low[e_j mod 2^low_bits] · high[e_j >> low_bits] mod p for e_j = e[j·se], j < n: a power
 /// g^e_j from the tables of g^i and g^(2^low_bits·i) (exp's ω^x). With AVX-512 and a stride of 0
 /// or 1, eight at a time (two gathers and mul_mod8).

@@ -196,6 +196,41 @@ TEST(FFPowRun, EveryInstructionSetAgreesWithPow) {
   }
 }
 
+TEST(FFAddRun, EveryInstructionSetAgreesWithAddAndSub) {
+  // Sums at and around the modulus (where s − M stops wrapping), differences around 0 (where
+  // x − y wraps), broadcasts, and random residues.
+  IsaScope scope;
+  for (FFVectorIsa isa : kIsas) {
+    if (!set_ff_vector_isa(isa)) continue;
+    std::mt19937_64 rng(17);
+    for (uint64_t modulus : {kP, kQ}) {
+      std::vector<uint32_t> x, y;
+      for (uint64_t v : {uint64_t{0}, uint64_t{1}, modulus / 2, modulus / 2 + 1, modulus - 2, modulus - 1})
+        for (uint64_t w : {uint64_t{0}, uint64_t{1}, modulus / 2, modulus - (modulus / 2), modulus - 1}) {
+          x.push_back(static_cast<uint32_t>(v));
+          y.push_back(static_cast<uint32_t>(w));
+        }
+      for (int i = 0; i < 3000; ++i) {
+        x.push_back(static_cast<uint32_t>(rng() % modulus));
+        y.push_back(static_cast<uint32_t>(rng() % modulus));
+      }
+      const auto n = static_cast<int64_t>(x.size());
+      for (bool subtract : {false, true})
+        for (auto [sx, sy, len] :
+             {std::array<int64_t, 3>{1, 1, n}, {1, 0, n - 5}, {0, 1, 21}, {2, 1, n / 2}, {1, 1, 15}}) {
+          std::vector<uint32_t> o(static_cast<size_t>(len), 0xdeadbeefu);
+          ff_add_run(modulus, subtract, x.data(), sx, y.data(), sy, o.data(), len);
+          for (int64_t j = 0; j < len; ++j) {
+            const uint64_t a = x[static_cast<size_t>(j * sx)], b = y[static_cast<size_t>(j * sy)];
+            ASSERT_EQ(o[static_cast<size_t>(j)], subtract ? ff::sub(a, b, modulus) : ff::add(a, b, modulus))
+                << ff_vector_isa_name(isa) << (subtract ? " sub" : " add") << " strides " << sx << "," << sy << " at "
+                << j;
+          }
+        }
+    }
+  }
+}
+
 TEST(FFSqrtRun, EveryInstructionSetAgreesWithSqrtPm) {
   // Squares and non-squares, 0, 1, M − 1 (a non-square: M ≡ 3 mod 4) and random residues,
   // against the scalar sqrt_pm, which FField.SqrtIsPlusMinusRoot checks against its definition.
