@@ -163,36 +163,27 @@ class UGraph:
         if self._free_names is None or self._free_names[0] != len(bindings):
             self._free_names = (len(bindings), [n for n in names if n not in bindings])
         free = self._free_names[1]
-        if not named and len(inputs) == len(free):
-            # The usual call: every free input given in order, the rest bound.
-            if not bindings:
-                return list(inputs)
-            values = dict(zip(free, inputs))
-            device = _device_of(inputs)
-            as_numpy = bool(inputs) and device is None  # as below
-            for name in names:
-                if name not in values:
-                    value = bindings[name](device)
-                    if as_numpy:
-                        value = value.float().numpy()
-                    values[name] = value
-            return [values[n] for n in names]
+        usual = not named and len(inputs) == len(free)  # every free input given in order, the rest bound
+        if usual and not bindings:
+            return list(inputs)
         values = dict(zip(free, inputs)) if len(inputs) <= len(free) else None
-        if values is None:
-            if len(inputs) == len(names):
-                values = dict(zip(names, inputs))
-            else:
-                raise _core.MugraphError(f"the μGraph takes {len(free)} inputs ({', '.join(free)}), "
-                                         f"{len(inputs)} given")
-        for name, value in named.items():
-            if name not in names:
-                raise _core.MugraphError(f"the μGraph has no input named {name!r}; its inputs are {', '.join(names)}")
-            if name in values:
-                raise _core.MugraphError(f"input {name} is given twice")
-            values[name] = value
-        missing = [n for n in names if n not in values and n not in bindings]
-        if missing:
-            raise _core.MugraphError(f"missing input{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
+        if not usual:
+            if values is None:
+                if len(inputs) == len(names):
+                    values = dict(zip(names, inputs))
+                else:
+                    raise _core.MugraphError(f"the μGraph takes {len(free)} inputs ({', '.join(free)}), "
+                                             f"{len(inputs)} given")
+            for name, value in named.items():
+                if name not in names:
+                    raise _core.MugraphError(
+                        f"the μGraph has no input named {name!r}; its inputs are {', '.join(names)}")
+                if name in values:
+                    raise _core.MugraphError(f"input {name} is given twice")
+                values[name] = value
+            missing = [n for n in names if n not in values and n not in bindings]
+            if missing:
+                raise _core.MugraphError(f"missing input{'s' if len(missing) > 1 else ''}: {', '.join(missing)}")
         device = _device_of(values.values())
         # Bound values follow the caller's: NumPy arrays where every value given is one.
         as_numpy = bool(values) and device is None

@@ -270,10 +270,11 @@ std::vector<const Op*> input_ops(const Graph& g) {
   return r;
 }
 
-/// Why `g`'s inputs (and, for a candidate, outputs) are not those of `program`; empty if they are.
-std::string program_mismatch(const Graph& g, const Graph& program, bool candidate) {
+/// Why `g`'s inputs (and, for a candidate, outputs) are not those of `program`, whose input ops
+/// are `want`; empty if they are.
+std::string program_mismatch(const Graph& g, const Graph& program, const std::vector<const Op*>& want, bool candidate) {
   if (g.level != Level::kernel) return "expected a kernel graph";
-  const std::vector<const Op*> want = input_ops(program), have = input_ops(g);
+  const std::vector<const Op*> have = input_ops(g);
   for (size_t i = 0; i < std::max(want.size(), have.size()); ++i) {
     if (i >= have.size()) return "the program's input " + want[i]->attrs.name + " is missing";
     if (i >= want.size()) return "input " + have[i]->attrs.name + " is not an input of the program";
@@ -300,16 +301,17 @@ void check_checkpoint_program(const CheckpointState& st, const Graph& program, c
   auto fail = [&](const std::string& where, const std::string& why) {
     throw UserError(where + ": not a graph of the program being searched: " + why, SourceLoc{path});
   };
+  const std::vector<const Op*> want = input_ops(program);
   // Sibling tasks share their prefix: each is checked once.
   std::unordered_set<const Graph*> checked;
   for (size_t i = 0; i < st.pending.size(); ++i) {
     const Graph* prefix = st.pending[i].prefix.get();
     if (!checked.insert(prefix).second) continue;
-    if (std::string why = program_mismatch(*prefix, program, false); !why.empty())
+    if (std::string why = program_mismatch(*prefix, program, want, false); !why.empty())
       fail("/pending/" + std::to_string(i) + ": its prefix", why);
   }
   for (size_t i = 0; i < st.candidates.size(); ++i)
-    if (std::string why = program_mismatch(st.candidates[i].graph, program, true); !why.empty())
+    if (std::string why = program_mismatch(st.candidates[i].graph, program, want, true); !why.empty())
       fail("/candidates/" + std::to_string(i) + "/graph", why);
 }
 
