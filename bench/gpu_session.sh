@@ -19,6 +19,10 @@
 #   overlap    each loop product landing an iteration later (--matmul-overlap on) against in its
 #              own iteration, with the emitter's stages and with 4 (Figure 3b and 10b)
 #                                                                             -> overlap.jsonl
+#   anatomy    bench/loop_anatomy.py: Figures 3b and 10b with the loop's loads, its matmul or its
+#              SIMT ops left out in turn, matmul overlap off and on: which part the time is
+#              (the variants compute wrong results; timed, not checked)
+#                                                              -> anatomy.{md,jsonl}
 #   operands   wgmma operands in place against staged, products summed in registers against
 #              stored, chosen tile layouts against row-major
 #              (Figure 3b and 10b)                          -> operands.jsonl, layouts.jsonl
@@ -68,7 +72,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check overlap pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
+ALL_STEPS="build check overlap anatomy pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -131,7 +135,7 @@ min_seconds() {
 min_seconds_of() {
   case $1 in
     build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
-    overlap) echo 40 ;;
+    overlap) echo 40 ;; anatomy) echo 60 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
     paper_bytes) echo 60 ;; paper_grid3d) echo 90 ;; profile) echo 30 ;;
@@ -255,6 +259,16 @@ run_step() {
       done
     done
     echo "overlap: $failed of 8 failed or did not match the interpreter"
+    ((failed == 0))
+    ;;
+  anatomy)
+    local failed=0 overlap
+    for overlap in off on; do
+      MUGRAPH_BIN=$BIN python3 "$ROOT/bench/loop_anatomy.py" --work "$CACHE/anatomy-$overlap" \
+        --codegen-args "--matmul-overlap $overlap" --json "$W/anatomy.jsonl" --markdown "$W/anatomy_$overlap.md" \
+        --warmup 20 --repeats 200 --run-timeout 60 || failed=$((failed + 1))
+    done
+    cat "$W"/anatomy_*.md > "$W/anatomy.md" 2> /dev/null
     ((failed == 0))
     ;;
   operands)

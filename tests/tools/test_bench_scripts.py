@@ -495,3 +495,95 @@ def test_half2_exactness_check_builds_and_says_when_there_is_no_gpu(tmp_path):
     else:
         assert r.returncode == 0, r.stdout + r.stderr
         assert r.stdout.count("all the f32 path's bits") == 4, r.stdout
+
+
+# bench/loop_anatomy.py: the loop's parts left out of the generated code in turn.
+import loop_anatomy as la  # noqa: E402
+
+ANATOMY = SOURCE_DIR / "bench" / "loop_anatomy.py"
+FIG3B = SOURCE_DIR / "examples" / "ugraphs" / "rmsnorm_fig3b.json"
+FIG10B = SOURCE_DIR / "examples" / "ugraphs" / "gated_mlp_fig10b.json"
+
+
+def generated_source(mugraph_bin, path, target, tmp_path, *options):
+    out = tmp_path / f"{path.stem}-{target}-{len(options)}"
+    subprocess.run([mugraph_bin, "codegen", str(path), "--target", target, "-o", str(out), *options], check=True,
+                   capture_output=True, timeout=60)
+    return (out / "ugraph.cu").read_text()
+
+
+def loop_lines(source):
+    lines = source.split("\n")
+    first, end = la.loop_body(lines)
+    return lines[first:end]
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_80"])
+def test_loop_anatomy_leaves_out_each_part_and_nothing_else(mugraph_bin, tmp_path, target):
+    source = generated_source(mugraph_bin, FIG3B, target, tmp_path)
+    calls = {"loads": la.LOAD_CALLS, "matmul": la.MATMUL_CALLS, "simt": la.SIMT_CALLS}
+    def count(text, part, loop_only=False):
+        lines = loop_lines(text) if loop_only else text.split("\n")
+        return sum(1 for line in lines if line.strip().startswith(calls[part]))
+    for part in calls:
+        assert count(source, part, loop_only=True) > 0, (part, source)
+    for variant, parts in la.VARIANTS.items():
+        cut, removed = la.remove_parts(source, parts)
+        kept = set(source.split("\n")) - set(cut.split("\n"))
+        assert all(line.strip().startswith(tuple(c for p in parts for c in calls[p])) for line in kept), kept
+        for part in calls:
+            if part in parts:  # gone from the loop; loads from the whole kernel (the pipeline's first tiles)
+                assert count(cut, part, loop_only=part != "loads") == 0, (variant, part)
+            else:
+                assert count(cut, part) == count(source, part), (variant, part)
+        assert removed == sum(count(source, p, loop_only=p != "loads") for p in parts), (variant, removed)
+        # Everything else stays: the barriers, the kernel's braces, the code after the loop.
+        assert cut.count("mgd::sync_block();") == source.count("mgd::sync_block();")
+        assert cut.count("{") - cut.count("}") == source.count("{") - source.count("}")
+
+
+def test_loop_anatomy_takes_a_deferred_products_land_with_its_matmul(mugraph_bin, tmp_path):
+    # With --matmul-overlap on, a product issued in the last iteration lands after the loop: the
+    # land goes with the matmul, or it would wait for a group never issued.
+    source = generated_source(mugraph_bin, FIG3B, "sm_90a", tmp_path, "--matmul-overlap", "on")
+    assert source.count("mgd::matmul_wgmma_land(") == 2 and "mgd::matmul_wgmma_issue<" in source
+    cut, removed = la.remove_parts(source, ("matmul",))
+    assert "mgd::matmul_wgmma" not in cut, cut
+    assert removed == 3, removed  # the loop's land and issue, and the land after the loop
+    # The μGraph without a loop has nothing to leave out.
+    assert la.remove_parts("__global__ void k() {\n  x();\n}\n", ("loads",)) == ("__global__ void k() {\n  x();\n}\n", 0)
+
+
+def test_loop_anatomy_builds_every_variant_with_nvcc(mugraph_bin, sanitized_build, tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc not found (install the CUDA toolkit)")
+    if sanitized_build:
+        pytest.skip("nvcc does the work; the Release pass builds the variants")
+    r = subprocess.run([sys.executable, str(ANATOMY), str(FIG3B), str(FIG10B), "--build-only", "--work", str(tmp_path),
+                        "--codegen-args", "--matmul-overlap on"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "MUGRAPH_BIN": mugraph_bin})
+    assert r.returncode == 0, r.stdout + r.stderr
+    # Figure 10b's loop has no SIMT op: that variant is the full code, so it is not built.
+    assert "gated_mlp_fig10b: no_simt: nothing to leave out" in r.stderr, r.stderr
+    assert "built 9 of 9 variants" in r.stdout, r.stdout
+    for name, variant in [("rmsnorm_fig3b", "no_loads"), ("gated_mlp_fig10b", "loads_only")]:
+        assert os.access(tmp_path / name / variant / "bench", os.X_OK)
+        assert "tma_load" not in (tmp_path / name / "no_loads" / "ugraph.cu").read_text()
+
+
+def test_loop_anatomy_runs_a_variant_without_loads_to_the_end(mugraph_bin, sanitized_build, tmp_path):
+    # On a GPU a variant that waits for a load it never issued would hang and take the lease with
+    # it; the emulation runs Figure 3b without its loads to the end and reports a time. (With the
+    # pipeline's first tiles still loaded, the emulation aborts: copies never waited for.)
+    pytest.importorskip("numpy")
+    if sanitized_build:
+        pytest.skip("the host compiler and the emulation do the work; the Release pass runs it")
+    json_out = tmp_path / "anatomy.jsonl"
+    r = subprocess.run([sys.executable, str(ANATOMY), str(FIG3B), "--emulate", "--variants", "no_loads",
+                        "--work", str(tmp_path / "work"), "--json", str(json_out)],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "MUGRAPH_BIN": mugraph_bin})
+    assert r.returncode == 0, r.stdout + r.stderr
+    line = json.loads(json_out.read_text())
+    assert line["variant"] == "no_loads" and line["statements_removed"] == 9 and line["emulated"], line
+    assert line["result"]["median_us"] > 0, line
+    assert "| no_loads | 9 |" in r.stdout and "emulated: times mean nothing" in r.stdout, r.stdout
