@@ -2,7 +2,9 @@
 """Generated CUDA against PyTorch, on a GPU: the Figure 3b RMSNorm+Linear and the Figure 10b
 GatedMLP μGraphs (examples/ugraphs/) at the paper's shapes, against PyTorch eager and
 torch.compile on the same inputs, timed the same way, next to each μGraph's memory-bandwidth
-floor.
+floor. Each case also times its split-k variant (`*_split_k.json`: the reduced dim split across
+blocks too, so that each block reads W in wider rows, and a second kernel sums the partials),
+with the emitter's pipeline stages.
 
 Every variant is timed alike: CUDA events around each call, warm-up calls first, the median of
 many calls, and the inputs rotated over enough copies (at least twice the L2 cache) that no call
@@ -52,6 +54,7 @@ CASES = {
     "rmsnorm": {
         "title": "RMSNorm + Linear (Figure 3b)",
         "ugraph": ROOT / "examples/ugraphs/rmsnorm_fig3b.json",
+        "variants": {"split k": ROOT / "examples/ugraphs/rmsnorm_fig3b_split_k.json"},
         "inputs": [("X", [16, 4096]), ("G", [4096]), ("W", [4096, 4096])],
         "output": [16, 4096],
         "fn": rmsnorm_linear,
@@ -59,6 +62,7 @@ CASES = {
     "gated_mlp": {
         "title": "GatedMLP (Figure 10b)",
         "ugraph": ROOT / "examples/ugraphs/gated_mlp_fig10b.json",
+        "variants": {"split k": ROOT / "examples/ugraphs/gated_mlp_fig10b_split_k.json"},
         "inputs": [("X", [8, 4096]), ("W1", [4096, 4096]), ("W2", [4096, 4096])],
         "output": [8, 4096],
         "fn": gated_mlp,
@@ -114,8 +118,8 @@ def copy_bandwidth(torch, warmup, repeats):
     return 2 * n * 2 / (median_us * 1e-6)
 
 
-def run_mugraph(args, case, npy_paths, stages, overlap="off"):
-    cmd = [args.mugraph, "bench", str(case["ugraph"]), "--target", args.target, "--json", "--warmup",
+def run_mugraph(args, ugraph, npy_paths, stages, overlap="off"):
+    cmd = [args.mugraph, "bench", str(ugraph), "--target", args.target, "--json", "--warmup",
            str(args.warmup), "--repeats", str(args.repeats), "--matmul-overlap", overlap]
     if stages:
         cmd += ["--stages", str(stages)]
@@ -206,14 +210,18 @@ def main():
                         row["variants"].append({"name": f"torch.compile ({mode})" + (" + CUDA graph" if graph else ""),
                                                 "median_us": med, "min_us": mn, "ok": err <= 1e-2 * scale,
                                                 "max_rel_error_vs_eager": err / scale})
-            for stages, overlap in [(int(s), o) for s in args.stages.split(",")
-                                    for o in args.matmul_overlap.split(",")]:
-                m = run_mugraph(args, case, npy, stages, overlap)
+            overlaps = args.matmul_overlap.split(",")
+            runs = [(None, case["ugraph"], int(s), o) for s in args.stages.split(",") for o in overlaps]
+            runs += [(label, path, 0, o) for label, path in case.get("variants", {}).items() for o in overlaps]
+            for label, ugraph, stages, overlap in runs:
+                m = run_mugraph(args, ugraph, npy, stages, overlap)
                 rel = max((o["max_abs_error"] / max(o["max_abs_reference"], 1e-30)) for o in m["outputs"])
-                notes = ([f"{stages} stages"] if stages else []) + (["products landing late"] if overlap == "on" else [])
+                notes = (([label] if label else []) + ([f"{stages} stages"] if stages else []) +
+                         (["products landing late"] if overlap == "on" else []))
                 name = "mugraph" + (f" ({', '.join(notes)})" if notes else "")
                 row["variants"].append({"name": name, "median_us": m["median_us"], "min_us": m["min_us"], "ok": m["ok"],
-                                        "max_rel_error_vs_interpreter": rel, "device": m["device"]})
+                                        "max_rel_error_vs_interpreter": rel, "device": m["device"],
+                                        "ugraph": str(pathlib.Path(ugraph).relative_to(ROOT))})
                 if "graph_median_us" in m:  # the harness's replays of the same runs from CUDA graphs
                     row["variants"].append({"name": name + " + CUDA graph", "median_us": m["graph_median_us"],
                                             "min_us": m["graph_min_us"], "ok": m["ok"],

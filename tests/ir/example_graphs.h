@@ -69,6 +69,51 @@ inline Graph rmsnorm_fig3b(int64_t rows = 16, int64_t h = 4096, int64_t n = 4096
   return k;
 }
 
+/// examples/rmsnorm_linear.mg as Figure 3b with the hidden dim split across blocks too, so that
+/// each block reads W in rows 4 times as wide (256 bytes instead of 64). X [rows=16, h=4096],
+/// G [h], W [h, n=4096]. Kernel 1: grid (n / cols = 32, splits = 4); block (c, s) walks its
+/// h / splits = 1024 of the hidden dim in a 4-step loop, as rmsnorm_fig3b does its 4096, and
+/// saves its partial product (X⊙G)·W [16, 128] and partial sum of squares [16, 1] into stacks
+/// whose rows hold one split each (P [splits·16, n], S [splits·16, n / cols]; every column block
+/// saves the same sums of squares). Kernel 2: grid (n / cols), a loop over the splits sums each
+/// block's slot of both stacks and divides the product by sqrt(S / h) in a thread graph. The
+/// partials pass through device memory in f16 (1 MiB of the 33 MiB the μGraph moves).
+inline Graph rmsnorm_fig3b_split_k(int64_t rows = 16, int64_t h = 4096, int64_t n = 4096, int64_t cols = 128,
+                                   int64_t splits = 4, int64_t loop = 4) {
+  const std::array<int8_t, 3> kY1{kPhi, 1, kPhi}, kY0{kPhi, 0, kPhi}, kX1Y0{1, 0, kPhi};
+  Graph k;
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId gm = k.add_input("G", {h});
+  TensorId w = k.add_input("W", {h, n});
+  Graph b1 = make_block_graph({k.type(x), k.type(gm), k.type(w)}, Dim3{n / cols, splits, 1}, loop);
+  TensorId xt = b1.add(OpKind::input_iterator, {}, iterator(0, kY1, 1));   // [16, 256]
+  TensorId gt = b1.add(OpKind::input_iterator, {}, iterator(1, kY0, 0));   // [256]
+  TensorId wt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 0));  // [256, 128]
+  TensorId ssq = b1.add(OpKind::sum, {b1.add(OpKind::sqr, {xt})}, reduce(1));  // [16, 1]
+  TensorId mm = b1.add(OpKind::matmul, {b1.add(OpKind::mul, {xt, gt}), wt});   // [16, 128]
+  b1.add(OpKind::output_saver, {b1.add(OpKind::accum, {mm}, accum(kPhi))}, saver(0, kX1Y0));
+  b1.add(OpKind::output_saver, {b1.add(OpKind::accum, {ssq}, accum(kPhi))}, saver(1, kX1Y0));
+  auto k1 = k.append_with_body(OpKind::graph_kernel, {x, gm, w}, std::move(b1));
+  TensorId partials = output_of(k, k1, 0);  // [64, 4096]
+  TensorId sums = output_of(k, k1, 1);      // [64, 32]
+
+  Graph b2 = make_block_graph({k.type(partials), k.type(sums)}, Dim3{n / cols, 1, 1}, splits);
+  TensorId pt = b2.add(OpKind::input_iterator, {}, iterator(0, kX1, 0));  // [16, 128]
+  TensorId st = b2.add(OpKind::input_iterator, {}, iterator(1, kX1, 0));  // [16, 1]
+  TensorId p_acc = b2.add(OpKind::accum, {pt}, accum(kPhi));
+  TensorId s_acc = b2.add(OpKind::accum, {st}, accum(kPhi));
+  Graph t = make_thread_graph({b2.type(p_acc), b2.type(s_acc)});
+  TensorId t_p = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t_s = t.add(OpKind::input_iterator, {}, load(1));
+  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_s}, constant(std::to_string(h).c_str()))});
+  t.add(OpKind::output_saver, {t.add(OpKind::div, {t_p, rms})}, saver(0));
+  auto fused = b2.append_with_body(OpKind::thread_graph, {p_acc, s_acc}, std::move(t));
+  b2.add(OpKind::output_saver, {output_of(b2, fused)}, saver(0, kX1));
+  auto k2 = k.append_with_body(OpKind::graph_kernel, {partials, sums}, std::move(b2));
+  name_output(k, output_of(k, k2), "O");
+  return k;
+}
+
 /// examples/gated_mlp.mg as in the paper's Figure 10b. X [rows=8, h=4096], W1, W2 [h, n=4096]. 128
 /// blocks each own 32 columns of W1 and W2; the for-loop walks the reduced dim in 16 steps of
 /// 256 and accumulates both products; a thread graph computes silu(A1) ⊙ A2 once per block.
@@ -92,6 +137,45 @@ inline Graph gated_mlp_fig10b(int64_t rows = 8, int64_t h = 4096, int64_t n = 40
   b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
   auto kop = k.append_with_body(OpKind::graph_kernel, {x, w1, w2}, std::move(b));
   name_output(k, output_of(k, kop), "O");
+  return k;
+}
+
+/// examples/gated_mlp.mg as Figure 10b with the reduced dim split across blocks too, so that each
+/// block reads W1 and W2 in rows twice as wide (128 bytes instead of 64). X [rows=8, h=4096],
+/// W1, W2 [h, n=4096]. Kernel 1: grid (n / cols = 64, splits = 2); block (c, s) walks its
+/// h / splits = 2048 of the reduced dim in an 8-step loop and saves its partial products X·W1
+/// and X·W2 [8, 64] into stacks whose rows hold one split each ([splits·8, n]). Kernel 2: grid
+/// (n / cols), a loop over the splits sums each block's slot of both stacks, and a thread graph
+/// computes silu(A1) ⊙ A2 (silu needs the whole sum, so it cannot move into kernel 1).
+inline Graph gated_mlp_fig10b_split_k(int64_t rows = 8, int64_t h = 4096, int64_t n = 4096, int64_t cols = 64,
+                                      int64_t splits = 2, int64_t loop = 8) {
+  const std::array<int8_t, 3> kY1{kPhi, 1, kPhi}, kX1Y0{1, 0, kPhi};
+  Graph k;
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId w1 = k.add_input("W1", {h, n});
+  TensorId w2 = k.add_input("W2", {h, n});
+  Graph b1 = make_block_graph({k.type(x), k.type(w1), k.type(w2)}, Dim3{n / cols, splits, 1}, loop);
+  TensorId xt = b1.add(OpKind::input_iterator, {}, iterator(0, kY1, 1));     // [8, 256]
+  TensorId w1t = b1.add(OpKind::input_iterator, {}, iterator(1, kX1Y0, 0));  // [256, 64]
+  TensorId w2t = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 0));  // [256, 64]
+  TensorId acc1 = b1.add(OpKind::accum, {b1.add(OpKind::matmul, {xt, w1t})}, accum(kPhi));  // [8, 64]
+  TensorId acc2 = b1.add(OpKind::accum, {b1.add(OpKind::matmul, {xt, w2t})}, accum(kPhi));  // [8, 64]
+  b1.add(OpKind::output_saver, {acc1}, saver(0, kX1Y0));
+  b1.add(OpKind::output_saver, {acc2}, saver(1, kX1Y0));
+  auto k1 = k.append_with_body(OpKind::graph_kernel, {x, w1, w2}, std::move(b1));
+  TensorId p1 = output_of(k, k1, 0), p2 = output_of(k, k1, 1);  // [16, 4096] each
+
+  Graph b2 = make_block_graph({k.type(p1), k.type(p2)}, Dim3{n / cols, 1, 1}, splits);
+  TensorId s1 = b2.add(OpKind::accum, {b2.add(OpKind::input_iterator, {}, iterator(0, kX1, 0))}, accum(kPhi));
+  TensorId s2 = b2.add(OpKind::accum, {b2.add(OpKind::input_iterator, {}, iterator(1, kX1, 0))}, accum(kPhi));
+  Graph t = make_thread_graph({b2.type(s1), b2.type(s2)});
+  TensorId t1 = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t2 = t.add(OpKind::input_iterator, {}, load(1));
+  t.add(OpKind::output_saver, {t.add(OpKind::mul, {t.add(OpKind::silu, {t1}), t2})}, saver(0));
+  auto fused = b2.append_with_body(OpKind::thread_graph, {s1, s2}, std::move(t));
+  b2.add(OpKind::output_saver, {output_of(b2, fused)}, saver(0, kX1));
+  auto k2 = k.append_with_body(OpKind::graph_kernel, {p1, p2}, std::move(b2));
+  name_output(k, output_of(k, k2), "O");
   return k;
 }
 
@@ -244,6 +328,8 @@ inline const std::vector<Example>& all_examples() {
   static const std::vector<Example> examples = {
       {"rmsnorm_fig3b.json", "rmsnorm_linear.mg", [] { return rmsnorm_fig3b(); }},
       {"gated_mlp_fig10b.json", "gated_mlp.mg", [] { return gated_mlp_fig10b(); }},
+      {"rmsnorm_fig3b_split_k.json", "rmsnorm_linear.mg", [] { return rmsnorm_fig3b_split_k(); }},
+      {"gated_mlp_fig10b_split_k.json", "gated_mlp.mg", [] { return gated_mlp_fig10b_split_k(); }},
       {"exp_scale_concat.json", "exp_scale.mg", [] { return exp_scale_concat(); }},
       {"rmsnorm_two_kernels.json", "rmsnorm.mg", [] { return rmsnorm_two_kernels(); }},
       {"gqa_split_kv.json", "gqa.mg", [] { return gqa_split_kv(); }},

@@ -197,10 +197,11 @@ def test_codegen_vs_torch_cases_are_the_example_ugraphs():
     import codegen_vs_torch as cvt
     assert set(cvt.CASES) == {"rmsnorm", "gated_mlp"}
     for key, case in cvt.CASES.items():
-        g = json.loads(case["ugraph"].read_text())["graph"]
-        inputs = [(op["name"], op["shape"]) for op in g["ops"] if op["op"] == "input"]
-        assert inputs == [(n, s) for n, s in case["inputs"]], key
-        assert [g["tensors"][o["tensor"]]["shape"] for o in g["outputs"]] == [case["output"]], key
+        for path in [case["ugraph"], *case["variants"].values()]:  # the variants take the same inputs
+            g = json.loads(path.read_text())["graph"]
+            inputs = [(op["name"], op["shape"]) for op in g["ops"] if op["op"] == "input"]
+            assert inputs == [(n, s) for n, s in case["inputs"]], path
+            assert [g["tensors"][o["tensor"]]["shape"] for o in g["outputs"]] == [case["output"]], path
 
 
 def test_gpu_session_packs_the_binary_with_its_libraries(mugraph_bin, tmp_path):
@@ -242,7 +243,7 @@ def run_gpu_session(tmp_path, *args, min_seconds="2", path=None):
 
 
 def test_gpu_session_keeps_its_deadline_and_bundles_what_it_measured(tmp_path):
-    # A 4-s deadline: the build step ends at once, the check step (19 examples, half a second
+    # A 4-s deadline: the build step ends at once, the check step (22 examples, half a second
     # each) is cut at the deadline, and the operands step is skipped. What the check step wrote
     # before the cut comes back in the bundle; OUT holds three files (the device tool brings back 8).
     r = run_gpu_session(tmp_path, "--deadline", "4", "build", "check", "operands")
@@ -257,7 +258,7 @@ def test_gpu_session_keeps_its_deadline_and_bundles_what_it_measured(tmp_path):
     with tarfile.open(out / "results.tar.gz") as tar:
         lines = tar.extractfile("./examples.jsonl").read().decode().splitlines()
         names = tar.getnames()
-    assert 1 <= len(lines) < 19, lines
+    assert 1 <= len(lines) < 22, lines
     assert all(json.loads(line)["result"]["ok"] for line in lines), lines
     assert "./summary.txt" in names and "./log.txt" in names, names
 
@@ -287,7 +288,9 @@ def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_p
                         path=python_dir + os.pathsep + os.environ.get("PATH", ""))
     assert r.returncode == 0, r.stdout + r.stderr
     runs = [line.split() for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
-    assert len(runs) == 20, runs
+    examples = SOURCE_DIR / "examples"
+    files = [*examples.glob("ugraphs/*.json"), *examples.glob("found/*/best.json"), *examples.glob("*.mg")]
+    assert len(runs) == len(files), runs  # one run each
     for words in runs:
         given = {w.split("=")[0]: w.split("=", 1)[1] for w in words if "=" in w and not w.startswith("--")}
         assert sorted(given) == ["K", "Q", "V"], words
@@ -308,7 +311,7 @@ def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_p
                         path=str(tmp_path / "nopy") + os.pathsep + os.environ.get("PATH", ""))
     assert r.returncode == 0, r.stdout + r.stderr
     runs = [line for line in (tmp_path / "args").read_text().splitlines() if "--build-only" not in line]
-    assert len(runs) == 20 and all("--seed 1 --input-scale 0.25" in line for line in runs), runs
+    assert len(runs) == len(files) and all("--seed 1 --input-scale 0.25" in line for line in runs), runs
 
 
 def test_gpu_session_times_the_attention_bests_with_and_without_matmul_chains(tmp_path):
