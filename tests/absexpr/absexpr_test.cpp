@@ -301,7 +301,7 @@ TEST(GraphExprs, EveryExampleUGraphAtEveryLevel) {
     }
     ++files;
   }
-  EXPECT_EQ(files, 6);
+  EXPECT_EQ(files, 10);
 }
 
 // --- concat ----------------------------------------------------------------------------------

@@ -330,6 +330,8 @@ inline const std::vector<Example>& all_examples() {
       {"gated_mlp_fig10b.json", "gated_mlp.mg", [] { return gated_mlp_fig10b(); }},
       {"rmsnorm_fig3b_split_k.json", "rmsnorm_linear.mg", [] { return rmsnorm_fig3b_split_k(); }},
       {"gated_mlp_fig10b_split_k.json", "gated_mlp.mg", [] { return gated_mlp_fig10b_split_k(); }},
+      {"rmsnorm_fig3b_grid64.json", "rmsnorm_linear.mg", [] { return rmsnorm_fig3b(16, 4096, 4096, 64); }},
+      {"gated_mlp_fig10b_grid64.json", "gated_mlp.mg", [] { return gated_mlp_fig10b(8, 4096, 4096, 64); }},
       {"exp_scale_concat.json", "exp_scale.mg", [] { return exp_scale_concat(); }},
       {"rmsnorm_two_kernels.json", "rmsnorm.mg", [] { return rmsnorm_two_kernels(); }},
       {"gqa_split_kv.json", "gqa.mg", [] { return gqa_split_kv(); }},
