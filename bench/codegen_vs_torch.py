@@ -2,9 +2,10 @@
 """Generated CUDA against PyTorch, on a GPU: the Figure 3b RMSNorm+Linear and the Figure 10b
 GatedMLP μGraphs (examples/ugraphs/) at the paper's shapes, against PyTorch eager and
 torch.compile on the same inputs, timed the same way, next to each μGraph's memory-bandwidth
-floor. Each case also times its split-k variant (`*_split_k.json`: the reduced dim split across
-blocks too, so that each block reads W in wider rows, and a second kernel sums the partials),
-with the emitter's pipeline stages.
+floor. Each case also times two variants with the emitter's pipeline stages: split k
+(`*_split_k.json`: the reduced dim split across blocks too, so that each block reads W in wider
+rows, and a second kernel sums the partials) and grid 64 (`*_grid64.json`: 64 blocks of 64
+columns, wider rows on half the SMs).
 
 Every variant is timed alike: CUDA events around each call, warm-up calls first, the median of
 many calls, and the inputs rotated over enough copies (at least twice the L2 cache) that no call
@@ -54,7 +55,8 @@ CASES = {
     "rmsnorm": {
         "title": "RMSNorm + Linear (Figure 3b)",
         "ugraph": ROOT / "examples/ugraphs/rmsnorm_fig3b.json",
-        "variants": {"split k": ROOT / "examples/ugraphs/rmsnorm_fig3b_split_k.json"},
+        "variants": {"split k": ROOT / "examples/ugraphs/rmsnorm_fig3b_split_k.json",
+                     "grid 64": ROOT / "examples/ugraphs/rmsnorm_fig3b_grid64.json"},
         "inputs": [("X", [16, 4096]), ("G", [4096]), ("W", [4096, 4096])],
         "output": [16, 4096],
         "fn": rmsnorm_linear,
@@ -62,7 +64,8 @@ CASES = {
     "gated_mlp": {
         "title": "GatedMLP (Figure 10b)",
         "ugraph": ROOT / "examples/ugraphs/gated_mlp_fig10b.json",
-        "variants": {"split k": ROOT / "examples/ugraphs/gated_mlp_fig10b_split_k.json"},
+        "variants": {"split k": ROOT / "examples/ugraphs/gated_mlp_fig10b_split_k.json",
+                     "grid 64": ROOT / "examples/ugraphs/gated_mlp_fig10b_grid64.json"},
         "inputs": [("X", [8, 4096]), ("W1", [4096, 4096]), ("W2", [4096, 4096])],
         "output": [8, 4096],
         "fn": gated_mlp,
