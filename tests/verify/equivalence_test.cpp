@@ -326,6 +326,12 @@ const SmallExample kSmallExamples[] = {
      [] { return vtest::gated_mlp_program(4, 64, 32); }},
     {"gated_mlp_fig10b_wide", [] { return examples::gated_mlp_fig10b(8, 512, 256, 8, 8); },
      [] { return vtest::gated_mlp_program(8, 512, 256); }},
+    // rows, h, n, cols, splits, loop: kernel 1's grid (n / cols, splits), kernel 2's loop over
+    // the splits, as the committed (16, 4096, 4096, 128, 4, 4) and (8, 4096, 4096, 64, 2, 8).
+    {"rmsnorm_fig3b_split_k", [] { return examples::rmsnorm_fig3b_split_k(4, 64, 32, 8, 4, 2); },
+     [] { return vtest::rmsnorm_linear_program(4, 64, 32); }},
+    {"gated_mlp_fig10b_split_k", [] { return examples::gated_mlp_fig10b_split_k(4, 64, 32, 8, 2, 4); },
+     [] { return vtest::gated_mlp_program(4, 64, 32); }},
     {"exp_scale_concat", [] { return examples::exp_scale_concat(4, 64, 2, 4); },
      [] { return vtest::exp_scale_program(4, 64); }},
     {"rmsnorm_two_kernels", [] { return examples::rmsnorm_two_kernels(4, 64, 4, 2); },
@@ -381,16 +387,17 @@ std::vector<ExamplePair> read_pairs() {
 
 /// Every pair of references.txt at the committed (paper) shapes, with the time each takes
 /// (Release, 2 threads: Figure 3b about 2.5 s, Figure 10b about 21 s, the others under 0.1 s).
-/// Figure 10b (17 tests of two 8×4096×4096 matmuls: its silu keeps the per-test bound at 0.28)
-/// runs only when MUGRAPH_VERIFY_PAPER_SHAPES is set, and in slow (debug or sanitizer) builds
-/// Figure 3b too; their reduced-shape versions above cover the same structure.
+/// The forms of Figure 10b (17 tests of two 8×4096×4096 matmuls each: its silu keeps the
+/// per-test bound at 0.28) run only when MUGRAPH_VERIFY_PAPER_SHAPES is set, and in slow (debug
+/// or sanitizer) builds those of Figure 3b too; their reduced-shape versions above cover the same
+/// structure.
 TEST(Examples, CommittedUGraphsVerifyAgainstTheirPrograms) {
   std::vector<ExamplePair> pairs = read_pairs();
   ASSERT_EQ(pairs.size(), examples::all_examples().size()) << "references.txt and example_graphs.h disagree";
   bool all = std::getenv("MUGRAPH_VERIFY_PAPER_SHAPES") != nullptr;
   int ran = 0;
   for (const ExamplePair& p : pairs) {
-    bool heavy = p.ugraph == "gated_mlp_fig10b.json" || (vtest::slow_build() && p.ugraph == "rmsnorm_fig3b.json");
+    bool heavy = p.program == "gated_mlp.mg" || (vtest::slow_build() && p.program == "rmsnorm_linear.mg");
     if (heavy && !all) {
       std::printf("[ skipped  ] %s at paper shapes (set MUGRAPH_VERIFY_PAPER_SHAPES to run it)\n", p.ugraph.c_str());
       continue;
