@@ -86,9 +86,9 @@ inline Graph rmsnorm_fig3b_split_k(int64_t rows = 16, int64_t h = 4096, int64_t 
   TensorId gm = k.add_input("G", {h});
   TensorId w = k.add_input("W", {h, n});
   Graph b1 = make_block_graph({k.type(x), k.type(gm), k.type(w)}, Dim3{n / cols, splits, 1}, loop);
-  TensorId xt = b1.add(OpKind::input_iterator, {}, iterator(0, kY1, 1));   // [16, 256]
-  TensorId gt = b1.add(OpKind::input_iterator, {}, iterator(1, kY0, 0));   // [256]
-  TensorId wt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 0));  // [256, 128]
+  TensorId xt = b1.add(OpKind::input_iterator, {}, iterator(0, kY1, 1));       // [16, 256]
+  TensorId gt = b1.add(OpKind::input_iterator, {}, iterator(1, kY0, 0));       // [256]
+  TensorId wt = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 0));     // [256, 128]
   TensorId ssq = b1.add(OpKind::sum, {b1.add(OpKind::sqr, {xt})}, reduce(1));  // [16, 1]
   TensorId mm = b1.add(OpKind::matmul, {b1.add(OpKind::mul, {xt, gt}), wt});   // [16, 128]
   b1.add(OpKind::output_saver, {b1.add(OpKind::accum, {mm}, accum(kPhi))}, saver(0, kX1Y0));
@@ -155,9 +155,9 @@ inline Graph gated_mlp_fig10b_split_k(int64_t rows = 8, int64_t h = 4096, int64_
   TensorId w1 = k.add_input("W1", {h, n});
   TensorId w2 = k.add_input("W2", {h, n});
   Graph b1 = make_block_graph({k.type(x), k.type(w1), k.type(w2)}, Dim3{n / cols, splits, 1}, loop);
-  TensorId xt = b1.add(OpKind::input_iterator, {}, iterator(0, kY1, 1));     // [8, 256]
-  TensorId w1t = b1.add(OpKind::input_iterator, {}, iterator(1, kX1Y0, 0));  // [256, 64]
-  TensorId w2t = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 0));  // [256, 64]
+  TensorId xt = b1.add(OpKind::input_iterator, {}, iterator(0, kY1, 1));                    // [8, 256]
+  TensorId w1t = b1.add(OpKind::input_iterator, {}, iterator(1, kX1Y0, 0));                 // [256, 64]
+  TensorId w2t = b1.add(OpKind::input_iterator, {}, iterator(2, kX1Y0, 0));                 // [256, 64]
   TensorId acc1 = b1.add(OpKind::accum, {b1.add(OpKind::matmul, {xt, w1t})}, accum(kPhi));  // [8, 64]
   TensorId acc2 = b1.add(OpKind::accum, {b1.add(OpKind::matmul, {xt, w2t})}, accum(kPhi));  // [8, 64]
   b1.add(OpKind::output_saver, {acc1}, saver(0, kX1Y0));
