@@ -38,6 +38,30 @@ inline void name_output(Graph& k, TensorId t, const std::string& name) {
   k.mark_output(t, name);
 }
 
+/// Appends to block graph b a thread graph computing product / sqrt(ssq / h) (the RMS norm's
+/// row scale, applied after the matmul it commutes with) and a saver of it to output 0, one
+/// block's columns (x) apart.
+inline void save_rms_scaled(Graph& b, TensorId product, TensorId ssq, int64_t h) {
+  Graph t = make_thread_graph({b.type(product), b.type(ssq)});
+  TensorId t_p = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t_s = t.add(OpKind::input_iterator, {}, load(1));
+  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_s}, constant(std::to_string(h).c_str()))});
+  t.add(OpKind::output_saver, {t.add(OpKind::div, {t_p, rms})}, saver(0));
+  auto fused = b.append_with_body(OpKind::thread_graph, {product, ssq}, std::move(t));
+  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+}
+
+/// Appends to block graph b a thread graph computing silu(a1) ⊙ a2 and a saver of it to output
+/// 0, one block's columns (x) apart.
+inline void save_gated(Graph& b, TensorId a1, TensorId a2) {
+  Graph t = make_thread_graph({b.type(a1), b.type(a2)});
+  TensorId t1 = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t2 = t.add(OpKind::input_iterator, {}, load(1));
+  t.add(OpKind::output_saver, {t.add(OpKind::mul, {t.add(OpKind::silu, {t1}), t2})}, saver(0));
+  auto fused = b.append_with_body(OpKind::thread_graph, {a1, a2}, std::move(t));
+  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+}
+
 /// examples/rmsnorm_linear.mg fused as in the paper's Figure 3b. X [rows=16, h=4096], G [h],
 /// W [h, n=4096]. 128 blocks each own 32 columns of W; the for-loop walks the hidden dim in 16
 /// steps of 256. The loop body computes the partial sum of squares of X and the partial product
@@ -57,13 +81,7 @@ inline Graph rmsnorm_fig3b(int64_t rows = 16, int64_t h = 4096, int64_t n = 4096
   TensorId mm = b.add(OpKind::matmul, {b.add(OpKind::mul, {xt, gt}), wt});   // [16, 32]
   TensorId acc_ssq = b.add(OpKind::accum, {ssq}, accum(kPhi));
   TensorId acc_mm = b.add(OpKind::accum, {mm}, accum(kPhi));
-  Graph t = make_thread_graph({b.type(acc_mm), b.type(acc_ssq)});
-  TensorId t_mm = t.add(OpKind::input_iterator, {}, load(0));
-  TensorId t_ssq = t.add(OpKind::input_iterator, {}, load(1));
-  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_ssq}, constant(std::to_string(h).c_str()))});
-  t.add(OpKind::output_saver, {t.add(OpKind::div, {t_mm, rms})}, saver(0));
-  auto fused = b.append_with_body(OpKind::thread_graph, {acc_mm, acc_ssq}, std::move(t));
-  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+  save_rms_scaled(b, acc_mm, acc_ssq, h);
   auto kop = k.append_with_body(OpKind::graph_kernel, {x, gm, w}, std::move(b));
   name_output(k, output_of(k, kop), "O");
   return k;
@@ -102,13 +120,7 @@ inline Graph rmsnorm_fig3b_split_k(int64_t rows = 16, int64_t h = 4096, int64_t 
   TensorId st = b2.add(OpKind::input_iterator, {}, iterator(1, kX1, 0));  // [16, 1]
   TensorId p_acc = b2.add(OpKind::accum, {pt}, accum(kPhi));
   TensorId s_acc = b2.add(OpKind::accum, {st}, accum(kPhi));
-  Graph t = make_thread_graph({b2.type(p_acc), b2.type(s_acc)});
-  TensorId t_p = t.add(OpKind::input_iterator, {}, load(0));
-  TensorId t_s = t.add(OpKind::input_iterator, {}, load(1));
-  TensorId rms = t.add(OpKind::sqrt, {t.add(OpKind::div, {t_s}, constant(std::to_string(h).c_str()))});
-  t.add(OpKind::output_saver, {t.add(OpKind::div, {t_p, rms})}, saver(0));
-  auto fused = b2.append_with_body(OpKind::thread_graph, {p_acc, s_acc}, std::move(t));
-  b2.add(OpKind::output_saver, {output_of(b2, fused)}, saver(0, kX1));
+  save_rms_scaled(b2, p_acc, s_acc, h);
   auto k2 = k.append_with_body(OpKind::graph_kernel, {partials, sums}, std::move(b2));
   name_output(k, output_of(k, k2), "O");
   return k;
@@ -129,12 +141,7 @@ inline Graph gated_mlp_fig10b(int64_t rows = 8, int64_t h = 4096, int64_t n = 40
   TensorId w2t = b.add(OpKind::input_iterator, {}, iterator(2, kX1, 0));                  // [256, 32]
   TensorId acc1 = b.add(OpKind::accum, {b.add(OpKind::matmul, {xt, w1t})}, accum(kPhi));  // [8, 32]
   TensorId acc2 = b.add(OpKind::accum, {b.add(OpKind::matmul, {xt, w2t})}, accum(kPhi));  // [8, 32]
-  Graph t = make_thread_graph({b.type(acc1), b.type(acc2)});
-  TensorId t1 = t.add(OpKind::input_iterator, {}, load(0));
-  TensorId t2 = t.add(OpKind::input_iterator, {}, load(1));
-  t.add(OpKind::output_saver, {t.add(OpKind::mul, {t.add(OpKind::silu, {t1}), t2})}, saver(0));
-  auto fused = b.append_with_body(OpKind::thread_graph, {acc1, acc2}, std::move(t));
-  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+  save_gated(b, acc1, acc2);
   auto kop = k.append_with_body(OpKind::graph_kernel, {x, w1, w2}, std::move(b));
   name_output(k, output_of(k, kop), "O");
   return k;
@@ -168,12 +175,7 @@ inline Graph gated_mlp_fig10b_split_k(int64_t rows = 8, int64_t h = 4096, int64_
   Graph b2 = make_block_graph({k.type(p1), k.type(p2)}, Dim3{n / cols, 1, 1}, splits);
   TensorId s1 = b2.add(OpKind::accum, {b2.add(OpKind::input_iterator, {}, iterator(0, kX1, 0))}, accum(kPhi));
   TensorId s2 = b2.add(OpKind::accum, {b2.add(OpKind::input_iterator, {}, iterator(1, kX1, 0))}, accum(kPhi));
-  Graph t = make_thread_graph({b2.type(s1), b2.type(s2)});
-  TensorId t1 = t.add(OpKind::input_iterator, {}, load(0));
-  TensorId t2 = t.add(OpKind::input_iterator, {}, load(1));
-  t.add(OpKind::output_saver, {t.add(OpKind::mul, {t.add(OpKind::silu, {t1}), t2})}, saver(0));
-  auto fused = b2.append_with_body(OpKind::thread_graph, {s1, s2}, std::move(t));
-  b2.add(OpKind::output_saver, {output_of(b2, fused)}, saver(0, kX1));
+  save_gated(b2, s1, s2);
   auto k2 = k.append_with_body(OpKind::graph_kernel, {p1, p2}, std::move(b2));
   name_output(k, output_of(k, k2), "O");
   return k;
