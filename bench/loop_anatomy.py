@@ -19,7 +19,8 @@ barrier behind the thread that issues the loads, and wait forever for a phase th
 The variants compute wrong results: they are timed, not checked (the gpu_session check step
 checks the full code). Each is built as `mugraph bench` builds its harness (nvcc, or the host
 compiler against the emulation with --emulate, where the times mean nothing but every variant
-must still build and run: the CI test) and run on the same random inputs, 0.25·N(0, 1).
+must still build and run: the CI test) and run on the same random inputs, drawn as the check
+step draws them (bench/bench_inputs.py: 0.25·N(0, 1) for these figures).
 
     python3 bench/loop_anatomy.py [FILE ...] [--target sm_90a] [--codegen-args "--matmul-overlap on"]
         [--emulate] [--build-only] [--work DIR] [--json OUT.jsonl] [--markdown OUT.md] [--warmup 20]
@@ -30,6 +31,7 @@ Prints a table per μGraph: each variant's median, and what leaving the part out
 import argparse
 import concurrent.futures
 import json
+import math
 import os
 import pathlib
 import re
@@ -40,6 +42,8 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_inputs import program_of, random_inputs  # noqa: E402  (the check step's inputs)
 DEFAULT_FILES = [ROOT / "examples" / "ugraphs" / "rmsnorm_fig3b.json",
                  ROOT / "examples" / "ugraphs" / "gated_mlp_fig10b.json"]
 
@@ -109,7 +113,7 @@ def remove_parts(source, parts):
     if body is None:
         return source, 0
     first, end = body
-    drop = set()
+    drop, removed = set(), 0
     # The kernel around the loop: from its signature to the loop, and from the loop to the
     # kernel's closing brace; only loads and lands are taken from there.
     kernel_start = max(i for i in range(first) if "MGD_GLOBAL" in lines[i])
@@ -121,8 +125,9 @@ def remove_parts(source, parts):
         if part in parts and (in_loop or part == "loads" or
                               (part == "matmul" and "matmul_wgmma_land" in text)):
             drop.update(range(a, b + 1))
+            removed += 1
     kept = [line for i, line in enumerate(lines) if i not in drop]
-    return "\n".join(kept), sum(1 for a, b in statements(lines, kernel_start + 1, kernel_end) if a in drop)
+    return "\n".join(kept), removed
 
 
 def build_command(d, target, emulate):
@@ -137,22 +142,19 @@ def build_command(d, target, emulate):
             str(d / "ugraph.cu"), str(d / "mugraph_device" / "bench_main.cu"), "-lcublas", "-o", str(d / "bench")]
 
 
-def write_inputs(manifest, d, seed):
+def write_inputs(path, manifest, d, seed):
+    """The harness's raw input files, drawn as the check step draws them (bench/bench_inputs.py),
+    and its output arguments."""
     import numpy as np
-    rng = np.random.default_rng(seed)
     paths = []
-    for i, t in enumerate(manifest["inputs"]):
+    for i, (t, a) in enumerate(zip(manifest["inputs"],
+                                   random_inputs(program_of(path), manifest, np.random.default_rng(seed)))):
         if t["dtype"] != "f16":
             raise SystemExit(f"loop_anatomy: input {t['name']} is {t['dtype']}; only f16 inputs are drawn")
         p = d / f"in_{i}.bin"
-        (0.25 * rng.standard_normal(t["shape"])).astype(np.float16).tofile(p)
+        a.tofile(p)
         paths.append(str(p))
-    outs = []
-    for i, t in enumerate(manifest["outputs"]):
-        n = 1
-        for e in t["shape"]:
-            n *= e
-        outs.append(f"{d / f'out_{i}.bin'}:{2 * n}")
+    outs = [f"{d / f'out_{i}.bin'}:{2 * math.prod(t['shape'])}" for i, t in enumerate(manifest["outputs"])]
     return paths, outs
 
 
@@ -216,7 +218,7 @@ def main(argv=None):
     results = {}
     for f, v, d, removed in ([] if args.build_only else built):
         manifest = json.loads((d / "manifest.json").read_text())
-        ins, outs = write_inputs(manifest, d, args.seed)
+        ins, outs = write_inputs(f, manifest, d, args.seed)
         warmup, repeats = (0, 1) if args.emulate else (args.warmup, args.repeats)
         try:
             r = subprocess.run([str(d / "bench"), "--warmup", str(warmup), "--repeats", str(repeats), *ins, "--",
