@@ -142,6 +142,90 @@ int cmd_run(const std::string& path, const std::vector<std::string>& input_args,
   return 0;
 }
 
+/// mugraph bench's text report of one μGraph: the checks, the times, the build and what was written.
+void print_bench_result(const std::string& path, const BenchResult& r, const BenchOptions& options,
+                        const std::vector<std::string>& written) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  std::printf("bench %s on %s (%s%s)\n", path.c_str(), r.device.c_str(), std::string(target.arch).c_str(),
+              r.cached ? ", cached build" : "");
+  for (const BenchOutputCheck& c : r.outputs) {
+    const double rel = c.max_abs_reference > 0 ? c.max_abs_error / c.max_abs_reference : c.max_abs_error;
+    std::printf("  check %s: max |error| %.3g of max |reference| %.3g (%.3g relative, tolerance %.3g)", c.name.c_str(),
+                c.max_abs_error, c.max_abs_reference, rel, options.tolerance);
+    if (c.not_finite) std::printf(", %lld elements not finite", static_cast<long long>(c.not_finite));
+    if (c.reference_not_finite)
+      std::printf(", %lld elements of the reference not finite", static_cast<long long>(c.reference_not_finite));
+    std::printf(": %s\n", c.ok ? "OK" : "FAILED");
+  }
+  for (const BenchOutputCheck& c : r.outputs)
+    if (c.reference_not_finite) {
+      std::printf(
+          "  the interpreter's own %s is not finite: these inputs overflow the program in its dtypes, so nothing "
+          "could be checked there; draw smaller ones (--input-scale) or give inputs that suit it (--input)\n",
+          c.name.c_str());
+      break;
+    }
+  std::printf("  time: median %.2f us, min %.2f us over %d runs (inputs rotated over %d copies)%s\n", r.median_us,
+              r.min_us, r.runs, r.input_copies, options.emulate ? " -- host emulation, not a GPU time" : "");
+  if (r.graph_median_us)
+    std::printf("  replayed from CUDA graphs: median %.2f us, min %.2f us\n", *r.graph_median_us, *r.graph_min_us);
+  std::printf("  build: %s\n", r.build_dir.c_str());
+  for (const std::string& line : written) std::printf("  output %s\n", line.c_str());
+}
+
+/// mugraph bench with several μGraphs of one program: one batch (bench_ugraphs), on the inputs
+/// the first one's program takes; --out DIR writes each one's outputs to DIR/N/ (N its position).
+int cmd_bench_many(const std::vector<std::string>& paths, const std::vector<std::string>& input_args, uint64_t seed,
+                   double input_scale, const BenchOptions& options, const std::string& out_dir, bool json) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  std::vector<Graph> graphs;
+  for (const std::string& path : paths) graphs.push_back(load_valid(path, *target.limits));
+  const std::vector<HostTensor> inputs = load_inputs(graphs.front(), input_args, seed, input_scale);
+  // The inputs by name and type, in order: what one set of inputs must suit.
+  const auto signature = [](const Graph& g) {
+    std::vector<std::pair<std::string, TensorType>> sig;
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::input) sig.emplace_back(op.attrs.name, g.type(op.outputs.at(0)));
+    return sig;
+  };
+  for (size_t i = 1; i < graphs.size(); ++i) {
+    if (signature(graphs[i]) != signature(graphs.front()))
+      throw UserError(paths[i] + ": its inputs are not those of " + paths.front() +
+                      " (mugraph bench with several files times μGraphs of one program, on the same inputs)");
+  }
+  const std::vector<BatchBenchResult> results = bench_ugraphs(graphs, inputs, options);
+  bool all_ok = true;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const BatchBenchResult& b = results[i];
+    all_ok = all_ok && b.result && b.result->ok;
+    if (!b.result) {
+      if (json) {
+        nlohmann::ordered_json j;
+        j["file"] = paths[i];
+        j["error"] = b.error;
+        std::printf("%s\n", j.dump().c_str());
+      } else {
+        std::printf("bench %s: error: %s\n", paths[i].c_str(), b.error.c_str());
+      }
+      continue;
+    }
+    std::vector<std::string> written;
+    if (!out_dir.empty())
+      written =
+          write_outputs(graphs[i], b.result->values, (std::filesystem::path(out_dir) / std::to_string(i)).string());
+    if (json) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(bench_result_json(*b.result, options));
+      j["file"] = paths[i];
+      if (!b.batch_error.empty()) j["batch_error"] = b.batch_error;
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      print_bench_result(paths[i], *b.result, options, written);
+      if (!b.batch_error.empty()) std::printf("  run alone: the batch could not run it: %s\n", b.batch_error.c_str());
+    }
+  }
+  return all_ok ? 0 : kExitUser;
+}
+
 int cmd_bench(const std::string& path, const std::vector<std::string>& input_args, uint64_t seed, double input_scale,
               const BenchOptions& options, const std::string& out_dir, bool json, bool build_only) {
   const CudaTarget& target = find_cuda_target(options.target);
@@ -168,34 +252,12 @@ int cmd_bench(const std::string& path, const std::vector<std::string>& input_arg
   std::vector<std::string> written;
   if (!out_dir.empty()) written = write_outputs(g, r.values, out_dir);
   if (json) {
-    std::printf("%s\n", bench_result_json(r, options).c_str());
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(bench_result_json(r, options));
+    j["file"] = path;
+    std::printf("%s\n", j.dump().c_str());
     return r.ok ? 0 : kExitUser;
   }
-  std::printf("bench %s on %s (%s%s)\n", path.c_str(), r.device.c_str(), std::string(target.arch).c_str(),
-              r.cached ? ", cached build" : "");
-  for (const BenchOutputCheck& c : r.outputs) {
-    const double rel = c.max_abs_reference > 0 ? c.max_abs_error / c.max_abs_reference : c.max_abs_error;
-    std::printf("  check %s: max |error| %.3g of max |reference| %.3g (%.3g relative, tolerance %.3g)", c.name.c_str(),
-                c.max_abs_error, c.max_abs_reference, rel, options.tolerance);
-    if (c.not_finite) std::printf(", %lld elements not finite", static_cast<long long>(c.not_finite));
-    if (c.reference_not_finite)
-      std::printf(", %lld elements of the reference not finite", static_cast<long long>(c.reference_not_finite));
-    std::printf(": %s\n", c.ok ? "OK" : "FAILED");
-  }
-  for (const BenchOutputCheck& c : r.outputs)
-    if (c.reference_not_finite) {
-      std::printf(
-          "  the interpreter's own %s is not finite: these inputs overflow the program in its dtypes, so nothing "
-          "could be checked there; draw smaller ones (--input-scale) or give inputs that suit it (--input)\n",
-          c.name.c_str());
-      break;
-    }
-  std::printf("  time: median %.2f us, min %.2f us over %d runs (inputs rotated over %d copies)%s\n", r.median_us,
-              r.min_us, r.runs, r.input_copies, options.emulate ? " -- host emulation, not a GPU time" : "");
-  if (r.graph_median_us)
-    std::printf("  replayed from CUDA graphs: median %.2f us, min %.2f us\n", *r.graph_median_us, *r.graph_min_us);
-  std::printf("  build: %s\n", r.build_dir.c_str());
-  for (const std::string& line : written) std::printf("  output %s\n", line.c_str());
+  print_bench_result(path, r, options, written);
   return r.ok ? 0 : kExitUser;
 }
 
@@ -708,7 +770,11 @@ int run_main(int argc, char** argv) {
       app.add_subcommand("bench",
                          "Build a μGraph's generated code, run it on the GPU (or --emulate on the CPU), check it "
                          "against the interpreter and print the median time");
-  bnch->add_option("FILE", file, "μGraph (.json) or program (.mg)")->required();
+  std::vector<std::string> bench_files;
+  bnch->add_option("FILE", bench_files,
+                   "μGraph (.json) or program (.mg); several μGraphs of one program are timed in one batch, on the "
+                   "same inputs (--out DIR: each one's outputs in DIR/N/)")
+      ->required();
   bnch->add_option("--target", bopts.target, "sm_80 or sm_90a (default sm_90a)")->check(code_target);
   bnch->add_flag("--emulate", bopts.emulate,
                  "build against the host emulation (checks without a GPU; times mean nothing)");
@@ -747,7 +813,12 @@ int run_main(int argc, char** argv) {
     // The emulation runs a kernel in seconds, not microseconds: one run checks it.
     if (bopts.emulate && warmup_opt->count() == 0) bopts.warmup = 0;
     if (bopts.emulate && repeats_opt->count() == 0) bopts.repeats = 1;
-    return cmd_bench(file, input_args, seed, input_scale, bopts, out_dir, bench_json, build_only);
+    if (bench_files.size() > 1 && !build_only)
+      return cmd_bench_many(bench_files, input_args, seed, input_scale, bopts, out_dir, bench_json);
+    for (const std::string& f : bench_files)
+      if (int status = cmd_bench(f, input_args, seed, input_scale, bopts, out_dir, bench_json, build_only))
+        return status;
+    return 0;
   }
   if (*srch) {
     sopts.target = require_target(search_target);

@@ -49,6 +49,10 @@ import search_common as sc  # noqa: E402
 
 DEFAULT_RESULTS = HERE / "results"
 TOLERANCE = 1e-2
+# Candidates per `mugraph bench` call: built together and timed in one harness process (the GPU's
+# context and the inputs' copies once per batch), few enough that a run cut at its deadline keeps
+# most of what it measured.
+BATCH = 10
 
 
 def parse_args(argv):
@@ -237,22 +241,34 @@ def measure_one(args, torch, np, binary, row, rng, tmp, l2_bytes):
     for name, a in host.items():
         np.save(d / f"{name}.npy", a)
         input_args += ["--input", f"{name}={d / f'{name}.npy'}"]
-    for c in row["candidates"]:
-        out = d / f"out{c['rank']:02d}"
-        r = subprocess.run(bench_command(args, binary, c["path"]) + input_args + ["--out", str(out)],
+    # In batches (mugraph bench with several files): each batch's candidates are built at once and
+    # timed in one harness process; a batch's results come when it ends, so an interrupted run
+    # keeps the batches done.
+    cands = row["candidates"]
+    for first in range(0, len(cands), BATCH):
+        batch = cands[first:first + BATCH]
+        out = d / f"out{first:03d}"
+        r = subprocess.run(bench_command(args, binary, *[c["path"] for c in batch]) + input_args + ["--out", str(out)],
                            capture_output=True, text=True)
-        lines = r.stdout.strip().splitlines()
-        if r.returncode not in (0, 1) or not lines:
-            c["error"] = (f"mugraph bench failed (exit {r.returncode}): "
-                          + (r.stderr.strip() or r.stdout.strip())[-2000:])
-            continue
-        m = json.loads(lines[-1])
-        got = torch.from_numpy(np.load(next(out.glob("*.npy")))).to(device)
-        rel, finite = relative_error(got, want)
-        c.update({"median_us": m["median_us"], "min_us": m["min_us"], "ok": finite and rel <= TOLERANCE and m["ok"],
-                  "rel_error": rel, "checked_against_interpreter": m["ok"], "input_copies": m["input_copies"]})
-        if "graph_median_us" in m:  # the same runs replayed from CUDA graphs by the harness
-            c.update({"graph_median_us": m["graph_median_us"], "graph_min_us": m["graph_min_us"]})
+        by_file = {}
+        for line in r.stdout.splitlines():
+            if line.startswith("{"):
+                m = json.loads(line)
+                by_file.setdefault(m.get("file"), []).append(m)
+        for i, c in enumerate(batch):
+            ms = by_file.get(str(c["path"]))
+            m = ms.pop(0) if ms else None
+            if m is None or "error" in m:
+                why = m["error"] if m else (r.stderr.strip() or r.stdout.strip())[-2000:]
+                c["error"] = f"mugraph bench failed (exit {r.returncode}): {why}"
+                continue
+            # One file's outputs go to --out itself, several files' to --out/N.
+            got = torch.from_numpy(np.load(next((out / str(i) if len(batch) > 1 else out).glob("*.npy")))).to(device)
+            rel, finite = relative_error(got, want)
+            c.update({"median_us": m["median_us"], "min_us": m["min_us"], "ok": finite and rel <= TOLERANCE and m["ok"],
+                      "rel_error": rel, "checked_against_interpreter": m["ok"], "input_copies": m["input_copies"]})
+            if "graph_median_us" in m:  # the same runs replayed from CUDA graphs by the harness
+                c.update({"graph_median_us": m["graph_median_us"], "graph_min_us": m["graph_min_us"]})
     row["variants"].append(selected_variant(row["candidates"], args.emulate))
     if not args.emulate:
         timed = [c for c in row["candidates"] if c.get("ok") and c.get("estimated_us") is not None]
@@ -279,8 +295,8 @@ def measure_one(args, torch, np, binary, row, rng, tmp, l2_bytes):
                                             "ok": finite and rel <= TOLERANCE, "rel_error": rel})
 
 
-def bench_command(args, binary, path, warmup=None, repeats=None):
-    return [str(binary), "bench", str(path), "--target", args.target, "--json",
+def bench_command(args, binary, *paths, warmup=None, repeats=None):
+    return [str(binary), "bench", *[str(p) for p in paths], "--target", args.target, "--json",
             "--warmup", str(args.warmup if warmup is None else warmup),
             "--repeats", str(args.repeats if repeats is None else repeats)] + (["--emulate"] if args.emulate else [])
 
@@ -295,20 +311,6 @@ def selected_variant(candidates, emulated):
     keys = ("median_us", "min_us", "ok", "rel_error", "checked_against_interpreter", "input_copies", "rank",
             "graph_median_us", "graph_min_us")
     return {"name": "mugraph", **{k: pick[k] for k in keys if k in pick}}
-
-
-def prebuild(args, binary, rows):
-    """Builds every candidate's harness at once (nvcc is the slow part, one core each) without
-    running it (`mugraph bench --build-only`: no interpreter check at the paper's shapes, which
-    takes longer than the build); the timing runs then find the builds in mugraph's cache."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def build(path):
-        subprocess.run(bench_command(args, binary, path) + ["--build-only"], capture_output=True)
-
-    paths = [c["path"] for r in rows if r.get("best_path") for c in r["candidates"]]
-    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
-        list(pool.map(build, paths))
 
 
 def program_inputs(binary, program):
@@ -562,14 +564,12 @@ def main(argv=None):
             import torch
 
             doc["gpu"] = gpu_environment(torch, args.emulate)
-            print(f"building the generated code of {sum(len(r.get('candidates', [])) for r in doc['rows'])} "
-                  "candidates ...", file=sys.stderr, flush=True)
-            prebuild(args, binary, doc["rows"])
             rng = np.random.default_rng(args.seed)
             for row in doc["rows"]:
                 if row["best_path"] is None:
                     continue
-                print(f"[{row['name']}] timing ...", file=sys.stderr, flush=True)
+                print(f"[{row['name']}] building and timing {len(row['candidates'])} candidates ...", file=sys.stderr,
+                      flush=True)
                 measure_one(args, torch, np, binary, row, rng, workdir, doc["gpu"]["l2_bytes"])
                 m = mugraph_variant(row)
                 failed = failed or m is None or "error" in m or not m["ok"]

@@ -68,6 +68,27 @@ struct BenchResult {
 /// or when the build or a run fails, with the tool's message.
 BenchResult bench_ugraph(const Graph& ugraph, const std::vector<HostTensor>& inputs, const BenchOptions& options);
 
+/// One μGraph of a batch (bench_ugraphs): its result, or why it has none.
+struct BatchBenchResult {
+  std::optional<BenchResult> result;
+  std::string error;  ///< empty where result is set
+  /// Why the batch's harness could not run it, where it was then run alone and measured.
+  std::string batch_error;
+};
+
+/// bench_ugraph for many μGraphs of one program, on the same inputs: each μGraph's code is built
+/// as a shared library (several builds at once, identical code once), and one harness process
+/// loads and times them one after another (mugraph_device/bench_main.cu built with
+/// MGD_BENCH_LIBRARIES), so that the GPU's context, the inputs' copies on the device and the
+/// harness's build are paid once rather than per μGraph; then each is checked against the
+/// interpreter. Results come in the order of `ugraphs`. A μGraph whose code cannot be generated
+/// or built gets an error and the others go on. One the batch harness cannot load or run (a
+/// CUDA error or a crash restarts the harness after it) is run alone, as bench_ugraph runs it,
+/// and gets an error only if that fails too. Throws UserError when no compiler or no GPU is
+/// there, which fails all alike.
+std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, const std::vector<HostTensor>& inputs,
+                                            const BenchOptions& options);
+
 /// A harness built and not run (mugraph bench --build-only).
 struct BuiltHarness {
   std::string build_dir;

@@ -1,17 +1,24 @@
 // mugraph bench (bench.h): build the harness around generated code, run it, check, time.
 #include "mugraph/bench.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "build_tools.h"
 #include "mugraph/error.h"
+#include "thread_pool.h"
 
 namespace mugraph {
 
@@ -64,6 +71,49 @@ HostTensor from_bytes(const std::string& bytes, const TensorType& type) {
   return t;
 }
 
+/// The check against the interpreter, on the same (rounded) inputs: each output the harness wrote
+/// (`io / (prefix + j + ".bin")`) against run_float's, into result's outputs, ok and values.
+void check_outputs(const Graph& g, const std::vector<HostTensor>& inputs, const GeneratedCode& code, const fs::path& io,
+                   const std::string& prefix, double tolerance, BenchResult* result) {
+  std::vector<HostTensor> want = run_float(g, inputs);
+  result->ok = true;
+  for (size_t j = 0; j < code.outputs.size(); ++j) {
+    HostTensor got = from_bytes(read_all(io / (prefix + std::to_string(j) + ".bin")), code.outputs[j].type);
+    BenchOutputCheck c;
+    c.name = code.outputs[j].name;
+    for (size_t k = 0; k < got.data.size(); ++k) {
+      const double x = got.data[k], y = want[j].data[k];
+      if (!std::isfinite(y)) {
+        ++c.reference_not_finite;
+        continue;
+      }
+      if (!std::isfinite(x)) {
+        ++c.not_finite;
+        continue;
+      }
+      c.max_abs_error = std::max(c.max_abs_error, std::abs(x - y));
+      c.max_abs_reference = std::max(c.max_abs_reference, std::abs(y));
+    }
+    c.ok = c.not_finite == 0 && c.reference_not_finite == 0 && c.max_abs_error <= tolerance * c.max_abs_reference;
+    result->ok = result->ok && c.ok;
+    result->outputs.push_back(c);
+    result->values.push_back(std::move(got));
+  }
+}
+
+/// The timing fields of the harness's JSON line.
+void read_timing(const nlohmann::json& j, BenchResult* result) {
+  result->device = j.at("device").get<std::string>();
+  result->runs = j.at("runs").get<int>();
+  result->median_us = j.at("median_us").get<double>();
+  result->min_us = j.at("min_us").get<double>();
+  result->input_copies = j.at("copies").get<int>();
+  if (j.contains("graph_median_us")) {
+    result->graph_median_us = j.at("graph_median_us").get<double>();
+    result->graph_min_us = j.at("graph_min_us").get<double>();
+  }
+}
+
 }  // namespace
 
 BuiltHarness build_bench_harness(const Graph& g, const BenchOptions& opt) {
@@ -113,46 +163,196 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
   if (r.status == 3) throw UserError("mugraph bench needs a GPU: " + r.err);
   if (r.status != 0) throw UserError("the benchmark harness failed (exit " + std::to_string(r.status) + "): " + r.err);
   try {
-    nlohmann::json j = nlohmann::json::parse(r.out);
-    result.device = j.at("device").get<std::string>();
-    result.runs = j.at("runs").get<int>();
-    result.median_us = j.at("median_us").get<double>();
-    result.min_us = j.at("min_us").get<double>();
-    result.input_copies = j.at("copies").get<int>();
-    if (j.contains("graph_median_us")) {
-      result.graph_median_us = j.at("graph_median_us").get<double>();
-      result.graph_min_us = j.at("graph_min_us").get<double>();
-    }
+    read_timing(nlohmann::json::parse(r.out), &result);
   } catch (const nlohmann::json::exception& e) {
     throw UserError("the benchmark harness printed something other than its JSON line: " + r.out);
   }
 
-  // The check against the interpreter, on the same (rounded) inputs.
-  std::vector<HostTensor> want = run_float(g, inputs);
-  result.ok = true;
-  for (size_t j = 0; j < code.outputs.size(); ++j) {
-    HostTensor got = from_bytes(read_all(io / ("out_" + std::to_string(j) + ".bin")), code.outputs[j].type);
-    BenchOutputCheck c;
-    c.name = code.outputs[j].name;
-    for (size_t k = 0; k < got.data.size(); ++k) {
-      const double x = got.data[k], y = want[j].data[k];
-      if (!std::isfinite(y)) {
-        ++c.reference_not_finite;
-        continue;
-      }
-      if (!std::isfinite(x)) {
-        ++c.not_finite;
-        continue;
-      }
-      c.max_abs_error = std::max(c.max_abs_error, std::abs(x - y));
-      c.max_abs_reference = std::max(c.max_abs_reference, std::abs(y));
-    }
-    c.ok = c.not_finite == 0 && c.reference_not_finite == 0 && c.max_abs_error <= opt.tolerance * c.max_abs_reference;
-    result.ok = result.ok && c.ok;
-    result.outputs.push_back(c);
-    result.values.push_back(std::move(got));
-  }
+  check_outputs(g, inputs, code, io, "out_", opt.tolerance, &result);
   return result;
+}
+
+std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, const std::vector<HostTensor>& inputs,
+                                            const BenchOptions& opt) {
+  const CudaTarget& target = find_cuda_target(opt.target);
+  std::vector<BatchBenchResult> results(ugraphs.size());
+  if (ugraphs.empty()) return results;
+
+  // Generate every μGraph's code; identical code is built once (two builds of one source would
+  // share a cache directory).
+  std::vector<GeneratedCode> codes(ugraphs.size());
+  std::vector<size_t> built_as(ugraphs.size());
+  std::map<std::string, size_t> first_of;
+  for (size_t i = 0; i < ugraphs.size(); ++i) {
+    built_as[i] = i;
+    try {
+      codes[i] = generate_cuda(ugraphs[i], target, opt.codegen);
+      if (inputs.size() != codes[i].inputs.size())
+        throw UserError("bench: " + std::to_string(inputs.size()) + " inputs given, the μGraph takes " +
+                        std::to_string(codes[i].inputs.size()));
+      built_as[i] = first_of.emplace(codes[i].source + codes[i].header, i).first->second;
+    } catch (const UserError& e) {
+      results[i].error = e.what();
+    }
+  }
+  // The libraries, several at once: a build takes one core for seconds. The harness that loads
+  // them is built once per target and compiler; without a compiler that throws, for all alike.
+  const codegen::CachedBuild harness =
+      codegen::build_cached(GeneratedCode{}, target, opt.emulate, opt.cache_dir, codegen::BuildProduct::batch_harness);
+  std::vector<std::string> libraries(ugraphs.size());
+  std::vector<char> cached(ugraphs.size(), 0);
+  std::vector<size_t> to_build;
+  for (size_t i = 0; i < ugraphs.size(); ++i)
+    if (results[i].error.empty() && built_as[i] == i) to_build.push_back(i);
+  {
+    const int workers =
+        static_cast<int>(std::min<size_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u), to_build.size()));
+    interp::ThreadPool pool(std::max(workers, 1));
+    pool.parallel_for(static_cast<int64_t>(to_build.size()), [&](int, int64_t k) {
+      const size_t i = to_build[static_cast<size_t>(k)];
+      try {
+        const codegen::CachedBuild b =
+            codegen::build_cached(codes[i], target, opt.emulate, opt.cache_dir, codegen::BuildProduct::shared_library);
+        libraries[i] = b.output.string();
+        cached[i] = b.cached;
+      } catch (const UserError& e) {
+        results[i].error = e.what();
+      }
+    });
+  }
+  for (size_t i = 0; i < ugraphs.size(); ++i)
+    if (results[i].error.empty() && built_as[i] != i) {
+      libraries[i] = libraries[built_as[i]];
+      cached[i] = cached[built_as[i]];
+      results[i].error = results[built_as[i]].error;
+    }
+
+  // One run directory for the batch: the inputs once, each job's outputs, the jobs file.
+  static std::atomic<int> batches{0};
+  const fs::path io = fs::path(harness.dir) / ("io-" + std::to_string(::getpid()) + "-" + std::to_string(batches++));
+  std::error_code ec;
+  fs::remove_all(io, ec);
+  fs::create_directories(io, ec);
+  if (ec) throw UserError("cannot create " + io.string() + ": " + ec.message());
+  struct RemoveDir {
+    fs::path dir;
+    ~RemoveDir() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } remove_io{io};
+  std::vector<std::string> input_files;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    input_files.push_back((io / ("in_" + std::to_string(k) + ".bin")).string());
+    write_bytes(input_files.back(), to_bytes(inputs[k]));
+  }
+  std::vector<size_t> job_of;  // job -> μGraph
+  {
+    std::ofstream jobs(io / "jobs.txt");
+    for (size_t i = 0; i < ugraphs.size(); ++i) {
+      if (!results[i].error.empty()) continue;
+      jobs << libraries[i];
+      for (size_t j = 0; j < codes[i].outputs.size(); ++j) {
+        const TensorType& t = codes[i].outputs[j].type;
+        jobs << '\t' << (io / ("out_" + std::to_string(job_of.size()) + "_" + std::to_string(j) + ".bin")).string()
+             << ':' << t.shape.numel() * dtype_bytes(t.dtype);
+      }
+      jobs << '\n';
+      job_of.push_back(i);
+    }
+    if (!jobs) throw UserError("cannot write " + (io / "jobs.txt").string());
+  }
+
+  // Run the jobs; a CUDA error ends the harness (the context may be lost), so it starts again
+  // after the job that failed. A crash (no JSON line for the job it was running) counts as that
+  // job's failure.
+  std::vector<bool> reported(job_of.size(), false);
+  size_t next = 0;
+  while (next < job_of.size()) {
+    std::vector<std::string> cmd = {harness.output.string(),     "--warmup", std::to_string(opt.warmup), "--repeats",
+                                    std::to_string(opt.repeats), "--first",  std::to_string(next)};
+    cmd.insert(cmd.end(), input_files.begin(), input_files.end());
+    cmd.push_back("--");
+    cmd.push_back((io / "jobs.txt").string());
+    ProcessResult r = run_process(cmd, io);
+    while (!r.err.empty() && std::isspace(static_cast<unsigned char>(r.err.back()))) r.err.pop_back();
+    if (r.status == 3) throw UserError("mugraph bench needs a GPU: " + r.err);
+    std::istringstream lines(r.out);
+    std::string line;
+    size_t after = next;
+    while (std::getline(lines, line)) {
+      if (line.empty()) continue;
+      nlohmann::json j;
+      size_t job = 0;
+      try {
+        j = nlohmann::json::parse(line);
+        job = j.at("job").get<size_t>();
+      } catch (const nlohmann::json::exception&) {
+        throw UserError("the batch harness printed something other than its JSON lines: " + r.out);
+      }
+      if (job >= job_of.size())
+        throw UserError("the batch harness reported job " + std::to_string(job) + " of " +
+                        std::to_string(job_of.size()));
+      BatchBenchResult& entry = results[job_of[job]];
+      reported[job] = true;
+      after = std::max(after, job + 1);
+      if (j.contains("error")) {
+        entry.error = "the generated code failed: " + j.at("error").get<std::string>();
+        continue;
+      }
+      BenchResult b;
+      b.build_dir = fs::path(libraries[job_of[job]]).parent_path().string();
+      b.cached = cached[job_of[job]];
+      read_timing(j, &b);
+      entry.result = std::move(b);
+    }
+    if (r.status == 0 && after >= job_of.size()) break;
+    if (after < job_of.size() && !reported[after] && r.status != 2) {
+      // The harness stopped while running this job, without a line for it.
+      results[job_of[after]].error =
+          "the benchmark harness stopped (exit " + std::to_string(r.status) + ") running it: " + r.err;
+      reported[after] = true;
+      ++after;
+    }
+    if (after == next) {  // it failed before its first job: it runs none of them
+      for (size_t job = next; job < job_of.size(); ++job)
+        results[job_of[job]].error =
+            "the batch harness failed (exit " + std::to_string(r.status) + ") before this job: " + r.err;
+      break;
+    }
+    next = after;
+  }
+
+  // What the batch could not run is run alone, by its own harness (built from its source with
+  // the harness's code, as mugraph bench with one file does): a μGraph that fails there too gets
+  // both errors, and one that runs alone is measured, with the batch's error kept beside it.
+  std::vector<char> alone(job_of.size(), 0);
+  for (size_t job = 0; job < job_of.size(); ++job) {
+    BatchBenchResult& entry = results[job_of[job]];
+    if (entry.result) continue;
+    alone[job] = 1;
+    try {
+      entry.result = bench_ugraph(ugraphs[job_of[job]], inputs, opt);
+      entry.batch_error = entry.error;
+      entry.error.clear();
+    } catch (const UserError& e) {
+      entry.error += "; run alone: " + std::string(e.what());
+    }
+  }
+
+  // The checks against the interpreter, one μGraph after another (each runs on every core).
+  for (size_t job = 0; job < job_of.size(); ++job) {
+    BatchBenchResult& entry = results[job_of[job]];
+    if (!entry.result || alone[job]) continue;
+    try {
+      check_outputs(ugraphs[job_of[job]], inputs, codes[job_of[job]], io, "out_" + std::to_string(job) + "_",
+                    opt.tolerance, &*entry.result);
+    } catch (const UserError& e) {
+      entry.result.reset();
+      entry.error = e.what();
+    }
+  }
+  return results;
 }
 
 std::string bench_result_json(const BenchResult& r, const BenchOptions& opt) {

@@ -126,18 +126,24 @@ std::string nvcc_gencode(const CudaTarget& target) {
 
 CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bool emulate,
                          const std::string& cache_dir, BuildProduct product) {
-  const bool library = product == BuildProduct::shared_library;
+  const bool library = product == BuildProduct::shared_library, batch = product == BuildProduct::batch_harness;
   const std::string compiler = emulate ? (std::getenv("CXX") ? std::getenv("CXX") : "c++") : find_nvcc();
   // The build command, the compiler's version and everything the build reads make the cache key.
   std::string key = std::string(target.arch) + (emulate ? " emulate " : " gpu ") + compiler +
-                    (library ? " library" : "") + "\n" + compiler_version(compiler) + code.source + code.header;
+                    (library ? " library"
+                     : batch ? " batch"
+                             : "") +
+                    "\n" + compiler_version(compiler) + (batch ? std::string() : code.source + code.header);
   for (const EmbeddedFile& f : device_library_files()) key += std::string(f.name) + std::string(f.text);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
   CachedBuild build;
-  build.dir = cache_root(cache_dir) /
-              (std::string(emulate ? "emu-" : "") + (library ? "lib-" : "") + std::string(target.arch) + "-" + hex);
-  build.output = build.dir / (library ? "libugraph.so" : "bench");
+  build.dir = cache_root(cache_dir) / (std::string(emulate ? "emu-" : "") +
+                                       (library ? "lib-"
+                                        : batch ? "batch-"
+                                                : "") +
+                                       std::string(target.arch) + "-" + hex);
+  build.output = build.dir / (library ? "libugraph.so" : batch ? "bench_libraries" : "bench");
   build.cached = fs::exists(build.output);
   if (build.cached) return build;
 
@@ -154,19 +160,27 @@ CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bo
   const std::string dir = staging.string();
   const fs::path output = staging / build.output.filename();
   std::vector<std::string> cmd;
-  if (emulate) {
+  const std::string bench_main = (staging / "mugraph_device" / "bench_main.cu").string();
+  if (batch) {
+    // No generated code: the harness loads each μGraph's library (dlopen).
+    if (emulate)
+      cmd = {compiler, "-std=c++20", "-O2", "-DMGD_BENCH_LIBRARIES", "-I" + dir, "-x", "c++", bench_main, "-ldl"};
+    else
+      cmd = {compiler,   "-std=c++17", "-O3", nvcc_gencode(target), "-DMGD_BENCH_LIBRARIES",
+             "-I" + dir, bench_main,   "-ldl"};
+  } else if (emulate) {
     cmd = {compiler, "-std=c++20", "-O2", "-I" + dir, "-x", "c++", (staging / "ugraph.cu").string()};
     if (library) {
       cmd.insert(cmd.begin() + 1, {"-shared", "-fPIC"});
     } else {
-      cmd.insert(cmd.end(), {"-x", "c++", (staging / "mugraph_device" / "bench_main.cu").string()});
+      cmd.insert(cmd.end(), {"-x", "c++", bench_main});
     }
   } else {
     cmd = {compiler, "-std=c++17", "-O3", nvcc_gencode(target), "-I" + dir, (staging / "ugraph.cu").string()};
     if (library) {
       cmd.insert(cmd.begin() + 1, {"-shared", "-Xcompiler", "-fPIC"});
     } else {
-      cmd.push_back((staging / "mugraph_device" / "bench_main.cu").string());
+      cmd.push_back(bench_main);
     }
     cmd.push_back("-lcublas");
   }

@@ -26,6 +26,9 @@ std::string read_all(const std::filesystem::path& p);
 enum class BuildProduct {
   bench_harness,   ///< an executable: ugraph.cu with mugraph_device/bench_main.cu
   shared_library,  ///< libugraph.so exporting mugraph_run and mugraph_workspace_bytes
+  /// The batch harness: mugraph_device/bench_main.cu alone, built with MGD_BENCH_LIBRARIES to run
+  /// shared libraries of many μGraphs in one process (the code's source is not built).
+  batch_harness,
 };
 
 struct CachedBuild {

@@ -6,12 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <set>
-#include <thread>
 
-#include "build_tools.h"
 #include "mugraph/error.h"
-#include "thread_pool.h"
 
 namespace mugraph {
 
@@ -52,67 +48,37 @@ double spearman_rank_correlation(const std::vector<double>& x, const std::vector
   return sxy / std::sqrt(sxx * syy);
 }
 
-namespace {
-
-/// Builds the harness of every candidate, several at once, before any is timed: a build (nvcc)
-/// takes tens of seconds and one core, so a hundred candidates built one after the other would
-/// take most of a GPU lease. Identical generated code is built once (two builds of one source
-/// would share a cache directory). Errors are left for the timing loop, which builds again and
-/// reports them per candidate.
-void prebuild_harnesses(const std::vector<std::pair<Graph, double>>& candidates, const BenchOptions& options) {
-  const CudaTarget& target = find_cuda_target(options.target);
-  std::vector<GeneratedCode> codes;
-  std::set<std::string> seen;
-  for (const auto& [graph, predicted] : candidates) {
-    try {
-      GeneratedCode code = generate_cuda(graph, target, options.codegen);
-      if (seen.insert(code.source + code.header).second) codes.push_back(std::move(code));
-    } catch (const UserError&) {
-    }
-  }
-  const auto workers = std::min<size_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u), codes.size());
-  interp::ThreadPool pool(static_cast<int>(std::max<size_t>(workers, 1)));
-  pool.parallel_for(static_cast<int64_t>(codes.size()), [&](int, int64_t i) {
-    try {
-      codegen::build_cached(codes[static_cast<size_t>(i)], target, options.emulate, options.cache_dir,
-                            codegen::BuildProduct::bench_harness);
-    } catch (const UserError&) {
-    }
-  });
-}
-
-}  // namespace
-
 MeasuredSelection measure_candidates(const std::vector<std::pair<Graph, double>>& candidates,
                                      const BenchOptions& options, uint64_t seed) {
   MeasuredSelection s;
   s.emulated = options.emulate;
   s.device = options.emulate ? "host emulation" : "";
   if (candidates.empty()) return s;
-  if (candidates.size() > 1) prebuild_harnesses(candidates, options);
   const std::vector<HostTensor> inputs = random_inputs_scaled(candidates.front().first, seed, kCheckInputScale);
+  // One batch: the candidates' libraries built several at once, then timed in one process.
+  std::vector<Graph> graphs;
+  for (const auto& [graph, predicted] : candidates) graphs.push_back(graph);
+  const std::vector<BatchBenchResult> results = bench_ugraphs(graphs, inputs, options);
   double best = std::numeric_limits<double>::infinity();
   std::vector<double> predicted, measured;
   for (size_t i = 0; i < candidates.size(); ++i) {
     MeasuredCandidate m;
     m.rank = static_cast<int>(i);
     m.predicted_us = candidates[i].second;
-    try {
-      const BenchResult r = bench_ugraph(candidates[i].first, inputs, options);
-      s.device = r.device;
-      m.ok = r.ok;
-      m.measured_us = r.median_us;
-      const bool unchecked = std::any_of(r.outputs.begin(), r.outputs.end(),
+    if (const auto& r = results[i].result) {
+      s.device = r->device;
+      m.ok = r->ok;
+      m.measured_us = r->median_us;
+      const bool unchecked = std::any_of(r->outputs.begin(), r->outputs.end(),
                                          [](const BenchOutputCheck& c) { return c.reference_not_finite > 0; });
       if (unchecked)
-        m.error = "not checked: the interpreter's own result is not finite on the inputs (they overflow the "
-                  "program in its dtypes)";
-      else if (!r.ok)
+        m.error =
+            "not checked: the interpreter's own result is not finite on the inputs (they overflow the "
+            "program in its dtypes)";
+      else if (!r->ok)
         m.error = "its result does not match the interpreter";
-    } catch (const UserError& e) {
-      // No compiler or no GPU fails every candidate alike: say so once, as an error.
-      if (i == 0) throw;
-      m.error = e.what();
+    } else {
+      m.error = results[i].error;
     }
     if (m.ok) {
       predicted.push_back(m.predicted_us);

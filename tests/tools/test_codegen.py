@@ -474,6 +474,92 @@ def test_bench_writes_what_the_generated_code_computed(mugraph_bin, tmp_path):
     assert scale > 0 and np.abs(got.astype(np.float32) - want.astype(np.float32)).max() <= 1e-2 * scale
 
 
+LORA_FOUND = EXAMPLES / "found" / "lora"
+
+
+def bench_batch(mugraph_bin, files, cache, out, *extra):
+    r = run_cli(mugraph_bin, "bench", *files, "--emulate", "--seed", "3", "--cache-dir", cache, "--json", "--out", out,
+                *extra, timeout=600)
+    return r, [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_bench_times_several_ugraphs_in_one_batch(mugraph_bin, tmp_path):
+    # Several μGraphs of one program: their code built as libraries, identical code once, and run
+    # one after another by one harness on the same inputs. Each computes, bit for bit, what it
+    # computes when benched alone, and is checked against the interpreter as it would be alone.
+    if CXX is None:
+        pytest.skip("no C++ compiler to build the emulated code")
+    files = [LORA_FOUND / "top" / "00.json", LORA_FOUND / "top" / "01.json", LORA_FOUND / "best.json"]
+    r, lines = bench_batch(mugraph_bin, files, tmp_path / "cache", tmp_path / "batch")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [line["file"] for line in lines] == [str(f) for f in files]
+    assert all(line["ok"] and line["emulated"] and line["runs"] == 1 for line in lines), lines
+    # best.json is top/00.json's μGraph: one library serves both.
+    assert lines[0]["build_dir"] == lines[2]["build_dir"] != lines[1]["build_dir"]
+    assert len(list((tmp_path / "cache").glob("emu-lib-*"))) == 2
+    assert len(list((tmp_path / "cache").glob("emu-batch-*"))) == 1
+    assert not list((tmp_path / "cache").glob("emu-batch-*/io-*")), "the batch's run directory is left behind"
+    for i, f in enumerate(files[:2]):
+        one = run_cli(mugraph_bin, "bench", f, "--emulate", "--seed", "3", "--cache-dir", tmp_path / "cache1",
+                      "--json", "--out", tmp_path / f"alone{i}", timeout=600)
+        assert one.returncode == 0, one.stderr
+        alone = json.loads(one.stdout.splitlines()[-1])
+        assert alone["file"] == str(f) and alone["outputs"] == lines[i]["outputs"]
+        got, want = np.load(tmp_path / "batch" / str(i) / "O.npy"), np.load(tmp_path / f"alone{i}" / "O.npy")
+        assert got.shape == (16, 4096) and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    # A second batch finds every build in the cache.
+    r, lines = bench_batch(mugraph_bin, files, tmp_path / "cache", tmp_path / "again")
+    assert r.returncode == 0 and all(line["cached"] for line in lines), lines
+
+
+FAKE_LIBRARIES = {
+    "a file that is not a library": None,
+    "a CUDA error": "return 2;",
+    "a crash": "abort();",
+}
+
+
+@pytest.mark.parametrize("plant", FAKE_LIBRARIES)
+def test_a_batch_goes_on_past_a_ugraph_it_cannot_run(mugraph_bin, tmp_path, plant):
+    # The library of the batch's second μGraph is replaced: one that does not load, one whose run
+    # returns an error, one whose run kills the harness. The harness goes on, or is started again
+    # after it, and the third μGraph is timed and checked in the batch. The second is then run
+    # alone, by a harness built from its own source, and measured, with what the batch could not
+    # do kept beside it.
+    if CXX is None:
+        pytest.skip("no C++ compiler to build the emulated code")
+    files = [LORA_FOUND / "top" / "00.json", LORA_FOUND / "top" / "01.json", LORA_FOUND / "top" / "00.json"]
+    r, lines = bench_batch(mugraph_bin, files, tmp_path / "cache", tmp_path / "first")
+    assert r.returncode == 0 and len(lines) == 3, r.stdout + r.stderr
+    assert not any("batch_error" in line for line in lines)
+    library = Path(lines[1]["build_dir"]) / "libugraph.so"
+    body = FAKE_LIBRARIES[plant]
+    if body is None:
+        library.write_text("not a shared library\n")
+    else:
+        src = tmp_path / "fake.c"
+        src.write_text("#include <stdlib.h>\nlong long mugraph_workspace_bytes(void) { return 0; }\n"
+                       "int mugraph_run(const void* const* in, void* const* out, void* ws, void* stream) { "
+                       + body + " }\n")
+        subprocess.run(["cc", "-shared", "-fPIC", src, "-o", library], check=True)
+    r, lines = bench_batch(mugraph_bin, files, tmp_path / "cache", tmp_path / "second")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [line["file"] for line in lines] == [str(f) for f in files]
+    assert all(line["ok"] for line in lines) and "batch_error" not in lines[0] and "batch_error" not in lines[2]
+    expected = {"a file that is not a library": "cannot load", "a CUDA error": "mugraph_run: emulation error",
+                "a crash": "stopped (exit -1)"}[plant]
+    assert expected in lines[1]["batch_error"], lines[1]
+    assert Path(lines[1]["build_dir"]).name.startswith("emu-sm_90a-"), lines[1]  # its own harness
+    got, want = np.load(tmp_path / "second" / "1" / "O.npy"), np.load(tmp_path / "first" / "1" / "O.npy")
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
+def test_a_batch_takes_ugraphs_of_one_program(mugraph_bin, tmp_path):
+    r = run_cli(mugraph_bin, "bench", LORA_FOUND / "best.json", EXAMPLES / "found" / "rmsnorm_linear" / "best.json",
+                "--emulate", "--cache-dir", tmp_path)
+    assert r.returncode == 1 and "its inputs are not those of" in r.stderr, r.stderr
+
+
 @pytest.mark.skipif(os.path.exists("/dev/nvidia0"), reason="this machine has a GPU")
 def test_bench_without_a_gpu_says_so(mugraph_bin, tmp_path):
     if NVCC is None:
@@ -481,6 +567,11 @@ def test_bench_without_a_gpu_says_so(mugraph_bin, tmp_path):
     r = run_cli(mugraph_bin, "bench", EXAMPLES / "ugraphs" / "exp_scale_concat.json", "--cache-dir", tmp_path,
                 timeout=600)
     assert r.returncode == 1 and "needs a GPU" in r.stderr and "no CUDA device" in r.stderr, r.stderr
+    # A batch builds its libraries and harness with nvcc, then says the same.
+    r = run_cli(mugraph_bin, "bench", LORA_FOUND / "top" / "00.json", LORA_FOUND / "top" / "01.json", "--cache-dir",
+                tmp_path, timeout=600)
+    assert r.returncode == 1 and "needs a GPU" in r.stderr and "no CUDA device" in r.stderr, r.stderr
+    assert len(list(tmp_path.glob("lib-sm_90a-*/libugraph.so"))) == 2 and list(tmp_path.glob("batch-sm_90a-*/bench_*"))
 
 
 def test_wgmma_shapes_header_is_what_its_generator_writes():
