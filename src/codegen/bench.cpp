@@ -74,8 +74,10 @@ HostTensor from_bytes(const std::string& bytes, const TensorType& type) {
 /// The check against the interpreter, on the same (rounded) inputs: each output the harness wrote
 /// (`io / (prefix + j + ".bin")`) against run_float's, into result's outputs, ok and values.
 void check_outputs(const Graph& g, const std::vector<HostTensor>& inputs, const GeneratedCode& code, const fs::path& io,
-                   const std::string& prefix, double tolerance, BenchResult* result) {
-  std::vector<HostTensor> want = run_float(g, inputs);
+                   const std::string& prefix, double tolerance, BenchResult* result, int threads = 0) {
+  InterpOptions interp;
+  interp.threads = threads;
+  std::vector<HostTensor> want = run_float(g, inputs, interp);
   result->ok = true;
   for (size_t j = 0; j < code.outputs.size(); ++j) {
     HostTensor got = from_bytes(read_all(io / (prefix + std::to_string(j) + ".bin")), code.outputs[j].type);
@@ -340,17 +342,26 @@ std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, c
     }
   }
 
-  // The checks against the interpreter, one μGraph after another (each runs on every core).
-  for (size_t job = 0; job < job_of.size(); ++job) {
-    BatchBenchResult& entry = results[job_of[job]];
-    if (!entry.result || alone[job]) continue;
-    try {
-      check_outputs(ugraphs[job_of[job]], inputs, codes[job_of[job]], io, "out_" + std::to_string(job) + "_",
-                    opt.tolerance, &*entry.result);
-    } catch (const UserError& e) {
-      entry.result.reset();
-      entry.error = e.what();
-    }
+  // The checks against the interpreter: several μGraphs at once, the cores shared among them (a
+  // small graph's interpretation does not keep every core busy).
+  std::vector<size_t> to_check;
+  for (size_t job = 0; job < job_of.size(); ++job)
+    if (results[job_of[job]].result && !alone[job]) to_check.push_back(job);
+  if (!to_check.empty()) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int workers = std::min(cores, static_cast<int>(to_check.size()));
+    interp::ThreadPool pool(workers);
+    pool.parallel_for(static_cast<int64_t>(to_check.size()), [&](int, int64_t k) {
+      const size_t job = to_check[static_cast<size_t>(k)];
+      BatchBenchResult& entry = results[job_of[job]];
+      try {
+        check_outputs(ugraphs[job_of[job]], inputs, codes[job_of[job]], io, "out_" + std::to_string(job) + "_",
+                      opt.tolerance, &*entry.result, std::max(1, cores / workers));
+      } catch (const UserError& e) {
+        entry.result.reset();
+        entry.error = e.what();
+      }
+    });
   }
   return results;
 }
