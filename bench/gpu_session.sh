@@ -23,6 +23,10 @@
 #              SIMT ops left out in turn, matmul overlap off and on: which part the time is
 #              (the variants compute wrong results; timed, not checked)
 #                                                              -> anatomy.{md,jsonl}
+#   widths     bench/tile_widths.py: O = X·W with W tiles 8 to 64 elements wide, the pieces held and
+#              the bytes doubling (rows), or the bytes held and the pieces halving (blocks): is a
+#              tile's load time its rows' or its bytes'? (the cost model's pieces term, issue 7)
+#                                                              -> widths.{md,jsonl}
 #   operands   wgmma operands in place against staged, products summed in registers against
 #              stored, chosen tile layouts against row-major
 #              (Figure 3b and 10b)                          -> operands.jsonl, layouts.jsonl
@@ -72,7 +76,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
 CACHE=${MUGRAPH_CACHE_DIR:-$ROOT/.gpu_cache}
-ALL_STEPS="build check overlap anatomy pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
+ALL_STEPS="build check overlap anatomy widths pairs chains sass operands threads torch sanitize paper paper_grid3d module calibrate paper_bytes profile"
 
 if [[ "${1:-}" == "--pack" ]]; then
   dest=${2:?usage: gpu_session.sh --pack DIR}
@@ -135,7 +139,7 @@ min_seconds() {
 min_seconds_of() {
   case $1 in
     build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
-    overlap) echo 40 ;; anatomy) echo 60 ;;
+    overlap) echo 40 ;; anatomy) echo 60 ;; widths) echo 40 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
     paper_bytes) echo 60 ;; paper_grid3d) echo 90 ;; profile) echo 30 ;;
@@ -270,6 +274,10 @@ run_step() {
     done
     cat "$W"/anatomy_*.md > "$W/anatomy.md" 2> /dev/null
     ((failed == 0))
+    ;;
+  widths)
+    MUGRAPH_BIN=$BIN MUGRAPH_CACHE_DIR=$CACHE python3 "$ROOT/bench/tile_widths.py" --work "$CACHE/widths" \
+      --json "$W/widths.jsonl" --markdown "$W/widths.md" --warmup 20 --repeats 200
     ;;
   operands)
     for name in rmsnorm_fig3b gated_mlp_fig10b; do

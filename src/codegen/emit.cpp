@@ -463,8 +463,10 @@ class BlockKernelEmitter {
         declare += "mgd::ResultRegisters<" + std::to_string(r.rows) + ", " + std::to_string(r.cols) + ", " +
                    std::to_string(warpgroups()) + "> " + r.name + ";  // " + tensor(r.accumulator) +
                    "'s sums, in the registers of the threads that compute them\n";
-        store += "mgd::store_result_registers<" + std::to_string(r.cols) + ", 1>(" + r.name + ", " +
-                 tensor(r.accumulator) + ");\n";
+        // The accumulator is dense [rows, cols], or [cols, rows] for a transpose's fragments.
+        store += "mgd::store_result_registers<" +
+                 (r.transposed ? "1, " + std::to_string(r.rows) : std::to_string(r.cols) + ", 1") + ">(" + r.name +
+                 ", " + tensor(r.accumulator) + ");\n";
       }
       if (!store.empty()) store += "mgd::sync_block();\n";
       k << indent(declare, 2) << "  for (int64_t it = 0; it < " << body_.forloop << "; ++it) {\n"
@@ -762,6 +764,7 @@ class BlockKernelEmitter {
     // (mgd::matmul_wgmma_issue issues under no branch) and double the tensor cores' work.
     const Shape& c = body_.type(body_.ops[i].outputs[0]).shape;
     if ((c[c.rank() - 2] + mgd::kWgmmaM - 1) / mgd::kWgmmaM % warpgroups() != 0) return false;
+    if (accumulation_of(i)->transposed) return false;  // mgd::DeferredProduct holds unswapped products
     for (TensorId t : body_.ops[i].inputs)
       if (deferred_operand(t) == DeferredOperand::kNever) return false;
     return true;
@@ -822,9 +825,10 @@ class BlockKernelEmitter {
     const TensorType& out = body_.type(body_.ops[i].outputs[0]);
     const TensorId sums = body_.ops[acc->accumulate].outputs[0];
     const Shape& c = out.shape;
-    return "mgd::RegisterAccumulate<" + ctype(out.dtype) + ", " + std::to_string(c[c.rank() - 2]) + ", " +
-           std::to_string(c[c.rank() - 1]) + ", " + std::to_string(warpgroups()) + ">{r" + std::to_string(sums.value) +
-           ", " + first + "}";
+    const int64_t m = c[c.rank() - 2], n = c[c.rank() - 1];
+    return "mgd::RegisterAccumulate<" + ctype(out.dtype) + ", " + std::to_string(acc->transposed ? n : m) + ", " +
+           std::to_string(acc->transposed ? m : n) + ", " + std::to_string(warpgroups()) + ">{r" +
+           std::to_string(sums.value) + ", " + first + "}";
   }
 
   /// The blocks of this kernel an SM holds together with `bytes` of shared memory each, at most
@@ -883,10 +887,14 @@ class BlockKernelEmitter {
   /// (mgd::matmul_wgmma_to with mgd::RegisterAccumulate), and the product tile is not stored.
   struct MatmulAccumulation {
     size_t matmul, accumulate;
+    /// The matmul computes its product's transpose (mgd::wgmma_orientation_swaps): the registers
+    /// hold the fragments of the transpose, [N, M].
+    bool transposed = false;
   };
 
-  /// Finds the MatmulAccumulations: the product one matrix of one n-block (N a multiple of 8, at
-  /// most 64), not computed as its transpose (the registers follow the result fragments, as
+  /// Finds the MatmulAccumulations: the product one matrix whose instruction results are one
+  /// n-block (the product's N, or its M where the matmul computes the transpose: a multiple of
+  /// 8, at most 64; the registers follow the instruction's fragments, as
   /// mgd::store_result_registers writes them), with at most 64 accumulator registers a thread.
   void find_matmul_accumulations() {
     accumulations_.clear();
@@ -901,13 +909,13 @@ class BlockKernelEmitter {
       const Shape& c = body_.type(op.outputs[0]).shape;
       const int64_t m = c[c.rank() - 2], n = c[c.rank() - 1];
       const Shape& a = body_.type(op.inputs[0]).shape;
-      if (c.numel() != m * n || mgd::wgmma_n(n) != n ||
-          mgd::wgmma_orientation_swaps(m, n, a[a.rank() - 1], swizzle_[op.inputs[0].index()] != 0,
-                                       swizzle_[op.inputs[1].index()] != 0))
-        continue;
-      const int64_t jobs = ((m + mgd::kWgmmaM - 1) / mgd::kWgmmaM + warpgroups() - 1) / warpgroups();
-      if (jobs * n / 2 > 64) continue;
-      accumulations_.push_back({i, r[0]});
+      const bool swap = mgd::wgmma_orientation_swaps(m, n, a[a.rank() - 1], swizzle_[op.inputs[0].index()] != 0,
+                                                     swizzle_[op.inputs[1].index()] != 0);
+      const int64_t rows = swap ? n : m, cols = swap ? m : n;  // the instruction's
+      if (c.numel() != m * n || mgd::wgmma_n(cols) != cols) continue;
+      const int64_t jobs = ((rows + mgd::kWgmmaM - 1) / mgd::kWgmmaM + warpgroups() - 1) / warpgroups();
+      if (jobs * cols / 2 > 64) continue;
+      accumulations_.push_back({i, r[0], swap});
     }
   }
 
@@ -1458,20 +1466,24 @@ class BlockKernelEmitter {
   /// A summing accumulator kept in registers through the for-loop (mgd::ResultRegisters `name`,
   /// of the accumulator's [rows, cols]): a MatmulAccumulation's, and, where the option allows, a
   /// chain's that runs in the loop and adds to the accumulator itself.
+  /// Where the registers hold the transpose's fragments (a MatmulAccumulation's `transposed`),
+  /// rows and cols are the transpose's: the accumulator's cols and rows.
   struct RegisterResult {
     TensorId accumulator;
     int64_t rows = 0, cols = 0;
     std::string name;
+    bool transposed = false;
   };
   std::vector<RegisterResult> register_results() const {
     std::vector<RegisterResult> r;
     if (body_.forloop <= 1) return r;
-    const auto add = [&](size_t acc) {
+    const auto add = [&](size_t acc, bool transposed = false) {
       const TensorId t = body_.ops[acc].outputs[0];
       const Shape& sh = body_.type(t).shape;
-      r.push_back({t, sh[sh.rank() - 2], sh[sh.rank() - 1], "r" + std::to_string(t.value)});
+      const int64_t rows = sh[sh.rank() - 2], cols = sh[sh.rank() - 1];
+      r.push_back({t, transposed ? cols : rows, transposed ? rows : cols, "r" + std::to_string(t.value), transposed});
     };
-    for (const MatmulAccumulation& a : accumulations_) add(a.accumulate);
+    for (const MatmulAccumulation& a : accumulations_) add(a.accumulate, a.transposed);
     if (!chain_accumulator_registers_) return r;
     for (const MatmulChain& c : chains_)
       if (schedule_.phase[c.first] == OpPhase::loop)

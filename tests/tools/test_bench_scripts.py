@@ -590,3 +590,45 @@ def test_loop_anatomy_runs_a_variant_without_loads_to_the_end(mugraph_bin, sanit
     assert line["variant"] == "no_loads" and line["statements_removed"] == 9 and line["emulated"], line
     assert line["result"]["median_us"] > 0, line
     assert "| no_loads | 9 |" in r.stdout and "emulated: times mean nothing" in r.stdout, r.stdout
+
+
+# bench/tile_widths.py: the pieces term's experiment, W tiles of one width after another.
+TILE_WIDTHS = SOURCE_DIR / "bench" / "tile_widths.py"
+
+
+def test_tile_widths_holds_the_pieces_or_the_bytes_as_its_families_say(mugraph_bin, tmp_path):
+    # --write-only: the eight μGraphs and the model's view of them. In the rows family every
+    # width has the same pieces (and so the same pieces term) while W's bytes double; in the
+    # blocks family W's bytes are fixed while the pieces halve.
+    out = tmp_path / "widths.jsonl"
+    r = subprocess.run([sys.executable, str(TILE_WIDTHS), "--write-only", "--work", str(tmp_path / "w"), "--json",
+                        str(out)], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "MUGRAPH_BIN": mugraph_bin})
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    rows = [x for x in lines if x["family"] == "rows"]
+    blocks = [x for x in lines if x["family"] == "blocks"]
+    assert [x["width"] for x in rows] == [8, 16, 32, 64] == [x["width"] for x in blocks]
+    assert {x["pieces"] for x in rows} == {128 * 4096} and len({round(x["model_pieces_us"], 6) for x in rows}) == 1
+    assert [x["w_mib"] for x in rows] == [8, 16, 32, 64] and all(x["blocks"] == 128 for x in rows)
+    assert [x["pieces"] for x in blocks] == [4096 * 4096 // w for w in (8, 16, 32, 64)]
+    assert {x["w_mib"] for x in blocks} == {32} and [x["blocks"] for x in blocks] == [512, 256, 128, 64]
+    assert all(x["model_dram_us"] > 0 and "median_us" not in x for x in lines)
+    assert "| rows | 64 (128) | 128 | 64 |" in r.stdout, r.stdout
+
+
+def test_tile_widths_cases_match_the_interpreter_on_the_emulation(mugraph_bin, sanitized_build, tmp_path):
+    # Every width's code (16-byte rows staged, 32 to 128-byte rows read in place, the 64-wide
+    # product summed in registers as its transpose) computes O = X·W: at K = 512 on the emulation.
+    if sanitized_build:
+        pytest.skip("the host compiler and the emulation do the work; the Release pass runs it")
+    r = subprocess.run([sys.executable, str(TILE_WIDTHS), "--emulate", "--hidden", "512", "--widths", "8,32,64",
+                        "--families", "rows", "--work", str(tmp_path)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "MUGRAPH_BIN": mugraph_bin, "MUGRAPH_CACHE_DIR": str(tmp_path / "cache")})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("| OK |") == 3 and "on the host emulation (times mean nothing)" in r.stdout, r.stdout
+    for w, expected in ((8, "A in place"), (32, "both operands in place, added to"),
+                        (64, "both operands in place, added to")):
+        code = subprocess.run([mugraph_bin, "codegen", str(tmp_path / f"matmul_rows_w{w}.json"), "--target", "sm_90a",
+                               "-o", str(tmp_path / f"code{w}")], capture_output=True, text=True)
+        assert code.returncode == 0 and expected in (tmp_path / f"code{w}" / "ugraph.cu").read_text(), code.stderr

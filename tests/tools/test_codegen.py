@@ -702,6 +702,27 @@ def test_loop_matmuls_sum_their_products_in_registers_or_through_a_tile(mugraph_
     assert r.returncode == 2 and "--matmul-accumulators" in r.stderr, r.stderr
 
 
+def test_transposed_loop_products_sum_in_registers(mugraph_bin, sanitized_build, tmp_path):
+    # GatedMLP with W tiles 64 wide (X [8, 128], W1 and W2 [128, 256] over 4 blocks): wgmma
+    # computes each [8, 64] product as its transpose (64 rows of W's columns, N = 8 of X's rows;
+    # the orientation that pads least, both operands read in place), and the registers hold the
+    # transpose's fragments, [64, 8], written transposed after the loop. It matches the
+    # interpreter on the emulation, as the products stored for mgd::accumulate do.
+    need_emulation(sanitized_build)
+    path = rescaled_gated_mlp(tmp_path, 8, 128, 256, 4)
+    codegen(mugraph_bin, path, "sm_90a", tmp_path / "code")
+    source = (tmp_path / "code" / "ugraph.cu").read_text()
+    assert source.count("mgd::ResultRegisters<64, 8, 1>") == 2, source
+    assert source.count("mgd::RegisterAccumulate<mgd::half, 64, 8, 1>") == 2, source
+    assert source.count("mgd::store_result_registers<1, 64>(") == 2 and "mgd::accumulate<" not in source, source
+    for sums in ("registers", "shared"):
+        r = run_cli(mugraph_bin, "bench", path, "--emulate", "--seed", "5", "--matmul-accumulators", sums, "--json",
+                    "--cache-dir", tmp_path / "cache", timeout=900)
+        assert r.returncode == 0, r.stdout + r.stderr
+        result = json.loads(r.stdout.strip().splitlines()[-1])
+        assert result["ok"] and result["matmul_accumulators"] == sums, result
+
+
 @pytest.mark.parametrize("name", ["rmsnorm_fig3b", "gated_mlp_fig10b"])
 def test_loop_products_landing_an_iteration_later_match_the_interpreter(mugraph_bin, sanitized_build, tmp_path, name):
     # --matmul-overlap on: each iteration's wgmma product is issued and added in the next

@@ -643,8 +643,9 @@ MGD_DEVICE void matmul_wgmma(TO* MGD_RESTRICT out, const T* MGD_RESTRICT a, cons
 /// matmul_wgmma of one [M, N] product (no batches) whose result goes to `result`, a sink of
 /// wgmma_chain.h (result.put(j, i, m, n, value) for each element, by one thread): added to a
 /// for-loop's summing accumulator in shared memory (TileAccumulate) or in the registers of the
-/// threads that compute it (RegisterAccumulate, whose fragment order this keeps: the product is
-/// not computed as its transpose and is one n-block, N = wgmma_n(N)), instead of a result tile
+/// threads that compute it (RegisterAccumulate, whose fragment order this keeps: the
+/// instruction's results are one n-block, N = wgmma_n(N); where the product is computed as its
+/// transpose, the registers are the transpose's, [N, M], with M = wgmma_n(M)), instead of a result tile
 /// that mgd::accumulate then reads. The value is rounded to the result tile's type first, so
 /// the sums are the same. sm_90a only (the emitter uses it where kWgmmaAvailable).
 template <typename OutS, typename ASt, int64_t AK, typename BSt, int64_t BK, int64_t K, int64_t Scratch,
@@ -655,10 +656,14 @@ MGD_DEVICE void matmul_wgmma_to(const Result& result, const T* MGD_RESTRICT a, c
   constexpr int64_t M = OutS::get(R - 2), N = OutS::get(R - 1);
   static_assert(OutS::numel == M * N, "one product, no batches");
   static_assert(kWgmmaAvailable || sizeof(T) == 0, "matmul_wgmma_to needs wgmma (sm_90a)");
-  static_assert(
-      Result::kJobs == 0 || (!wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0) && wgmma_n(N) == N &&
-                             Result::kJobs == ((M + kWgmmaM - 1) / kWgmmaM + Result::kGroups - 1) / Result::kGroups),
-      "registers in the order of an unswapped product of one n-block");
+  // Registers hold the instruction's fragments: of the product, or of its transpose [N, M]
+  // where the matmul computes that (the caller's ResultRegisters are then declared [N, M]).
+  constexpr bool kSwap = wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0);
+  constexpr int64_t kRows = kSwap ? N : M, kCols = kSwap ? M : N;
+  static_assert(Result::kJobs == 0 ||
+                    (wgmma_n(kCols) == kCols &&
+                     Result::kJobs == ((kRows + kWgmmaM - 1) / kWgmmaM + Result::kGroups - 1) / Result::kGroups),
+                "registers in the order of the instruction's fragments, one n-block of them");
   detail::matmul_wgmma_jobs<OutS, ASt, AK, BSt, BK, K, Scratch, SwizzleA, SwizzleB, StageBuffers, Result::kGroups>(
       a, b, scratch, [&](int64_t, int j, int i, int64_t m, int64_t n, float v) { result.put(j, i, m, n, v); });
 }
