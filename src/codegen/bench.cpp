@@ -290,7 +290,7 @@ std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, c
         j = nlohmann::json::parse(line);
         job = j.at("job").get<size_t>();
       } catch (const nlohmann::json::exception&) {
-        throw UserError("the batch harness printed something other than its JSON lines: " + r.out);
+        continue;  // a line cut short by a crash: its job counts as not reported
       }
       if (job >= job_of.size())
         throw UserError("the batch harness reported job " + std::to_string(job) + " of " +
@@ -332,6 +332,7 @@ std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, c
   for (size_t job = 0; job < job_of.size(); ++job) {
     BatchBenchResult& entry = results[job_of[job]];
     if (entry.result) continue;
+    if (entry.error.empty()) entry.error = "the batch harness reported nothing for it";
     alone[job] = 1;
     try {
       entry.result = bench_ugraph(ugraphs[job_of[job]], inputs, opt);
