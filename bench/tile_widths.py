@@ -88,7 +88,7 @@ def ugraph(hidden, columns, width):
     return {"format": "mugraph-ugraph", "version": 1, "graph": graph}
 
 
-def cases(families, widths, hidden):
+def cases(families, widths):
     """(family, width, columns) of each μGraph, in the order they are timed."""
     out = []
     for family in families:
@@ -148,7 +148,7 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory(prefix="tile_widths-")
         work = pathlib.Path(tmp.name)
     rows = []
-    for family, w, columns in cases(args.families, args.widths, args.hidden):
+    for family, w, columns in cases(args.families, args.widths):
         path = work / f"matmul_{family}_w{w}.json"
         path.write_text(json.dumps(ugraph(args.hidden, columns, w), indent=1) + "\n")
         [(kind, total, terms)] = kernel_breakdowns(path, args.cost_target)

@@ -129,20 +129,16 @@ CachedBuild build_cached(const GeneratedCode& code, const CudaTarget& target, bo
   const bool library = product == BuildProduct::shared_library, batch = product == BuildProduct::batch_harness;
   const std::string compiler = emulate ? (std::getenv("CXX") ? std::getenv("CXX") : "c++") : find_nvcc();
   // The build command, the compiler's version and everything the build reads make the cache key.
-  std::string key = std::string(target.arch) + (emulate ? " emulate " : " gpu ") + compiler +
-                    (library ? " library"
-                     : batch ? " batch"
-                             : "") +
-                    "\n" + compiler_version(compiler) + (batch ? std::string() : code.source + code.header);
+  const char* product_key = library ? " library" : batch ? " batch" : "";
+  const char* dir_prefix = library ? "lib-" : batch ? "batch-" : "";
+  std::string key = std::string(target.arch) + (emulate ? " emulate " : " gpu ") + compiler + product_key + "\n" +
+                    compiler_version(compiler) + (batch ? std::string() : code.source + code.header);
   for (const EmbeddedFile& f : device_library_files()) key += std::string(f.name) + std::string(f.text);
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
   CachedBuild build;
-  build.dir = cache_root(cache_dir) / (std::string(emulate ? "emu-" : "") +
-                                       (library ? "lib-"
-                                        : batch ? "batch-"
-                                                : "") +
-                                       std::string(target.arch) + "-" + hex);
+  build.dir =
+      cache_root(cache_dir) / (std::string(emulate ? "emu-" : "") + dir_prefix + std::string(target.arch) + "-" + hex);
   build.output = build.dir / (library ? "libugraph.so" : batch ? "bench_libraries" : "bench");
   build.cached = fs::exists(build.output);
   if (build.cached) return build;

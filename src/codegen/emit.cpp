@@ -911,10 +911,10 @@ class BlockKernelEmitter {
       const Shape& a = body_.type(op.inputs[0]).shape;
       const bool swap = mgd::wgmma_orientation_swaps(m, n, a[a.rank() - 1], swizzle_[op.inputs[0].index()] != 0,
                                                      swizzle_[op.inputs[1].index()] != 0);
-      const int64_t rows = swap ? n : m, cols = swap ? m : n;  // the instruction's
-      if (c.numel() != m * n || mgd::wgmma_n(cols) != cols) continue;
-      const int64_t jobs = ((rows + mgd::kWgmmaM - 1) / mgd::kWgmmaM + warpgroups() - 1) / warpgroups();
-      if (jobs * cols / 2 > 64) continue;
+      const mgd::WgmmaJobs w = mgd::wgmma_jobs(m, n, swap);  // the instruction's rows and columns
+      if (c.numel() != m * n || w.n != w.cols) continue;
+      const int64_t jobs = (w.row_jobs + warpgroups() - 1) / warpgroups();
+      if (jobs * w.n / 2 > 64) continue;
       accumulations_.push_back({i, r[0], swap});
     }
   }

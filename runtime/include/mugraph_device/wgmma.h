@@ -658,11 +658,9 @@ MGD_DEVICE void matmul_wgmma_to(const Result& result, const T* MGD_RESTRICT a, c
   static_assert(kWgmmaAvailable || sizeof(T) == 0, "matmul_wgmma_to needs wgmma (sm_90a)");
   // Registers hold the instruction's fragments: of the product, or of its transpose [N, M]
   // where the matmul computes that (the caller's ResultRegisters are then declared [N, M]).
-  constexpr bool kSwap = wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0);
-  constexpr int64_t kRows = kSwap ? N : M, kCols = kSwap ? M : N;
-  static_assert(Result::kJobs == 0 ||
-                    (wgmma_n(kCols) == kCols &&
-                     Result::kJobs == ((kRows + kWgmmaM - 1) / kWgmmaM + Result::kGroups - 1) / Result::kGroups),
+  constexpr WgmmaJobs kJobs = wgmma_jobs(M, N, wgmma_orientation_swaps(M, N, K, SwizzleA != 0, SwizzleB != 0));
+  static_assert(Result::kJobs == 0 || (kJobs.n == kJobs.cols &&
+                                       Result::kJobs == (kJobs.row_jobs + Result::kGroups - 1) / Result::kGroups),
                 "registers in the order of the instruction's fragments, one n-block of them");
   detail::matmul_wgmma_jobs<OutS, ASt, AK, BSt, BK, K, Scratch, SwizzleA, SwizzleB, StageBuffers, Result::kGroups>(
       a, b, scratch, [&](int64_t, int j, int i, int64_t m, int64_t n, float v) { result.put(j, i, m, n, v); });
