@@ -48,6 +48,9 @@ struct GpuSpec {
   /// Cycles of issue per element and thread: the floor once enough warps share a scheduler to
   /// hide the latency.
   double element_issue_cycles;
+  /// The share of dram_bytes_per_us a pre-defined matmul (cuBLAS) reaches: the benchmarks'
+  /// matmuls have 2 to 16 rows, and cuBLAS streams their weights at about half the peak.
+  double cublas_dram_share;
 };
 
 /// Every GPU the model knows.
@@ -67,7 +70,9 @@ struct KernelCost {
   int64_t resident_blocks_per_sm = 1;  ///< occupancy: blocks one SM holds at once
   int64_t blocks_on_busiest_sm = 1;    ///< ceil(blocks / SMs)
   double launch_us = 0;
-  double dram_us = 0;     ///< distinct DTensor bytes read and written, at HBM bandwidth
+  double dram_us = 0;  ///< distinct DTensor bytes read and written, at HBM bandwidth
+  /// The share of the HBM peak dram_us takes: GpuSpec::cublas_dram_share for a matmul, else 1
+  double dram_share = 1;
   double l2_us = 0;       ///< every tile every block loads and stores, at L2 bandwidth
   double sm_load_us = 0;  ///< the busiest SM's loads at one SM's reach
   double shared_us = 0;   ///< the busiest SM's shared-memory traffic

@@ -26,6 +26,7 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
                        {"bound", k.bound},
                        {"launch_us", k.launch_us},
                        {"dram_us", k.dram_us},
+                       {"dram_share", k.dram_share},
                        {"l2_us", k.l2_us},
                        {"sm_load_us", k.sm_load_us},
                        {"shared_us", k.shared_us},

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -67,6 +68,28 @@ TEST(CostModel, EachKernelCostsAtLeastItsLaunchAndItsCompulsoryTraffic) {
     // The matmuls move 32 MiB of W each: memory-bound.
     EXPECT_EQ(e.kernels[0].kind, "matmul");
     EXPECT_EQ(e.kernels[0].bound, "dram");
+  }
+}
+
+TEST(CostModel, CublasMatmulsStreamAtTheShareMeasuredAndGeneratedKernelsAtThePeak) {
+  const Graph g = test::gated_mlp_reference(8, 4096, 4096, DType::f16);
+  for (const GpuSpec& gpu : gpu_specs()) {
+    ASSERT_GT(gpu.cublas_dram_share, 0.0);
+    ASSERT_LE(gpu.cublas_dram_share, 1.0);
+    const CostEstimate e = estimate_cost(g, gpu);
+    size_t k = 0;
+    for (const Op& op : g.ops) {
+      if (op.kind == OpKind::input) continue;
+      const KernelCost& c = e.kernels[k++];
+      const double bytes = static_cast<double>(kernel_device_bytes(g, op));
+      const double share = op.kind == OpKind::matmul ? gpu.cublas_dram_share : 1.0;
+      EXPECT_EQ(c.dram_share, share) << gpu.name << " " << c.kind;
+      EXPECT_DOUBLE_EQ(c.dram_us, bytes / (gpu.dram_bytes_per_us * share)) << gpu.name << " " << c.kind;
+    }
+    // The share is what the line `mugraph check` prints says, so that scripts can undo it.
+    char said[32];
+    std::snprintf(said, sizeof said, "dram at %.2f of peak", gpu.cublas_dram_share);
+    EXPECT_NE(e.str().find(said), std::string::npos) << e.str();
   }
 }
 

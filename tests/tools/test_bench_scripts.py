@@ -632,3 +632,38 @@ def test_tile_widths_cases_match_the_interpreter_on_the_emulation(mugraph_bin, s
         code = subprocess.run([mugraph_bin, "codegen", str(tmp_path / f"matmul_rows_w{w}.json"), "--target", "sm_90a",
                                "-o", str(tmp_path / f"code{w}")], capture_output=True, text=True)
         assert code.returncode == 0 and expected in (tmp_path / f"code{w}" / "ugraph.cu").read_text(), code.stderr
+
+
+def test_fit_cublas_share_takes_the_matmul_time_left(mugraph_bin, tmp_path):
+    """bench/fit_cublas_share.py: a timed μGraph of one cuBLAS matmul gives the share its DRAM term at
+    the peak is of its measured time less the launch; a file whose structure is not the one recorded
+    is skipped, and said so."""
+    program = tmp_path / "mm.mg"
+    program.write_text("input X[16, 4096]\ninput W[4096, 4096]\nO = matmul(X, W)\noutput O\n")
+    out = tmp_path / "search"
+    r = subprocess.run([mugraph_bin, "search", str(program), *KERNEL_ONLY, "--threads", "1", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    best = out / "best.json"
+    check = subprocess.run([mugraph_bin, "check", str(best), "--target", "h200"], capture_output=True, text=True)
+    m = re.search(r"kernel 0 matmul: .*dram ([0-9.]+), .*dram at ([0-9.]+) of peak", check.stdout)
+    assert m, check.stdout
+    dram_at_peak = float(m.group(1)) * float(m.group(2))
+    structure = sc.describe_ugraph(json.loads(best.read_text()))
+    assert structure == "matmul"
+    timed = {"rows": [{"name": "mm", "candidates": [
+        {"path": str(best), "median_us": 20.0, "ok": True, "structure": structure},
+        {"path": str(best), "median_us": 99.0, "ok": True, "structure": "graph(grid 8, loop 1)"},
+        {"path": str(best), "median_us": 30.0, "ok": False, "structure": structure}]}]}
+    runs = tmp_path / "runs.json"
+    runs.write_text(json.dumps(timed))
+    env = dict(os.environ, MUGRAPH_BIN=mugraph_bin)
+    r = subprocess.run([sys.executable, str(SOURCE_DIR / "bench" / "fit_cublas_share.py"), str(runs),
+                        "--min-points", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    rows = table_rows(r.stdout, "timed μGraph")
+    assert len(rows) == 1, rows  # the mismatched one skipped, the unchecked one not counted
+    assert "no longer the μGraph timed" in r.stderr
+    launch = 2.5  # GpuSpec::launch_us of the H200
+    assert float(rows[0][5]) == pytest.approx(dram_at_peak / (20.0 - launch), abs=1e-3)
+    assert f"1 points: median share {float(rows[0][5]):.3f}" in r.stdout
