@@ -15,30 +15,14 @@ at hand (1, 1, 1). Sets of fewer than --min-points checked candidates are left o
 import argparse
 import itertools
 import json
-import os
-import re
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from search_common import checkout_path, spearman  # noqa: E402
+from search_common import checkout_path, kernel_breakdowns, spearman  # noqa: E402
 
 THROUGHPUT = ("dram", "l2", "sm_load", "shared", "tensor", "fma", "pieces")
-
-
-def kernel_breakdowns(path, target):
-    """[(kind, total µs, {term: µs})] of each kernel, as `mugraph check` prints them."""
-    binary = os.environ.get("MUGRAPH_BIN", str(ROOT / "build" / "bin" / "mugraph"))
-    out = subprocess.run([binary, "check", str(path), "--target", target], capture_output=True, text=True)
-    kernels = []
-    for m in re.finditer(r"^kernel \d+ (\S+): ([0-9.]+) us \(([^)]*)\)", out.stdout, re.M):
-        terms = {name: float(v) for name, v in re.findall(r"(\w+) ([0-9.]+)(?=[,;])", m.group(3))}
-        kernels.append((m.group(1), float(m.group(2)), terms))
-    if not kernels:
-        raise SystemExit(f"{path}: mugraph check gave no breakdown: {out.stderr.strip()}")
-    return kernels
 
 
 def estimate(kernels, a, b, c):

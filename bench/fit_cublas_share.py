@@ -18,8 +18,6 @@ skipped and said so. The share is a fit to whole-μGraph timings, not a profile 
 other kernels' estimates carry their own error into it."""
 import argparse
 import json
-import os
-import re
 import statistics
 import subprocess
 import sys
@@ -28,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from search_common import checkout_path, describe_ugraph, kernel_graph, spearman  # noqa: E402
+from search_common import checkout_path, describe_ugraph, kernel_breakdowns, kernel_graph, spearman  # noqa: E402
 
 
 AT = None  # --at: the revision whose μGraph files the timings were of
@@ -53,21 +51,6 @@ def ugraph_file(recorded):
     copy = Path(COPIES) / (str(rel).replace("/", "_"))
     copy.write_text(shown.stdout, encoding="utf-8")
     return copy, json.loads(shown.stdout)
-
-
-def breakdown(path, target):
-    """[(kind, total µs, {term: µs})] of each kernel, as `mugraph check` prints them."""
-    binary = os.environ.get("MUGRAPH_BIN", str(ROOT / "build" / "bin" / "mugraph"))
-    out = subprocess.run([binary, "check", str(path), "--target", target], capture_output=True, text=True)
-    kernels = []
-    for m in re.finditer(r"^kernel \d+ (\S+): ([0-9.]+) us \(([^)]*)\)", out.stdout, re.M):
-        terms = {name: float(v) for name, v in re.findall(r"(\w+) ([0-9.]+)(?=[,;])", m.group(3))}
-        share = re.search(r"dram at ([0-9.]+) of peak", m.group(3))
-        terms["share"] = float(share.group(1)) if share else 1.0
-        kernels.append((m.group(1), float(m.group(2)), terms))
-    if not kernels:
-        raise SystemExit(f"{path}: mugraph check gave no breakdown: {out.stderr.strip()}")
-    return kernels
 
 
 def matmul_shapes(doc):
@@ -102,7 +85,7 @@ def points(files, target):
                 if c.get("structure") and describe_ugraph(ugraph) != c["structure"]:
                     print(f"skipped {name} ({run}): no longer the μGraph timed", file=sys.stderr)
                     continue
-                kernels = breakdown(path, target)
+                kernels = kernel_breakdowns(path, target)
                 matmuls = [k for k in kernels if k[0] == "matmul"]
                 if not matmuls:
                     continue
@@ -146,7 +129,7 @@ def set_scores(files, target, shares, min_points):
                 path, ugraph = found
                 if c.get("structure") and describe_ugraph(ugraph) != c["structure"]:
                     continue
-                timed.append((breakdown(path, target), c["median_us"]))
+                timed.append((kernel_breakdowns(path, target), c["median_us"]))
             if len(timed) < min_points:
                 continue
             measured = [m for _, m in timed]

@@ -9,6 +9,7 @@ import math
 import os
 import pathlib
 import platform
+import re
 import shlex
 import shutil
 import subprocess
@@ -266,6 +267,27 @@ def spearman(xs, ys):
     if sxx == 0 or syy == 0:
         return None
     return sxy / (sxx * syy) ** 0.5
+
+
+# --------------------------------------------------------------------------------------------------
+# The cost model's breakdown (docs/cost_model.md)
+
+
+def kernel_breakdowns(path, target, binary=None):
+    """[(kind, total µs, {term: µs})] of each kernel of a μGraph file, as `mugraph check FILE --target
+    TARGET` prints them (binary: $MUGRAPH_BIN or build/bin/mugraph). A pre-defined kernel's terms
+    also hold "share": the share of the HBM peak its dram term is at (1 but for cuBLAS matmuls)."""
+    binary = binary or os.environ.get("MUGRAPH_BIN", str(REPO_ROOT / "build" / "bin" / "mugraph"))
+    out = subprocess.run([binary, "check", str(path), "--target", target], capture_output=True, text=True)
+    kernels = []
+    for m in re.finditer(r"^kernel \d+ (\S+): ([0-9.]+) us \(([^)]*)\)", out.stdout, re.M):
+        terms = {name: float(v) for name, v in re.findall(r"(\w+) ([0-9.]+)(?=[,;])", m.group(3))}
+        share = re.search(r"dram at ([0-9.]+) of peak", m.group(3))
+        terms["share"] = float(share.group(1)) if share else 1.0
+        kernels.append((m.group(1), float(m.group(2)), terms))
+    if not kernels:
+        raise SystemExit(f"{path}: mugraph check gave no breakdown: {out.stderr.strip()}")
+    return kernels
 
 
 # --------------------------------------------------------------------------------------------------

@@ -175,13 +175,11 @@ void print_bench_result(const std::string& path, const BenchResult& r, const Ben
 
 /// mugraph bench with several μGraphs of one program: one batch (bench_ugraphs), on the inputs
 /// the first one's program takes; --out DIR writes each one's outputs to DIR/N/ (N its position).
-int cmd_bench_many(const std::vector<std::string>& paths, const std::vector<std::string>& input_args, uint64_t seed,
-                   double input_scale, const BenchOptions& options, const std::string& out_dir, bool json) {
-  const CudaTarget& target = find_cuda_target(options.target);
+/// The μGraphs of a batch (mugraph bench with several files), loaded and checked to take the same
+/// inputs by name and type, in order: one set of inputs must suit them all.
+std::vector<Graph> load_batch(const std::vector<std::string>& paths, const CudaTarget& target) {
   std::vector<Graph> graphs;
   for (const std::string& path : paths) graphs.push_back(load_valid(path, *target.limits));
-  const std::vector<HostTensor> inputs = load_inputs(graphs.front(), input_args, seed, input_scale);
-  // The inputs by name and type, in order: what one set of inputs must suit.
   const auto signature = [](const Graph& g) {
     std::vector<std::pair<std::string, TensorType>> sig;
     for (const Op& op : g.ops)
@@ -193,6 +191,47 @@ int cmd_bench_many(const std::vector<std::string>& paths, const std::vector<std:
       throw UserError(paths[i] + ": its inputs are not those of " + paths.front() +
                       " (mugraph bench with several files times μGraphs of one program, on the same inputs)");
   }
+  return graphs;
+}
+
+/// mugraph bench A.json B.json ... --build-only: what the batch would build, without a GPU.
+int cmd_bench_build_many(const std::vector<std::string>& paths, const BenchOptions& options, bool json) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  const BuiltBatch built = build_bench_batch(load_batch(paths, target), options);
+  if (!json)
+    std::printf("built the batch harness for %s%s: %s\n", std::string(target.arch).c_str(),
+                built.harness.cached ? " (cached)" : "", built.harness.executable.c_str());
+  bool all_built = true;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const BuiltBatch::Library& lib = built.libraries[i];
+    all_built = all_built && lib.error.empty();
+    if (json) {
+      nlohmann::ordered_json j;
+      j["file"] = paths[i];
+      j["target"] = options.target;
+      j["emulated"] = options.emulate;
+      j["harness"] = built.harness.executable;
+      if (lib.error.empty()) {
+        j["library"] = lib.path;
+        j["cached"] = lib.cached;
+      } else {
+        j["error"] = lib.error;
+      }
+      std::printf("%s\n", j.dump().c_str());
+    } else if (lib.error.empty()) {
+      std::printf("built %s%s: %s\n", paths[i].c_str(), lib.cached ? " (cached)" : "", lib.path.c_str());
+    } else {
+      std::printf("bench %s: error: %s\n", paths[i].c_str(), lib.error.c_str());
+    }
+  }
+  return all_built ? 0 : kExitUser;
+}
+
+int cmd_bench_many(const std::vector<std::string>& paths, const std::vector<std::string>& input_args, uint64_t seed,
+                   double input_scale, const BenchOptions& options, const std::string& out_dir, bool json) {
+  const CudaTarget& target = find_cuda_target(options.target);
+  const std::vector<Graph> graphs = load_batch(paths, target);
+  const std::vector<HostTensor> inputs = load_inputs(graphs.front(), input_args, seed, input_scale);
   const std::vector<BatchBenchResult> results = bench_ugraphs(graphs, inputs, options);
   bool all_ok = true;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -796,7 +835,8 @@ int run_main(int argc, char** argv) {
   bnch->add_option("--cache-dir", bopts.cache_dir, "where builds are cached (default ~/.cache/mugraph)");
   bool build_only = false;
   bnch->add_flag("--build-only", build_only,
-                 "build the harness (or find it in the cache) and print where it is; needs no GPU");
+                 "build the harness (or find it in the cache) and print where it is; needs no GPU (with several "
+                 "files: each one's library and the batch harness)");
 
   try {
     app.parse(argc, argv);
@@ -813,8 +853,9 @@ int run_main(int argc, char** argv) {
     // The emulation runs a kernel in seconds, not microseconds: one run checks it.
     if (bopts.emulate && warmup_opt->count() == 0) bopts.warmup = 0;
     if (bopts.emulate && repeats_opt->count() == 0) bopts.repeats = 1;
-    if (bench_files.size() > 1 && !build_only)
-      return cmd_bench_many(bench_files, input_args, seed, input_scale, bopts, out_dir, bench_json);
+    if (bench_files.size() > 1)
+      return build_only ? cmd_bench_build_many(bench_files, bopts, bench_json)
+                        : cmd_bench_many(bench_files, input_args, seed, input_scale, bopts, out_dir, bench_json);
     for (const std::string& f : bench_files)
       if (int status = cmd_bench(f, input_args, seed, input_scale, bopts, out_dir, bench_json, build_only))
         return status;

@@ -96,6 +96,22 @@ struct BuiltHarness {
   bool cached = false;     ///< it was already built
 };
 
+/// What a batch builds (mugraph bench A.json B.json ... --build-only): the harness that loads
+/// the libraries, and each μGraph's library.
+struct BuiltBatch {
+  BuiltHarness harness;  ///< executable: the batch harness (bench_main.cu with MGD_BENCH_LIBRARIES)
+  struct Library {
+    std::string path;  ///< the μGraph's code built as a shared library
+    bool cached = false;
+    std::string error;  ///< why it has none (its code could not be generated or built); else empty
+  };
+  std::vector<Library> libraries;  ///< in the order of the μGraphs
+};
+
+/// Builds what bench_ugraphs builds, or finds it in the cache, without running anything: no GPU
+/// is needed. Throws UserError when no compiler is found; a μGraph whose build fails gets an error.
+BuiltBatch build_bench_batch(const std::vector<Graph>& ugraphs, const BenchOptions& options);
+
 /// Builds `ugraph`'s harness exactly as bench_ugraph does, or finds it in the cache, without
 /// running it: no GPU is needed, so a machine without one checks that the harness compiles and
 /// prepares builds for one that has. Throws UserError when no compiler is found or the build fails.

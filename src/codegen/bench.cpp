@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -174,60 +175,95 @@ BenchResult bench_ugraph(const Graph& g, const std::vector<HostTensor>& inputs, 
   return result;
 }
 
-std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, const std::vector<HostTensor>& inputs,
-                                            const BenchOptions& opt) {
-  const CudaTarget& target = find_cuda_target(opt.target);
-  std::vector<BatchBenchResult> results(ugraphs.size());
-  if (ugraphs.empty()) return results;
+namespace {
 
-  // Generate every μGraph's code; identical code is built once (two builds of one source would
-  // share a cache directory).
-  std::vector<GeneratedCode> codes(ugraphs.size());
-  std::vector<size_t> built_as(ugraphs.size());
+/// What bench_ugraphs builds before it runs anything: each μGraph's code, its library (or why it
+/// has none) and the batch harness.
+struct BatchBuild {
+  std::vector<GeneratedCode> codes;
+  std::vector<std::string> libraries;
+  std::vector<char> cached;
+  std::vector<std::string> errors;  ///< empty where the library was built
+  codegen::CachedBuild harness;
+};
+
+/// Generates every μGraph's code and builds it as a library, several at once (identical code
+/// once: two builds of one source would share a cache directory), and the harness that loads
+/// them, once per target and compiler. `inputs`, where given, is how many inputs the caller has
+/// for each μGraph. Without a compiler it throws, for all alike.
+BatchBuild build_batch(const std::vector<Graph>& ugraphs, std::optional<size_t> inputs, const BenchOptions& opt) {
+  const CudaTarget& target = find_cuda_target(opt.target);
+  const size_t n = ugraphs.size();
+  BatchBuild b{std::vector<GeneratedCode>(n),
+               std::vector<std::string>(n),
+               std::vector<char>(n, 0),
+               std::vector<std::string>(n),
+               {}};
+  std::vector<size_t> built_as(n);
   std::map<std::string, size_t> first_of;
-  for (size_t i = 0; i < ugraphs.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     built_as[i] = i;
     try {
-      codes[i] = generate_cuda(ugraphs[i], target, opt.codegen);
-      if (inputs.size() != codes[i].inputs.size())
-        throw UserError("bench: " + std::to_string(inputs.size()) + " inputs given, the μGraph takes " +
-                        std::to_string(codes[i].inputs.size()));
-      built_as[i] = first_of.emplace(codes[i].source + codes[i].header, i).first->second;
+      b.codes[i] = generate_cuda(ugraphs[i], target, opt.codegen);
+      if (inputs && *inputs != b.codes[i].inputs.size())
+        throw UserError("bench: " + std::to_string(*inputs) + " inputs given, the μGraph takes " +
+                        std::to_string(b.codes[i].inputs.size()));
+      built_as[i] = first_of.emplace(b.codes[i].source + b.codes[i].header, i).first->second;
     } catch (const UserError& e) {
-      results[i].error = e.what();
+      b.errors[i] = e.what();
     }
   }
-  // The libraries, several at once: a build takes one core for seconds. The harness that loads
-  // them is built once per target and compiler; without a compiler that throws, for all alike.
-  const codegen::CachedBuild harness =
+  b.harness =
       codegen::build_cached(GeneratedCode{}, target, opt.emulate, opt.cache_dir, codegen::BuildProduct::batch_harness);
-  std::vector<std::string> libraries(ugraphs.size());
-  std::vector<char> cached(ugraphs.size(), 0);
   std::vector<size_t> to_build;
-  for (size_t i = 0; i < ugraphs.size(); ++i)
-    if (results[i].error.empty() && built_as[i] == i) to_build.push_back(i);
+  for (size_t i = 0; i < n; ++i)
+    if (b.errors[i].empty() && built_as[i] == i) to_build.push_back(i);
   {
+    // A build takes one core for seconds.
     const int workers =
         static_cast<int>(std::min<size_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u), to_build.size()));
     interp::ThreadPool pool(std::max(workers, 1));
     pool.parallel_for(static_cast<int64_t>(to_build.size()), [&](int, int64_t k) {
       const size_t i = to_build[static_cast<size_t>(k)];
       try {
-        const codegen::CachedBuild b =
-            codegen::build_cached(codes[i], target, opt.emulate, opt.cache_dir, codegen::BuildProduct::shared_library);
-        libraries[i] = b.output.string();
-        cached[i] = b.cached;
+        const codegen::CachedBuild built = codegen::build_cached(b.codes[i], target, opt.emulate, opt.cache_dir,
+                                                                 codegen::BuildProduct::shared_library);
+        b.libraries[i] = built.output.string();
+        b.cached[i] = built.cached;
       } catch (const UserError& e) {
-        results[i].error = e.what();
+        b.errors[i] = e.what();
       }
     });
   }
-  for (size_t i = 0; i < ugraphs.size(); ++i)
-    if (results[i].error.empty() && built_as[i] != i) {
-      libraries[i] = libraries[built_as[i]];
-      cached[i] = cached[built_as[i]];
-      results[i].error = results[built_as[i]].error;
+  for (size_t i = 0; i < n; ++i)
+    if (b.errors[i].empty() && built_as[i] != i) {
+      b.libraries[i] = b.libraries[built_as[i]];
+      b.cached[i] = b.cached[built_as[i]];
+      b.errors[i] = b.errors[built_as[i]];
     }
+  return b;
+}
+
+}  // namespace
+
+BuiltBatch build_bench_batch(const std::vector<Graph>& ugraphs, const BenchOptions& opt) {
+  const BatchBuild b = build_batch(ugraphs, std::nullopt, opt);
+  BuiltBatch out;
+  out.harness = {b.harness.dir.string(), b.harness.output.string(), b.harness.cached};
+  for (size_t i = 0; i < ugraphs.size(); ++i) out.libraries.push_back({b.libraries[i], b.cached[i] != 0, b.errors[i]});
+  return out;
+}
+
+std::vector<BatchBenchResult> bench_ugraphs(const std::vector<Graph>& ugraphs, const std::vector<HostTensor>& inputs,
+                                            const BenchOptions& opt) {
+  std::vector<BatchBenchResult> results(ugraphs.size());
+  if (ugraphs.empty()) return results;
+  BatchBuild built = build_batch(ugraphs, inputs.size(), opt);
+  const std::vector<GeneratedCode>& codes = built.codes;
+  const std::vector<std::string>& libraries = built.libraries;
+  const std::vector<char>& cached = built.cached;
+  const codegen::CachedBuild& harness = built.harness;
+  for (size_t i = 0; i < ugraphs.size(); ++i) results[i].error = std::move(built.errors[i]);
 
   // One run directory for the batch: the inputs once, each job's outputs, the jobs file.
   static std::atomic<int> batches{0};

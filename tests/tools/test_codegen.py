@@ -554,6 +554,33 @@ def test_a_batch_goes_on_past_a_ugraph_it_cannot_run(mugraph_bin, tmp_path, plan
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
+def test_build_only_builds_what_a_batch_runs(mugraph_bin, tmp_path):
+    # mugraph bench A B C --build-only: each μGraph's library (identical code once) and the batch
+    # harness, no GPU needed; a batch then finds all of it in the cache.
+    if CXX is None:
+        pytest.skip("no C++ compiler to build the emulated code")
+    files = [LORA_FOUND / "top" / "00.json", LORA_FOUND / "top" / "01.json", LORA_FOUND / "best.json"]
+    cache = tmp_path / "cache"
+    r = run_cli(mugraph_bin, "bench", *files, "--emulate", "--build-only", "--cache-dir", cache, "--json", timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [line["file"] for line in lines] == [str(f) for f in files]
+    assert lines[0]["library"] == lines[2]["library"] != lines[1]["library"], lines
+    assert all(Path(line["library"]).is_file() and Path(line["library"]).parent.name.startswith("emu-lib-")
+               for line in lines), lines
+    assert len({line["harness"] for line in lines}) == 1 and Path(lines[0]["harness"]).is_file()
+    assert Path(lines[0]["harness"]).parent.name.startswith("emu-batch-")
+    assert not list(cache.glob("emu-sm_90a-*")), "single harnesses were built"
+    r = run_cli(mugraph_bin, "bench", *files, "--emulate", "--build-only", "--cache-dir", cache, timeout=600)
+    assert r.returncode == 0 and r.stdout.count("(cached)") == 4, r.stdout  # the harness and three files
+    r, ran = bench_batch(mugraph_bin, files, cache, tmp_path / "out")
+    assert r.returncode == 0 and all(line["cached"] and line["ok"] for line in ran), ran
+    # Files of two programs are refused as a batch run refuses them.
+    r = run_cli(mugraph_bin, "bench", LORA_FOUND / "best.json", EXAMPLES / "found" / "rmsnorm_linear" / "best.json",
+                "--emulate", "--build-only", "--cache-dir", cache)
+    assert r.returncode == 1 and "its inputs are not those of" in r.stderr, r.stderr
+
+
 def test_a_batch_takes_ugraphs_of_one_program(mugraph_bin, tmp_path):
     r = run_cli(mugraph_bin, "bench", LORA_FOUND / "best.json", EXAMPLES / "found" / "rmsnorm_linear" / "best.json",
                 "--emulate", "--cache-dir", tmp_path)
@@ -572,6 +599,10 @@ def test_bench_without_a_gpu_says_so(mugraph_bin, tmp_path):
                 tmp_path, timeout=600)
     assert r.returncode == 1 and "needs a GPU" in r.stderr and "no CUDA device" in r.stderr, r.stderr
     assert len(list(tmp_path.glob("lib-sm_90a-*/libugraph.so"))) == 2 and list(tmp_path.glob("batch-sm_90a-*/bench_*"))
+    # --build-only builds the same, so it finds every piece of it in the cache.
+    r = run_cli(mugraph_bin, "bench", LORA_FOUND / "top" / "00.json", LORA_FOUND / "top" / "01.json", "--cache-dir",
+                tmp_path, "--build-only", timeout=600)
+    assert r.returncode == 0 and r.stdout.count("(cached)") == 3, r.stdout + r.stderr
 
 
 def test_wgmma_shapes_header_is_what_its_generator_writes():
