@@ -173,8 +173,6 @@ void print_bench_result(const std::string& path, const BenchResult& r, const Ben
   for (const std::string& line : written) std::printf("  output %s\n", line.c_str());
 }
 
-/// mugraph bench with several μGraphs of one program: one batch (bench_ugraphs), on the inputs
-/// the first one's program takes; --out DIR writes each one's outputs to DIR/N/ (N its position).
 /// The μGraphs of a batch (mugraph bench with several files), loaded and checked to take the same
 /// inputs by name and type, in order: one set of inputs must suit them all.
 std::vector<Graph> load_batch(const std::vector<std::string>& paths, const CudaTarget& target) {
@@ -227,6 +225,8 @@ int cmd_bench_build_many(const std::vector<std::string>& paths, const BenchOptio
   return all_built ? 0 : kExitUser;
 }
 
+/// mugraph bench with several μGraphs of one program: one batch (bench_ugraphs), on the inputs
+/// the first one's program takes; --out DIR writes each one's outputs to DIR/N/ (N its position).
 int cmd_bench_many(const std::vector<std::string>& paths, const std::vector<std::string>& input_args, uint64_t seed,
                    double input_scale, const BenchOptions& options, const std::string& out_dir, bool json) {
   const CudaTarget& target = find_cuda_target(options.target);
