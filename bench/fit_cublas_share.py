@@ -17,6 +17,7 @@ file whose μGraph is no longer the one timed (its structure differs from the re
 skipped and said so. The share is a fit to whole-μGraph timings, not a profile of cuBLAS: the
 other kernels' estimates carry their own error into it."""
 import argparse
+import functools
 import json
 import statistics
 import subprocess
@@ -65,10 +66,16 @@ def matmul_shapes(doc):
     return shapes
 
 
-def points(files, target):
-    """(label, measured µs, other kernels' µs, matmul launches µs, matmul DRAM µs) per timed μGraph."""
-    seen = set()
-    out = []
+@functools.lru_cache(maxsize=None)
+def breakdown(path, target):
+    """kernel_breakdowns, once per file: the fitted files are often among the ranked ones."""
+    return kernel_breakdowns(path, target)
+
+
+def timed_candidates(files, target):
+    """(the run.py file, its run, row name, recorded file's name in this checkout, measured µs, its μGraph JSON, its
+    breakdown) for each checked and timed candidate of the run.py --json files whose μGraph is
+    still the one timed; the others are said on stderr."""
     for f in files:
         doc = json.loads(Path(f).read_text(encoding="utf-8"))
         run = Path(f).parent.name
@@ -85,19 +92,24 @@ def points(files, target):
                 if c.get("structure") and describe_ugraph(ugraph) != c["structure"]:
                     print(f"skipped {name} ({run}): no longer the μGraph timed", file=sys.stderr)
                     continue
-                kernels = kernel_breakdowns(path, target)
-                matmuls = [k for k in kernels if k[0] == "matmul"]
-                if not matmuls:
-                    continue
-                key = (run, str(name), c["median_us"])
-                if key in seen:  # the paper step and calibrate can time the same file in one run
-                    continue
-                seen.add(key)
-                other = sum(total for kind, total, _ in kernels if kind != "matmul")
-                launches = sum(t["launch"] for _, _, t in matmuls)
-                dram = sum(t["dram"] * t["share"] for _, _, t in matmuls)  # at the peak
-                label = f"{run} {row['name']} {name} ({', '.join(matmul_shapes(ugraph))})"
-                out.append((label, c["median_us"], other, launches, dram))
+                yield f, run, row["name"], name, c["median_us"], ugraph, breakdown(path, target)
+
+
+def points(files, target):
+    """(label, measured µs, other kernels' µs, matmul launches µs, matmul DRAM µs) per timed μGraph."""
+    seen = set()
+    out = []
+    for _, run, row_name, name, measured, ugraph, kernels in timed_candidates(files, target):
+        matmuls = [k for k in kernels if k[0] == "matmul"]
+        key = (run, str(name), measured)
+        if not matmuls or key in seen:  # the paper step and calibrate can time the same file in one run
+            continue
+        seen.add(key)
+        other = sum(total for kind, total, _ in kernels if kind != "matmul")
+        launches = sum(t["launch"] for _, _, t in matmuls)
+        dram = sum(t["dram"] * t["share"] for _, _, t in matmuls)  # at the peak
+        label = f"{run} {row_name} {name} ({', '.join(matmul_shapes(ugraph))})"
+        out.append((label, measured, other, launches, dram))
     return out
 
 
@@ -115,31 +127,23 @@ def estimate_at(kernels, share):
 
 
 def set_scores(files, target, shares, min_points):
-    """Each timed set of at least min_points candidates: its name, size, matmul candidates, and
-    (Spearman, the model's pick's gap to the fastest) at each share."""
+    """Each timed set (a row of a file) of at least min_points candidates: its name, size, matmul
+    candidates, and (Spearman, the model's pick's gap to the fastest) at each share."""
+    sets = {}  # by file and row: a run's paper.json and calibration_runs.json may share row names
+    for f, run, row_name, _, measured, _, kernels in timed_candidates(files, target):
+        sets.setdefault((f, f"{row_name} ({run})"), []).append((kernels, measured))
     out = []
-    for f in files:
-        doc = json.loads(Path(f).read_text(encoding="utf-8"))
-        for row in doc.get("rows", []):
-            timed = []
-            for c in row.get("candidates") or []:
-                found = ugraph_file(c["path"]) if c.get("ok") and c.get("median_us") else None
-                if found is None:
-                    continue
-                path, ugraph = found
-                if c.get("structure") and describe_ugraph(ugraph) != c["structure"]:
-                    continue
-                timed.append((kernel_breakdowns(path, target), c["median_us"]))
-            if len(timed) < min_points:
-                continue
-            measured = [m for _, m in timed]
-            with_matmul = sum(any(k[0] == "matmul" for k in kernels) for kernels, _ in timed)
-            scores = []
-            for share in shares:
-                est = [estimate_at(k, share) for k, _ in timed]
-                pick = measured[min(range(len(timed)), key=est.__getitem__)]
-                scores.append((spearman(est, measured), pick / min(measured) - 1))
-            out.append((f"{row['name']} ({Path(f).parent.name})", len(timed), with_matmul, scores))
+    for (_, name), timed in sets.items():
+        if len(timed) < min_points:
+            continue
+        measured = [m for _, m in timed]
+        with_matmul = sum(any(k[0] == "matmul" for k in kernels) for kernels, _ in timed)
+        scores = []
+        for share in shares:
+            est = [estimate_at(k, share) for k, _ in timed]
+            pick = measured[min(range(len(timed)), key=est.__getitem__)]
+            scores.append((spearman(est, measured), pick / min(measured) - 1))
+        out.append((name, len(timed), with_matmul, scores))
     return out
 
 
