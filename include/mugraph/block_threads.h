@@ -28,4 +28,8 @@ inline constexpr double kBlockThreadsMinGain = 0.02;
 /// prefers. Block graphs with any other count are a user's choice and stay as they are.
 Graph choose_block_threads(const Graph& kernel_graph, const GpuSpec& gpu);
 
+/// The same choice for kernel op `op_index` of `kernel_graph` alone, in place (a kernel's estimate
+/// depends on that kernel alone, so choose_block_threads makes it kernel by kernel).
+void choose_kernel_threads(Graph& kernel_graph, size_t op_index, const GpuSpec& gpu);
+
 }  // namespace mugraph

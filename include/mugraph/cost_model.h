@@ -141,6 +141,16 @@ double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes)
 /// L2). CandidateMetrics::device_bytes sums it over the kernels, estimate_cost's dram terms too.
 int64_t kernel_device_bytes(const Graph& kernel_graph, const Op& op);
 
+/// Adds the FLOPs of op `op` of graph `g` (any level), `reps` times, to `tensor` (a matmul of
+/// two 16-bit operands, on tensor cores) or `fma` (on CUDA cores): a matmul 2·M·N·K per batch, a
+/// reduction one per input element, other compute ops one per output element; a thread graph the
+/// sum of its ops. Iterators, savers, accumulators and layout ops: none.
+void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double& fma);
+
+/// Estimates kernel op `op` of `kernel_graph` on `gpu`: it depends on that op alone (its body,
+/// grid, threads and tensors), not on the kernels around it.
+KernelCost estimate_kernel_cost(const Graph& kernel_graph, const Op& op, const GpuSpec& gpu);
+
 /// Estimates a complete μGraph (a kernel graph, with thread graphs fused or not) on `gpu`.
 /// Monotone: more bytes or more FLOPs anywhere never lower the estimate.
 CostEstimate estimate_cost(const Graph& kernel_graph, const GpuSpec& gpu);

@@ -181,12 +181,15 @@ CandidateMetrics candidate_metrics(const Graph& kernel_graph, const Target& targ
 double rank_estimate_us(const Graph& kernel_graph, const GpuSpec& gpu);
 
 /// What the kernels of `kernel_graph` (a complete μGraph or a search prefix) cost in any μGraph
-/// that contains them, beyond cost_lower_bound_us of their device bytes and kernel count: for a
-/// graph-defined kernel, the largest of its L2, per-SM load, tensor-core and pieces terms over its
-/// DRAM term (fusing thread graphs or choosing threads per block changes none of these: it keeps
-/// every iterator, saver and matmul);
-/// for a pre-defined kernel, its whole estimate over launch and DRAM.
+/// that contains them, beyond cost_lower_bound_us of their device bytes and kernel count: each
+/// kernel's estimate, as rank_estimate_us takes it (thread graphs fused, threads chosen), over
+/// its launch and its DRAM term at the peak. Exact, not a bound: a kernel's estimate depends on
+/// that kernel alone, and a μGraph that extends a prefix keeps the prefix's kernels as they are.
 double kernels_floor_extra_us(const Graph& kernel_graph, const GpuSpec& gpu);
+
+/// kernels_floor_extra_us's share of the last op of `kernel_graph` (a kernel), so that a prefix's
+/// figure is its parent's plus this.
+double last_kernel_floor_extra_us(const Graph& kernel_graph, const GpuSpec& gpu);
 
 /// A verified candidate.
 struct SearchCandidate {

@@ -219,9 +219,8 @@ int64_t bytes_of(const TensorType& t) { return t.shape.numel() * dtype_bytes(t.d
 
 bool is_16_bit(DType d) { return d == DType::f16 || d == DType::bf16; }
 
-/// FLOPs of one op: a matmul 2·M·N·K per batch (on tensor cores when both operands are 16-bit),
-/// a reduction one per input element, other compute ops one per output element; a thread graph
-/// the sum of its ops. Iterators, savers, accumulators and layout ops: none.
+}  // namespace
+
 void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double& fma) {
   const OpInfo& info = op_info(op.kind);
   if (op.kind == OpKind::thread_graph) {
@@ -248,6 +247,8 @@ void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double
       break;
   }
 }
+
+namespace {
 
 void finish(KernelCost& k) {
   const std::pair<double, const char*> terms[] = {
@@ -388,13 +389,17 @@ int64_t kernel_device_bytes(const Graph& g, const Op& op) {
   return bytes;
 }
 
+KernelCost estimate_kernel_cost(const Graph& g, const Op& op, const GpuSpec& gpu) {
+  MUGRAPH_CHECK(g.level == Level::kernel && op.kind != OpKind::input) << "estimate_kernel_cost takes a kernel op";
+  return op.kind == OpKind::graph_kernel ? graph_defined_cost(g, op, gpu) : pre_defined_cost(g, op, gpu);
+}
+
 CostEstimate estimate_cost(const Graph& g, const GpuSpec& gpu) {
   MUGRAPH_CHECK(g.level == Level::kernel) << "estimate_cost takes a kernel graph";
   CostEstimate e;
   for (const Op& op : g.ops) {
     if (op.kind == OpKind::input) continue;
-    e.kernels.push_back(op.kind == OpKind::graph_kernel ? graph_defined_cost(g, op, gpu)
-                                                        : pre_defined_cost(g, op, gpu));
+    e.kernels.push_back(estimate_kernel_cost(g, op, gpu));
     e.total_us += e.kernels.back().total_us;
   }
   return e;

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
 #include <tuple>
 
+#include "growth_floor.h"
 #include "mugraph/error.h"
 #include "mugraph/validate.h"
 #include "operand_rules.h"
@@ -472,6 +474,11 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
 }
 
 double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c, const GpuSpec& gpu) {
+  return config_floor(g, inputs, c, gpu).total_us();
+}
+
+ConfigFloor config_floor(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c,
+                         const GpuSpec& gpu) {
   double moved = 0, pieces = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const TensorType& type = g.type(inputs[i]);
@@ -486,7 +493,15 @@ double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, cons
   }
   const LoadTerms loads = load_terms(c.grid.volume(), moved, gpu);
   const double pieces_us = static_cast<double>(c.grid.volume()) * pieces / gpu.pieces_per_us;
-  return gpu.launch_us + std::max({loads.l2_us, loads.sm_load_us, pieces_us});
+  // A loop waits at a barrier in every iteration (block_barriers), on the busiest SM at least
+  // once per round of the most blocks it can hold.
+  const int64_t busiest = (c.grid.volume() + gpu.sms - 1) / gpu.sms;
+  const double rounds = static_cast<double>((busiest + gpu.blocks_per_sm - 1) / gpu.blocks_per_sm);
+  ConfigFloor f;
+  f.launch_us = gpu.launch_us;
+  f.loads_us = std::max({loads.l2_us, loads.sm_load_us, pieces_us});
+  f.barrier_us = c.forloop > 1 ? rounds * static_cast<double>(c.forloop) * gpu.barrier_us : 0.0;
+  return f;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -557,9 +572,10 @@ FoundCandidate found_candidate(SearchContext& ctx, Graph&& g, std::vector<int32_
 namespace {
 
 /// Shared by kernel and block tasks: a new kernel-graph prefix becomes a candidate (all outputs
-/// produced), a child kernel task (room for more ops), or nothing.
+/// produced), a child kernel task (room for more ops), or nothing. `prefix_floor_extra`: the
+/// floor_extra_us of `next` without its last kernel (the task's prefix).
 void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>& exprs,
-                     const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out,
+                     const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out, double prefix_floor_extra,
                      bool no_children = false) {
   const Graph& program = ctx.program();
   const size_t nout = program.outputs.size();
@@ -589,7 +605,13 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   }
   if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
   auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
-  const double floor_extra = ctx.floor_extra_us(next);
+  // The new kernel's estimate (a fusion and a choice of threads) only where the parent's floor
+  // does not already cut the prefix.
+  if (ctx.beyond_bound(bytes, kernels, prefix_floor_extra)) {
+    ++out.stats.pruned["cost_bound"];
+    return;
+  }
+  const double floor_extra = ctx.next_floor_extra_us(prefix_floor_extra, next);
   if (ctx.beyond_bound(bytes, kernels, floor_extra)) {
     ++out.stats.pruned["cost_bound"];
     return;
@@ -659,7 +681,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
         ++out.stats.pruned["missing_inputs"];
       } else if (head < last_head) {
         // Made in another order (canonical rank).
-      } else if (has_redundant_operand(ctx_, held, subset)) {
+      } else if (has_redundant_operand(ctx_, held, exprs, subset)) {
         ++out.stats.pruned["redundant_operand"];
       } else {
         int64_t later_bytes = 0;
@@ -766,7 +788,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
     std::vector<ExprId> next_exprs = exprs;
     next_exprs.push_back(e[0]);
     ++out.stats.states;
-    consider_prefix(ctx_, std::move(next), next_exprs, task.path, child_index, out);
+    consider_prefix(ctx_, std::move(next), next_exprs, task.path, child_index, out, floor_extra);
   };
 
   for (OpKind kind : ctx_.kinds()) {
@@ -809,10 +831,14 @@ enum Phase : uint8_t { kLoop = 0, kPost = 1 };
 class BlockSearch {
  public:
   /// `beyond_bound`: whether the cost bound, which other tasks keep tightening, now cuts the
-  /// kernel being grown; asked every 1024 states.
+  /// kernel being grown; asked every 1024 states. `prefix_floor_extra`: the task prefix's
+  /// floor_extra_us. `rest_floor_us` (model bound): the floor of everything but this kernel
+  /// (Generator::model_rest_floor_us), from which the growth floor (growth_floor.h) cuts states;
+  /// none without.
   BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const PrefixFacts& facts, const KernelConfig& cfg,
               int32_t& child_index, TaskOutput& out, const std::atomic<bool>& stop, bool must_finish,
-              const std::function<bool()>& beyond_bound)
+              const std::function<bool()>& beyond_bound, double prefix_floor_extra = 0,
+              std::optional<double> rest_floor_us = std::nullopt)
       : gen_(gen),
         ctx_(ctx),
         task_(task),
@@ -822,6 +848,8 @@ class BlockSearch {
         out_(out),
         stop_(stop),
         beyond_bound_(beyond_bound),
+        prefix_floor_extra_(prefix_floor_extra),
+        rest_floor_us_(rest_floor_us),
         must_finish_(must_finish),
         child_index_(child_index) {}
 
@@ -871,6 +899,7 @@ class BlockSearch {
     kDuplicateValue,
     kProgramTileValue,
     kUnclosable,
+    kCostBound,
     kPruneCount,
     kAllowed = kPruneCount,  ///< tile_value_rejection: no rule applies
   };
@@ -881,7 +910,8 @@ class BlockSearch {
                                                                     "abstract_expression",
                                                                     "duplicate_value",
                                                                     "program_tile_value",
-                                                                    "unclosable"};
+                                                                    "unclosable",
+                                                                    "cost_bound"};
 
   /// Grows the block graph: every canonical sequence of ops within the limits, each closed in
   /// every valid way.
@@ -902,6 +932,7 @@ class BlockSearch {
       param_exprs_.push_back(facts_.exprs[t.index()]);
     }
     bg_ = make_block_graph(params, cfg_.grid, cfg_.forloop);
+    if (rest_floor_us_) growth_.emplace(cfg_, config_floor(prefix, operands_, cfg_, ctx_.gpu()), ctx_.gpu());
     for (size_t i = 0; i < operands_.size(); ++i) {
       auto r = bg_.append(OpKind::input_iterator, {},
                           attrs::iterator(static_cast<int32_t>(i), cfg_.imaps[i], cfg_.fmaps[i]));
@@ -971,12 +1002,14 @@ class BlockSearch {
     const Tensor& t = bg_.tensors.back();
     smem_ += t.type.shape.numel() * dtype_bytes(t.type.dtype);
     state_.push_back(TensorState{e, p, iterator, concat, 0, labels, deps});
+    if (growth_) growth_->push(bg_);
   }
 
   /// Removes the last op (and its one output tensor).
   void pop_op() {
     const TensorState& st = state_.back();
     if (st.program_value >= 0) tile_of_[static_cast<size_t>(st.program_value)] = -1;
+    if (growth_) growth_->pop();
     const Tensor& t = bg_.tensors.back();
     smem_ -= t.type.shape.numel() * dtype_bytes(t.type.dtype);
     state_.pop_back();
@@ -1171,6 +1204,12 @@ class BlockSearch {
       stopped_ = stop_.load(std::memory_order_relaxed);
       cut_ = !stopped_ && beyond_bound_();
       if (stopped_ || cut_) return;
+    }
+    // With the model bound: no completion of a block graph whose growth floor (growth_floor.h)
+    // with the rest of the μGraph's is beyond the bound can be within it.
+    if (growth_ && *rest_floor_us_ + growth_->floor_us() > ctx_.bound_us()) {
+      ++prunes_[kCostBound];
+      return;
     }
     try_close();
     if (steps() >= ctx_.options().max_block_ops) return;
@@ -1371,6 +1410,29 @@ class BlockSearch {
     return true;
   }
 
+  /// Whether two of the sinks hold the same value: equal normal forms over the same indices, split
+  /// the same way, in tiles of one shape (partial sums included: the same labels and split sums
+  /// make them the same share of the same sum). Such a kernel writes one value twice, and the one
+  /// that writes it once is grown too (RMSNorm: sum(X²)/4096 accumulated, beside the accumulated
+  /// sum(X²) divided by 4096).
+  bool saves_a_value_twice(const std::vector<int32_t>& sinks) const {
+    if (sinks.size() < 2) return false;
+    std::vector<NfId> nfs;
+    for (int32_t s : sinks) {
+      NfResult r = normal_form(state_[static_cast<size_t>(s)].expr, ctx_.exprs(), ctx_.normal_forms());
+      nfs.push_back(r.stop == NfStop::none ? r.id : NfId());
+    }
+    for (size_t a = 0; a < sinks.size(); ++a)
+      for (size_t b = a + 1; b < sinks.size(); ++b) {
+        const TensorState& x = state_[static_cast<size_t>(sinks[a])];
+        const TensorState& y = state_[static_cast<size_t>(sinks[b])];
+        if (nfs[a].valid() && nfs[a] == nfs[b] && x.labels == y.labels && x.split_sum == y.split_sum &&
+            bg_.tensors[static_cast<size_t>(sinks[a])].type == bg_.tensors[static_cast<size_t>(sinks[b])].type)
+          return true;
+      }
+    return false;
+  }
+
   /// Closes the block graph in every valid way: an output saver on every sink, each with every
   /// omap; each closing appends the graph_kernel op to the kernel graph.
   void try_close() {
@@ -1379,6 +1441,10 @@ class BlockSearch {
     std::vector<int32_t> sinks;
     for (size_t t = 0; t < state_.size(); ++t)
       if (state_[t].uses == 0) sinks.push_back(static_cast<int32_t>(t));
+    if (saves_a_value_twice(sinks)) {
+      ++prunes_[kDuplicateValue];
+      return;
+    }
     // omap options per sink: each grid axis > 1 takes a distinct data dim of the tile.
     std::vector<std::vector<std::array<int8_t, 3>>> omaps(sinks.size());
     for (size_t k = 0; k < sinks.size(); ++k) {
@@ -1435,7 +1501,8 @@ class BlockSearch {
     std::vector<ExprId> exprs = facts_.exprs;
     for (int32_t s : sinks) exprs.push_back(state_[s].expr);
     ++out_.stats.states;
-    consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_, task_.finish_only);
+    consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_, prefix_floor_extra_,
+                    task_.finish_only);
   }
 
   Generator& gen_;
@@ -1447,6 +1514,9 @@ class BlockSearch {
   TaskOutput& out_;
   const std::atomic<bool>& stop_;
   const std::function<bool()>& beyond_bound_;
+  const double prefix_floor_extra_;
+  const std::optional<double> rest_floor_us_;
+  std::optional<GrowthFloor> growth_;  ///< with rest_floor_us_ (start)
   const bool must_finish_;
   std::vector<ExprId> param_exprs_;
   OpRank last_kernel_rank_;
@@ -1642,7 +1712,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
       return ctx_.beyond_bound(bytes, kernels, floor_extra) ||
              (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
     };
-    BlockSearch s(*this, ctx_, task, facts, configs[i], child_index, out, stop, must_finish, beyond);
+    BlockSearch s(*this, ctx_, task, facts, configs[i], child_index, out, stop, must_finish, beyond, floor_extra,
+                  model_bound ? std::optional<double>(rest_floor_us) : std::nullopt);
     if (!s.run()) return false;
   }
   // The next chunk of a chain, if the bound has not passed its floor.

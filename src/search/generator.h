@@ -237,6 +237,11 @@ class SearchContext {
   double floor_extra_us(const Graph& prefix) const {
     return model_bound() ? kernels_floor_extra_us(prefix, gpu_) : 0.0;
   }
+  /// floor_extra_us of `next`, a prefix whose parent (`next` less its last kernel) has
+  /// `parent_extra_us`.
+  double next_floor_extra_us(double parent_extra_us, const Graph& next) const {
+    return model_bound() ? parent_extra_us + last_kernel_floor_extra_us(next, gpu_) : 0.0;
+  }
   /// The cost bound in microseconds (model bound; infinite until a candidate is found).
   double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }
   /// The GPU whose cost model ranks the candidates (the search's target).
@@ -375,8 +380,17 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
 /// A lower bound on the cost model's estimate of any graph-defined kernel with configuration
 /// `c` over tensors of `g`: its launch plus the largest of the L2, busiest-SM and pieces terms of
 /// the tiles its input iterators load (every iterator of a closed block graph is used; savers only
-/// add to these).
+/// add to these), plus, with a loop, a barrier per iteration on the busiest SM (block_barriers
+/// counts at least that many).
 double config_floor_us(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c, const GpuSpec& gpu);
+
+/// config_floor_us's terms: the launch, the largest of the loads' terms, the loop's barriers.
+struct ConfigFloor {
+  double launch_us = 0, loads_us = 0, barrier_us = 0;
+  double total_us() const { return launch_us + loads_us + barrier_us; }
+};
+ConfigFloor config_floor(const Graph& g, const std::vector<TensorId>& inputs, const KernelConfig& c,
+                         const GpuSpec& gpu);
 
 /// Largest dim extent that kernel_configs() splits into tiles of 1, 2 or 4.
 inline constexpr int64_t kFineSplitMaxExtent = 64;

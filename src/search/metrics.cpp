@@ -44,17 +44,37 @@ double rank_estimate_us(const Graph& g, const GpuSpec& gpu) {
   return estimate_cost(choose_block_threads(fuse_thread_graphs(g), gpu), gpu).total_us;
 }
 
+namespace {
+
+/// What kernel `k` costs beyond cost_lower_bound_us's share of it: its launch and its bytes at
+/// the peak (a cuBLAS matmul's dram term takes them at its share of it, dram_share, and the
+/// difference is extra too).
+double floor_extra_of(const KernelCost& k) {
+  return std::max(0.0, k.total_us - k.launch_us - k.dram_us * k.dram_share);
+}
+
+}  // namespace
+
 double kernels_floor_extra_us(const Graph& g, const GpuSpec& gpu) {
+  Graph ranked = fuse_thread_graphs(g);
   double extra = 0;
-  for (const KernelCost& k : estimate_cost(g, gpu).kernels) {
-    const double floor = k.kind == "graph-defined"
-                             ? k.launch_us + std::max({k.dram_us, k.l2_us, k.sm_load_us, k.tensor_us, k.pieces_us})
-                             : k.total_us;
-    // cost_lower_bound_us counts the kernel's bytes at the peak; a cuBLAS matmul's dram term
-    // takes them at its share of it (dram_share), and the difference is extra too.
-    extra += std::max(0.0, floor - k.launch_us - k.dram_us * k.dram_share);
+  for (size_t i = 0; i < ranked.ops.size(); ++i) {
+    if (ranked.ops[i].kind == OpKind::input) continue;
+    choose_kernel_threads(ranked, i, gpu);
+    extra += floor_extra_of(estimate_kernel_cost(ranked, ranked.ops[i], gpu));
   }
   return extra;
+}
+
+double last_kernel_floor_extra_us(const Graph& g, const GpuSpec& gpu) {
+  MUGRAPH_CHECK(!g.ops.empty() && g.ops.back().kind != OpKind::input) << "last_kernel_floor_extra_us: no kernel";
+  const Op& op = g.ops.back();
+  if (op.kind != OpKind::graph_kernel) return floor_extra_of(estimate_kernel_cost(g, op, gpu));
+  Graph ranked = g;
+  Graph& body = ranked.bodies[static_cast<size_t>(op.attrs.body)];
+  body = fuse_block_graph(body);
+  choose_kernel_threads(ranked, ranked.ops.size() - 1, gpu);
+  return floor_extra_of(estimate_kernel_cost(ranked, ranked.ops.back(), gpu));
 }
 
 int64_t SearchStats::total_pruned() const {

@@ -24,6 +24,23 @@ bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::
   return false;
 }
 
+/// By program tensor: whether it is computed (an input is not) and a chain of single uses leads
+/// from it to an output: it is an output that nothing reads, or its one consumer is no output and
+/// has such a chain.
+std::vector<bool> single_use_chains(const SearchContext& ctx) {
+  const Graph& program = ctx.program();
+  const auto& consumers = ctx.program_consumers();
+  std::vector<bool> chain(consumers.size(), false);
+  // Consumers come later in the program's topological order.
+  for (size_t t = consumers.size(); t-- > 0;) {
+    if (program.op(program.tensors[t].producer).kind == OpKind::input) continue;
+    const auto& c = consumers[t];
+    const bool output = ctx.is_program_output(static_cast<int32_t>(t));
+    chain[t] = output ? c.empty() : c.size() == 1 && chain[static_cast<size_t>(c[0])];
+  }
+  return chain;
+}
+
 }  // namespace
 
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
@@ -44,19 +61,33 @@ std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const
   return held;
 }
 
-bool has_redundant_operand(const SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
-                           const std::vector<TensorId>& operands) {
-  const size_t n = ctx.program_values().size();
+bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+                           const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands) {
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  const size_t n = values.size();
   if (n == 0) return false;
+  // What each operand carries (the function comment): the program values it holds, or for one
+  // that holds none, the values on a single-use chain to an output inside its expression.
+  std::vector<std::vector<int32_t>> carried(operands.size());
+  std::vector<bool> chain;  // chain[v]: a chain of single uses leads from v to an output
+  for (size_t k = 0; k < operands.size(); ++k) {
+    carried[k] = held[operands[k].index()];
+    if (!carried[k].empty()) continue;
+    if (chain.empty()) chain = single_use_chains(ctx);
+    for (size_t v = 0; v < n; ++v)
+      if (chain[v] && ctx.oracle().decide(values[v].expr, exprs[operands[k].index()]) == SubexprAnswer::yes)
+        carried[k].push_back(static_cast<int32_t>(v));
+  }
   for (size_t k = 0; k < operands.size(); ++k) {
     const std::vector<int32_t>& mine = held[operands[k].index()];
     if (mine.empty()) continue;
     std::vector<bool> blocked(n, false);
     for (size_t v = 0; v < operands.size(); ++v)
       if (v != k)
-        for (int32_t p : held[operands[v].index()]) blocked[static_cast<size_t>(p)] = true;
+        for (int32_t p : carried[v]) blocked[static_cast<size_t>(p)] = true;
+    // A value another operand carries is not needed from this one either.
     bool needed = false;
-    for (int32_t p : mine) needed |= reaches_output_avoiding(ctx, p, blocked);
+    for (int32_t p : mine) needed |= !blocked[static_cast<size_t>(p)] && reaches_output_avoiding(ctx, p, blocked);
     if (!needed) return true;
   }
   return false;

@@ -22,11 +22,21 @@ std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const
                                                        const std::vector<ExprId>& exprs, const GraphLabels& labels);
 
 /// Whether some operand of a kernel reading `operands` is redundant: it holds program values,
-/// and every path in the program from them to an output passes through a value another operand
-/// holds. Whatever the kernel would compute from it, the others already carry (nTrans: after a
-/// kernel computing α ⊙ norm(H − X), a kernel reading H, α and that value besides X).
-bool has_redundant_operand(const SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
-                           const std::vector<TensorId>& operands);
+/// and another operand carries each of them, or every path in the program from it to an output
+/// passes through a value another operand carries. Whatever the kernel would compute from it,
+/// the others already carry (nTrans: after a kernel computing α ⊙ norm(H − X), a kernel reading
+/// H, α and that value besides X).
+///
+/// An operand carries the program values it holds and, if it holds none (a partial result, or a
+/// value the program does not spell, such as (X ⊙ G)·W), every program value v whose expression
+/// is exactly (SubexprAnswer::yes) a subexpression of its own and from which a chain of single
+/// uses leads to an output. Such a v reaches the output only through that chain, and the operand
+/// already holds v's share of it: a second copy computed from the first operand could not join
+/// it, as abstract expressions never cancel (RMSNorm: after a kernel writing partial sums of
+/// (X ⊙ G)·W and of X², a kernel reading them besides X or G). `exprs`: the prefix's tensor
+/// expressions.
+bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+                           const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
 
 /// For a kernel that must finish the program (no kernel follows it) reading `operands`: per
 /// operand, the program indices (bit i: index i) that its tiles must not be split along by a

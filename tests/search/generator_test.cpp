@@ -448,6 +448,85 @@ TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
   EXPECT_GT(chained, 0) << "no chunk was made by the chunk before it";
 }
 
+TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
+  // With the model bound a block search stops growing a block graph whose floor (the rest of the
+  // μGraph, the kernel's loads, the FLOPs and loop steps of its ops so far: growth_floor_us) is
+  // beyond the bound. Every candidate a block task finds without a bound and estimates within
+  // it must still be found with the bound set, and some growth must be cut.
+  Graph program = parse_program(kSmallRmsNormLinear);
+  SearchOptions options;
+  options.cost_bound = CostBound::model;
+  options.max_block_ops = 8;
+  options.max_kernel_ops = 3;
+  options.target = require_target("h200");
+  SearchContext ctx(program, options);
+  std::atomic<bool> stop{false};
+  // The root's block tasks, and the block tasks of the prefixes they make (a second kernel).
+  std::vector<Task> tasks;
+  {
+    Generator gen(ctx);
+    TaskOutput root;
+    ASSERT_TRUE(gen.run(ctx.root(), root, stop));
+    for (Task& t : root.children)
+      if (t.is_block()) tasks.push_back(std::move(t));
+    for (size_t i = 0, n = tasks.size(); i < n && tasks.size() < 400; ++i) {
+      TaskOutput out;
+      ASSERT_TRUE(gen.run(tasks[i], out, stop));
+      for (Task& child : out.children) {
+        if (child.is_block()) continue;
+        TaskOutput kernel;
+        ASSERT_TRUE(gen.run(child, kernel, stop));
+        for (Task& t : kernel.children)
+          if (t.is_block() && tasks.size() < 400) tasks.push_back(std::move(t));
+      }
+    }
+  }
+  auto run_all = [&](int64_t& states, int64_t& cut) {
+    Generator gen(ctx);
+    std::vector<std::vector<FoundCandidate>> found;
+    states = cut = 0;
+    for (const Task& t : tasks) {
+      TaskOutput out;
+      EXPECT_TRUE(gen.run(t, out, stop));
+      states += out.stats.states;
+      cut += out.stats.pruned["cost_bound"];
+      found.push_back(std::move(out.candidates));
+    }
+    return found;
+  };
+  int64_t states_unbounded = 0, cut_unbounded = 0;
+  const auto unbounded = run_all(states_unbounded, cut_unbounded);
+  std::vector<double> estimates;
+  for (const auto& f : unbounded)
+    for (const FoundCandidate& c : f) estimates.push_back(c.estimated_us);
+  ASSERT_GT(estimates.size(), 20u);
+  std::sort(estimates.begin(), estimates.end());
+  const double bound = estimates[estimates.size() / 3];
+  ctx.set_bound_us(bound);
+  int64_t states_bounded = 0, cut_bounded = 0;
+  const auto bounded = run_all(states_bounded, cut_bounded);
+  // A bound also leaves to the first pass (finish_only) what a full pass would grow again, so
+  // candidates are compared over all the tasks.
+  std::vector<const Graph*> kept_graphs;
+  for (const auto& f : bounded)
+    for (const FoundCandidate& b : f) kept_graphs.push_back(&b.graph);
+  int within = 0;
+  for (size_t i = 0; i < tasks.size(); ++i)
+    for (const FoundCandidate& c : unbounded[i]) {
+      if (c.estimated_us > bound) continue;
+      ++within;
+      const bool kept =
+          std::any_of(kept_graphs.begin(), kept_graphs.end(), [&](const Graph* b) { return *b == c.graph; });
+      EXPECT_TRUE(kept) << "a candidate estimated at " << c.estimated_us << " us, within the bound " << bound
+                        << " us, was cut:\n"
+                        << to_json(c.graph);
+    }
+  EXPECT_GT(within, 0);
+  EXPECT_EQ(cut_unbounded, 0);
+  EXPECT_GT(cut_bounded, 0);
+  EXPECT_LT(states_bounded, states_unbounded);
+}
+
 TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {
   // With the model bound, a kernel task past the root makes only the first chunk of each operand
   // set, without the list; each chunk makes the next (the path and floor it would have had) while

@@ -55,6 +55,7 @@ class OperandRules : public ::testing::Test {
   SearchContext ctx{program, SearchOptions{}};
   Prefix p;
   std::vector<std::vector<int32_t>> held = held_by(ctx, p.g);
+  std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
 };
 
 TEST_F(OperandRules, TensorsHoldTheProgramValuesTheyCompute) {
@@ -67,17 +68,79 @@ TEST_F(OperandRules, TensorsHoldTheProgramValuesTheyCompute) {
 
 TEST_F(OperandRules, AnOperandWhosePathsToTheOutputsPassThroughAnotherIsRedundant) {
   // After α ⊙ N, H and α reach O only through it; X also reaches it directly (Y = X + α ⊙ N).
-  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.t}));
-  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.x, p.alpha, p.t}));
-  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.h, p.x, p.t}));
-  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.x, p.t}));
-  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.alpha, p.t}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {p.x, p.alpha, p.t}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.t}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.x, p.t}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.alpha}));
   // N reaches O only through α ⊙ N, which α and N together make: neither is redundant.
-  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.x, p.alpha, p.n}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.x, p.alpha, p.n}));
   // D's paths all pass through N (N = D / norm(D)).
-  EXPECT_TRUE(has_redundant_operand(ctx, held, {p.d, p.n, p.x, p.alpha}));
-  // A partial result is never judged (H² holds no program value), nor judges others.
-  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.sqr_h}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {p.d, p.n, p.x, p.alpha}));
+  // A partial result is never judged (H² holds no program value), nor judges others: the one
+  // program value inside it, H, is an input.
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.alpha, p.sqr_h}));
+}
+
+TEST_F(OperandRules, AValueNoOperandHoldsCarriesOnlyTheSingleUseChainsInside) {
+  // Z = Y + H holds no program value; Y, and D, N and α ⊙ N inside it, are all inside its
+  // expression, but Y is read twice (its norm and the division), as D is: no chain of single
+  // uses leads from any of them to O, so Z carries none of them and X is not redundant beside
+  // it.
+  const TensorId z = p.op(OpKind::add, {p.y, p.h});
+  held = held_by(ctx, p.g);
+  exprs = expressions(p.g, ctx.exprs()).tensors;
+  ASSERT_TRUE(held[z.index()].empty());
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.x, z}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.alpha, z}));
+}
+
+/// RMSNorm (Figure 3a): a prefix that computed X ⊙ G, (X ⊙ G)·W (no value of the program, which
+/// divides before it multiplies) and S = sum(X²) with pre-defined kernels.
+class RmsNormOperandRules : public ::testing::Test {
+ protected:
+  Graph program = parse_program(search_testing::kRmsNormSmall);
+  SearchContext ctx{program, SearchOptions{}};
+  Graph g;
+  TensorId x, gain, w, xg, xgw, s;
+  std::vector<std::vector<int32_t>> held;
+  std::vector<ExprId> exprs;
+
+  void SetUp() override {
+    g.level = Level::kernel;
+    x = g.add_input("X", {4, 64}, DType::f16);
+    gain = g.add_input("G", {64}, DType::f16);
+    w = g.add_input("W", {64, 64}, DType::f16);
+    xg = op(OpKind::mul, {x, gain});
+    xgw = op(OpKind::matmul, {xg, w});
+    s = op(OpKind::sum, {op(OpKind::sqr, {x})}, attrs::sum(1));
+    held = held_by(ctx, g);
+    exprs = expressions(g, ctx.exprs()).tensors;
+  }
+  TensorId op(OpKind kind, std::vector<TensorId> inputs, const OpAttrs& attrs = {}) {
+    auto r = g.append(kind, std::move(inputs), attrs);
+    EXPECT_TRUE(r.ok()) << r.rejection().str();
+    return g.ops[r->index()].outputs[0];
+  }
+};
+
+TEST_F(RmsNormOperandRules, AValueNoOperandHoldsCarriesTheProgramValuesOnItsChainToTheOutput) {
+  ASSERT_TRUE(held[xgw.index()].empty());
+  ASSERT_FALSE(held[s.index()].empty());
+  // (X ⊙ G)·W carries X ⊙ G, whose single uses lead to O (the division, then the matmul): G
+  // reaches O only through it.
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {x, gain, xgw}));
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {gain, xgw, s}));
+  // X also reaches O through X², which it does not carry: the kernel still needs X for the norm.
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {x, xgw}));
+  // With S beside it, X's every path is carried (X ⊙ G by (X ⊙ G)·W, X² on the way to S by S).
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {x, xgw, s}));
+  // X ⊙ G itself is carried by (X ⊙ G)·W: reading both is reading it twice.
+  EXPECT_TRUE(has_redundant_operand(ctx, held, exprs, {x, xg, xgw}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {x, xgw}));
+  // Without (X ⊙ G)·W, X ⊙ G is no operand's: X is needed beside S, and G beside X.
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {x, gain, w, s}));
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {x, gain, w}));
 }
 
 TEST_F(OperandRules, ALastKernelMustNotSplitAnIndexItStillContracts) {
@@ -127,7 +190,8 @@ TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
   Prefix p;
   auto held = held_by(ctx, p.g);
   for (const auto& h : held) EXPECT_TRUE(h.empty());
-  EXPECT_FALSE(has_redundant_operand(ctx, held, {p.h, p.x, p.alpha, p.t}));
+  const std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
+  EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.alpha, p.t}));
   EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.h, p.x, p.alpha}), (std::vector<uint64_t>{0, 0, 0}));
 }
 
