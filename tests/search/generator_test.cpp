@@ -15,6 +15,7 @@
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
+#include "search_fixtures.h"
 
 namespace mugraph::search_detail {
 namespace {
@@ -299,13 +300,9 @@ output O
   EXPECT_TRUE(SearchContext(lora, SearchOptions{}).uses_concat());
 }
 
-// FlashDecoding's split of the key/value sequence (examples::gqa_split_kv) at a small shape: 8
-// splits of 64 keys, a 4-step loop in kernel 1, and kernel 2's loop over the 8 slots (a range the
-// paper's list {1, 4, 16, 64} lacks).
-constexpr const char* kSmallGqa =
-    "input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
-    "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
-
+using search_testing::kSmallGqa;
+using search_testing::kSmallRmsNormLinear;
+using search_testing::small_model_bound_options;
 using testing::run_block_tasks;
 
 TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) {
@@ -403,24 +400,13 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   EXPECT_GT(kept, 0);
 }
 
-// RMSNorm then a projection at a small shape: its best μGraphs normalise in a graph-defined
-// kernel and leave the matmul, and the bytes of W, to a later kernel.
-constexpr const char* kSmallRmsNormLinear =
-    "input X[2, 64]\ninput G[64]\ninput W[64, 64]\n"
-    "Y = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))\nO = matmul(Y, W)\noutput O\n";
-
 TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
   // The model bound's search runs tasks by their floors and drops those whose floor is beyond
   // the bound, so a floor must never exceed the estimate of a candidate in its subtree. Run the
   // tree (no bound, the first few thousand tasks breadth first) and check every candidate
   // against the largest floor on its path.
   Graph program = parse_program(kSmallRmsNormLinear);
-  SearchOptions options;
-  options.cost_bound = CostBound::model;
-  options.max_block_ops = 8;
-  options.max_kernel_ops = 3;
-  options.target = require_target("h200");
-  SearchContext ctx(program, options);
+  SearchContext ctx(program, small_model_bound_options());
   Generator gen(ctx);
   std::atomic<bool> stop{false};
   std::deque<std::pair<Task, double>> queue;  // a task, the largest floor on its path
@@ -450,16 +436,11 @@ TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
 
 TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
   // With the model bound a block search stops growing a block graph whose floor (the rest of the
-  // μGraph, the kernel's loads, the FLOPs and loop steps of its ops so far: growth_floor_us) is
+  // μGraph, the kernel's loads, the FLOPs and loop steps of its ops so far: GrowthFloor) is
   // beyond the bound. Every candidate a block task finds without a bound and estimates within
   // it must still be found with the bound set, and some growth must be cut.
   Graph program = parse_program(kSmallRmsNormLinear);
-  SearchOptions options;
-  options.cost_bound = CostBound::model;
-  options.max_block_ops = 8;
-  options.max_kernel_ops = 3;
-  options.target = require_target("h200");
-  SearchContext ctx(program, options);
+  SearchContext ctx(program, small_model_bound_options());
   std::atomic<bool> stop{false};
   // The root's block tasks, and the block tasks of the prefixes they make (a second kernel).
   std::vector<Task> tasks;

@@ -16,6 +16,7 @@
 #include "mugraph/json.h"
 #include "mugraph/op_order.h"
 #include "retile.h"
+#include "search_fixtures.h"
 
 namespace mugraph::search_detail {
 namespace {
@@ -23,12 +24,7 @@ namespace {
 /// Candidates of the first `max_tasks` tasks of `program`'s search tree (breadth first, no bound).
 std::vector<FoundCandidate> tree_candidates(const char* program_text, int max_tasks) {
   Graph program = parse_program(program_text);
-  SearchOptions options;
-  options.cost_bound = CostBound::model;
-  options.max_block_ops = 8;
-  options.max_kernel_ops = 3;
-  options.target = require_target("h200");
-  SearchContext ctx(program, options);
+  SearchContext ctx(program, search_testing::small_model_bound_options());
   Generator gen(ctx);
   std::atomic<bool> stop{false};
   std::deque<Task> queue{ctx.root()};
@@ -83,14 +79,8 @@ std::pair<int, int> check_kernels(const std::vector<FoundCandidate>& candidates)
 TEST(GrowthFloor, IsAtMostTheEstimateOfEveryKernelTheSearchCloses) {
   // RMSNorm then a projection, and attention (GQA at a small shape): loops over a reduction, a
   // matmul's tiles and a softmax, in one kernel or two.
-  const auto [rms_kernels, rms_looping] = check_kernels(
-      tree_candidates("input X[2, 64]\ninput G[64]\ninput W[64, 64]\n"
-                      "Y = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))\nO = matmul(Y, W)\noutput O\n",
-                      3000));
-  const auto [gqa_kernels, gqa_looping] =
-      check_kernels(tree_candidates("input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
-                                    "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n",
-                                    3000));
+  const auto [rms_kernels, rms_looping] = check_kernels(tree_candidates(search_testing::kSmallRmsNormLinear, 1000));
+  const auto [gqa_kernels, gqa_looping] = check_kernels(tree_candidates(search_testing::kSmallGqa, 3000));
   EXPECT_GT(rms_kernels, 50);
   EXPECT_GT(rms_looping, 10);
   EXPECT_GT(gqa_kernels, 50);

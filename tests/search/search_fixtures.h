@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "mugraph/search.h"
+
 namespace mugraph::search_testing {
 
 /// RMSNorm followed by a projection (the paper's Figure 3a) at a small shape.
@@ -33,6 +35,30 @@ Y = add(X, mul(Alpha, N))
 O = div(Y, sqrt(div(sum(sqr(Y), dim=1), 64)))
 output O
 )";
+
+/// FlashDecoding's split of the key/value sequence (examples::gqa_split_kv) at a small shape: 8
+/// splits of 64 keys, a 4-step loop in kernel 1, and kernel 2's loop over the 8 slots (a range the
+/// paper's list {1, 4, 16, 64} lacks).
+inline constexpr const char* kSmallGqa =
+    "input Q[2, 16, 8]\ninput K[2, 8, 64]\ninput V[2, 64, 8]\n"
+    "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
+
+/// RMSNorm then a projection at a small shape: its best μGraphs normalise in a graph-defined
+/// kernel and leave the matmul, and the bytes of W, to a later kernel.
+inline constexpr const char* kSmallRmsNormLinear =
+    "input X[2, 64]\ninput G[64]\ninput W[64, 64]\n"
+    "Y = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))\nO = matmul(Y, W)\noutput O\n";
+
+/// The model-bound options of the floor tests: small limits, so that a tree of a few thousand
+/// tasks reaches kernels of every kind, on the H200's model.
+inline SearchOptions small_model_bound_options() {
+  SearchOptions options;
+  options.cost_bound = CostBound::model;
+  options.max_block_ops = 8;
+  options.max_kernel_ops = 3;
+  options.target = require_target("h200");
+  return options;
+}
 
 /// A fresh directory under the temp dir named after the running test, removed at its end.
 class TempDir {
