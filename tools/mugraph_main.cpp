@@ -710,6 +710,11 @@ int run_main(int argc, char** argv) {
                    "model (the cost model's lower bound; never prunes a prefix that could rank ahead, but slow: give "
                    "a --time-limit) or both (bytes to the end, then model until the time limit) (default bytes)")
       ->check(CLI::IsMember({"bytes", "model", "both"}));
+  srch->add_option("--bound-ratio", sopts.model_bound_ratio,
+                   "with --cost-bound model or both, also cut what cannot come within this many times the best "
+                   "verified candidate's estimate, before --top candidates are verified (default 2; 0: off)")
+      ->check(real_check("a number", "0 or a finite number of 1 or more",
+                         [](double v) { return v == 0 || (v >= 1 && std::isfinite(v)); }));
   srch->add_option("--retile-seeds", sopts.retile_seeds,
                    "after the search, rebuild the block graphs of the best candidates of this many structures under "
                    "every grid, for-loop and tiling of their kernels, and rank what computes the program with the "

@@ -109,6 +109,13 @@ struct SearchOptions {
   /// bytes search, and finds what the bytes bound cuts (a split that moves more bytes to fill
   /// the SMs) where the time allows.
   CostBound cost_bound = CostBound::bytes;
+  /// With the model bound (model, both): a prefix whose floor exceeds this many times the best
+  /// verified candidate's estimate is cut as well, also before top_k are verified. Without it, a
+  /// program with fewer than top_k good μGraphs (the paper's nTrans: two) is searched with no
+  /// bound at all. On the H200 timings recorded so far, the fastest measured candidate's
+  /// estimate was at most 1.40 times the model's pick's (docs/search.md, "The ratio bound");
+  /// 0: off.
+  double model_bound_ratio = 2.0;
   /// How many verified candidates to report (with the bytes bound, of the best verified
   /// (device bytes, kernels) only).
   int top_k = 8;

@@ -223,7 +223,8 @@ def _device_of(values):
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,
                   top: int = 8, max_kernel_ops: int = 5, max_block_ops: int = 12, max_graph_kernels: int = 2,
                   checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
-                  cost_bound: str = "bytes", memory_limit: Optional[float] = None, retile_seeds: int = 4) -> UGraph:
+                  cost_bound: str = "bytes", memory_limit: Optional[float] = None, retile_seeds: int = 4,
+                  bound_ratio: float = 2.0) -> UGraph:
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
     returns it. Every candidate is verified before it is kept. time_limit in seconds (None: until
     the search space is exhausted). cost_bound is what prunes (docs/search.md, "The cost bound"):
@@ -235,6 +236,9 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     retile_seeds: after the search, the block graphs of the best candidates of this many structures
     are rebuilt under every grid, for-loop and tiling of their kernels (docs/search.md, "Retiling");
     0: none.
+    bound_ratio: with cost_bound "model" or "both", what cannot come within this many times the best
+    verified candidate's estimate is cut too, before top candidates are verified (docs/search.md,
+    "The ratio bound"); 0: off.
     Ctrl-C stops the search: it returns the best μGraph found so far (with a warning), or raises
     KeyboardInterrupt if none was."""
     if isinstance(program, str):
@@ -251,6 +255,7 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     options.deterministic = deterministic
     options.cost_bound = cost_bound
     options.retile_seeds = retile_seeds
+    options.model_bound_ratio = float(bound_ratio)
     if time_limit is not None:
         if time_limit <= 0:
             raise _core.MugraphError(f"time_limit must be positive, got {time_limit}")

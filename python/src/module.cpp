@@ -241,6 +241,7 @@ NB_MODULE(_core, m) {
       .def_rw("deterministic", &SearchOptions::deterministic)
       .def_rw("top_k", &SearchOptions::top_k)
       .def_rw("retile_seeds", &SearchOptions::retile_seeds)
+      .def_rw("model_bound_ratio", &SearchOptions::model_bound_ratio)
       .def_rw("checkpoint_path", &SearchOptions::checkpoint_path)
       .def_rw("resume", &SearchOptions::resume)
       .def_prop_rw(

@@ -172,6 +172,9 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
     << " kernel_inputs=" << o.max_kernel_inputs << " abstract_pruning=" << o.abstract_pruning
     << " program_tile_values=" << o.program_tile_values << " target=" << o.target.name
     << " cost_bound=" << cost_bound_name(o.cost_bound);
+  // A tighter ratio drops pending tasks that a looser one would run: resuming under another
+  // would lose them.
+  if (o.cost_bound != CostBound::bytes) s << " bound_ratio=" << o.model_bound_ratio;
   return s.str();
 }
 

@@ -208,6 +208,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   in_range("max_kernel_inputs", options.max_kernel_inputs, kMaxKernelInputsRange);
   in_range("retile_seeds", options.retile_seeds, kRetileSeedsRange);
   // The command line checks these too; library and Python callers get the same refusal.
+  if (!(options.model_bound_ratio == 0 || (options.model_bound_ratio >= 1 && std::isfinite(options.model_bound_ratio))))
+    throw UserError("search: the bound ratio is " + std::to_string(options.model_bound_ratio) +
+                    ", expected 0 (off) or a finite number of 1 or more");
   if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
   if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
     throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
@@ -962,6 +965,10 @@ class BlockSearch {
       return false;
     }
     num_iterators_ = static_cast<int>(operands_.size());
+    const int64_t blocks = cfg_.grid.x * cfg_.grid.y * cfg_.grid.z;
+    smallest_output_tile_ = INT64_MAX;
+    for (const auto& out : ctx_.program().outputs)
+      smallest_output_tile_ = std::min(smallest_output_tile_, ctx_.program().type(out).shape.numel() / blocks);
     // How many outputs this kernel may have without some being dead: what the kernel ops after
     // it can read, plus the program outputs.
     const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
@@ -1195,6 +1202,37 @@ class BlockSearch {
     return ops_needed(e) > ops_left;
   }
 
+  /// Whether a kernel that must finish the program, with a loop, can no longer make a tile as
+  /// large as its outputs'. Once the canonical order has passed every loop-body tensor (each op
+  /// appended from now on reads an operand of id last.max_input or above, and a loop-body op or
+  /// an accumulator reads loop-body tensors only), the post-loop tensors are all that the
+  /// outputs can be built from. No block op dfs grows makes a dim larger than its operands' at
+  /// that place (broadcasts and matmuls take each dim from an operand, right-aligned; sums make
+  /// it 1; concats, which do, are left out), so no tile beyond the product of the largest
+  /// post-loop dims can be saved. Such a kernel saves program outputs only, each written by all
+  /// blocks: a tile of numel(output) / blocks. (nTrans: once the second kernel's loop had
+  /// accumulated a sum of squares, it grew millions of states of arithmetic on [1, 1] values.)
+  bool post_loop_cannot_reach_outputs(const OpRank& last) const {
+    if (!must_finish_ || cfg_.forloop <= 1 || ctx_.uses_concat()) return false;
+    std::array<int64_t, kMaxRank> largest{};
+    int rank = 0;
+    for (size_t t = 0; t < state_.size(); ++t) {
+      if (state_[t].phase == kLoop) {
+        if (static_cast<int32_t>(t) >= last.max_input) return false;  // the loop body can still grow
+        continue;
+      }
+      const Shape& s = bg_.tensors[t].type.shape;
+      rank = std::max(rank, s.rank());
+      for (int d = 0; d < s.rank(); ++d) {
+        int64_t& l = largest[static_cast<size_t>(s.rank() - 1 - d)];
+        l = std::max(l, s[d]);
+      }
+    }
+    int64_t reachable = 1;
+    for (int d = 0; d < rank; ++d) reachable *= largest[static_cast<size_t>(d)];
+    return reachable < smallest_output_tile_;
+  }
+
   void dfs(const OpRank& last) {
     if (stopped_ || cut_) return;
     if ((++out_.stats.states & 1023) == 0) {
@@ -1209,6 +1247,10 @@ class BlockSearch {
     // with the rest of the μGraph's is beyond the bound can be within it.
     if (growth_ && *rest_floor_us_ + growth_->floor_us() > ctx_.bound_us()) {
       ++prunes_[kCostBound];
+      return;
+    }
+    if (post_loop_cannot_reach_outputs(last)) {
+      ++prunes_[kUnclosable];
       return;
     }
     try_close();
@@ -1362,12 +1404,16 @@ class BlockSearch {
     if (kind == OpKind::div && b != 0) return prune(kPartialSum);
     // A slice's partial sum p_k is only meaningful summed over the slices k: scaling it by a value
     // that changes with the iteration (Σ_k p_k·x_k) or adding such a value, or concatenating the
-    // p_k instead of summing them, is not a sum the program computes. The same holds for the
-    // blocks' partial sums, summed by a later kernel.
+    // p_k instead of summing them, is not a sum the program computes. Nor is adding one that
+    // does not change with it: Σ_k (p_k + c) = P + L·c sums c over an index it does not carry
+    // (the index rules' assumption; nTrans grew millions of such sums in loop bodies). So a
+    // partial sum is added only to another of the same split. The same holds for the blocks'
+    // partial sums, summed by a later kernel.
     if (inputs.size() == 2)
       for (int axis = 0; axis < 4; ++axis) {
         const int16_t bit = kAxisBits[axis];
         if (((a | b) & bit) == 0 || ((a & b) & bit) != 0) continue;
+        if (kind == OpKind::add || kind == OpKind::sub) return prune(kPartialSum);
         const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
         if ((other.deps & split_iterators_[static_cast<size_t>(axis)]) != 0) return prune(kPartialSum);
       }
@@ -1526,6 +1572,8 @@ class BlockSearch {
   int64_t smem_ = 0;
   int num_iterators_ = 0;
   int max_sinks_ = 1;
+  /// The fewest elements a tile of a program output saved by this kernel's blocks has.
+  int64_t smallest_output_tile_ = 0;
   // Program tile values: by program tensor, the block tensor holding it (-1: none); whether a
   // replay can compute it; the replayable values of more than one op; the replays applied; how
   // many more ops than steps they appended.

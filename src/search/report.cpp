@@ -97,6 +97,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"retile_seeds", o.retile_seeds},
                   {"target", o.target.name},
                   {"cost_bound", cost_bound_name(o.cost_bound)},
+                  {"bound_ratio", o.model_bound_ratio},
                   {"verify_delta", o.verify.delta}};
   if (!r.top.empty())
     j["best"] = metrics_json(r.top.front());

@@ -138,7 +138,15 @@ class Driver {
     result.background_verified = background_verified_;
     result.background_verify_seconds = background_seconds_;
 
-    if (stop_reason_ != StopReason::interrupted) retile_pool(result);
+    if (stop_reason_ != StopReason::interrupted) {
+      retile_pool(result);
+      // A search stopped early by the model bound saves what retiling found too: resumed, it
+      // starts with the bound they set (exact by the model; the bytes bound, a heuristic, would
+      // cut by their keys what an uninterrupted search grows).
+      if (stop_reason_ != StopReason::exhausted && ctx_.model_bound() && result.retile.kept > 0 &&
+          !opt_.checkpoint_path.empty())
+        write_state();
+    }
 
     auto verify_start = Clock::now();
     verify_and_rank(result);
@@ -328,7 +336,9 @@ class Driver {
   /// without that proviso. By bytes the second is the best verified key itself: the bytes bound
   /// reports the candidates of that key only (verify_and_rank), so that a program with fewer
   /// good μGraphs than top_k + 4 (the paper's nTrans: two) is not searched with no bound at all.
-  /// The bound is the tighter of the two. By the model, "best" is the rank (the pool's order);
+  /// By the model, a third: model_bound_ratio times the best verified candidate's estimate, so
+  /// that such a program is not searched with no bound by the model either.
+  /// The bound is the tightest of these. By the model, "best" is the rank (the pool's order);
   /// by bytes, the smallest (bytes, kernels) keys. A rejection can loosen it.
   void update_bound_locked() {
     if (ctx_.model_bound()) {
@@ -337,7 +347,10 @@ class Driver {
       for (const RankedCandidate& c : pool_) {
         if (c.rejected()) continue;
         if (++usable == bound_margin()) bound = std::min(bound, c.found.estimated_us);
-        if (c.equivalent() && ++verified == wanted()) bound = std::min(bound, c.found.estimated_us);
+        if (!c.equivalent()) continue;
+        if (++verified == 1 && opt_.model_bound_ratio > 0)
+          bound = std::min(bound, opt_.model_bound_ratio * c.found.estimated_us);
+        if (verified == wanted()) bound = std::min(bound, c.found.estimated_us);
       }
       ctx_.set_bound_us(bound);
       drop_beyond_bound_locked();

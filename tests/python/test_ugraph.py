@@ -111,6 +111,7 @@ def test_model_cost_bound_ranks_at_least_as_well():
     by_bytes = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1)
     by_model = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1, cost_bound="model")
     assert by_model.report["options"]["cost_bound"] == "model"
+    assert by_model.report["options"]["bound_ratio"] == 2.0
     assert by_bytes.report["options"]["cost_bound"] == "bytes"
     assert by_model.report["stop_reason"] == "exhausted", by_model.report["stop_reason"]
     assert by_model.cost("h100") <= by_bytes.cost("h100") * (1 + 1e-9)
@@ -201,6 +202,8 @@ def test_superoptimize_errors():
         mugraph.superoptimize(rmsnorm_linear(), memory_limit=0)
     with pytest.raises(mugraph.MugraphError, match="retile_seeds is 65, expected 0..64"):
         mugraph.superoptimize(rmsnorm_linear(), retile_seeds=65)
+    with pytest.raises(mugraph.MugraphError, match="bound ratio is 0.5"):
+        mugraph.superoptimize(rmsnorm_linear(), cost_bound="model", bound_ratio=0.5)
     p = mugraph.Program()
     X = p.input("X", [8, 64])
     p.output(mugraph.sum(X, dim=1, to=4), "E")

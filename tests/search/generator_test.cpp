@@ -15,6 +15,7 @@
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
+#include "retile.h"
 #include "search_fixtures.h"
 
 namespace mugraph::search_detail {
@@ -506,6 +507,76 @@ TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
   EXPECT_EQ(cut_unbounded, 0);
   EXPECT_GT(cut_bounded, 0);
   EXPECT_LT(states_bounded, states_unbounded);
+}
+
+TEST(Generator, AKernelThatMustFinishTheProgramFindsWhatTheFullPassFinds) {
+  // A kernel that must finish the program saves program outputs only, so its block search cuts
+  // what can no longer close that way: past its loop body, post-loop tiles smaller than the
+  // outputs' (BlockSearch::post_loop_cannot_reach_outputs). The full pass over the same
+  // configurations grows everything; the complete candidates must be the same. RMSNorm's
+  // one-kernel μGraphs with a loop over X's columns accumulate the sums of X² and the products
+  // (X ⊙ G)·W, then normalise after the loop (Figure 3b): 12 block ops.
+  Graph program = parse_program(
+      "input X[2, 512]\ninput G[512]\ninput W[512, 64]\n"
+      "Y = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 512)))\nO = matmul(Y, W)\noutput O\n");
+  SearchOptions options;
+  options.max_kernel_ops = 1;
+  options.max_block_ops = 12;
+  SearchContext ctx(program, options);
+  std::atomic<bool> stop{false};
+  Generator gen(ctx);
+  TaskOutput root;
+  ASSERT_TRUE(gen.run(ctx.root(), root, stop));
+  std::set<std::string> full, finishing;
+  bool looped = false;
+  for (const Task& t : root.children) {
+    if (!t.is_block()) continue;
+    for (bool finish_only : {false, true}) {
+      Task task = t;
+      task.finish_only = finish_only;
+      TaskOutput out;
+      ASSERT_TRUE(gen.run(task, out, stop));
+      for (const FoundCandidate& c : out.candidates) {
+        (finish_only ? finishing : full).insert(to_json(c.graph));
+        for (const Op& op : c.graph.ops)
+          if (op.kind == OpKind::graph_kernel && c.graph.bodies[static_cast<size_t>(op.attrs.body)].forloop > 1)
+            looped = true;
+      }
+    }
+  }
+  EXPECT_TRUE(looped) << "no candidate with a loop: the rule is not exercised";
+  EXPECT_FALSE(full.empty());
+  EXPECT_EQ(finishing, full);
+}
+
+TEST(Generator, APartialSumIsAddedOnlyToAnotherOfItsSplit) {
+  // sum(X², dim=1) with a loop over X's columns: each iteration's partial sum p_k is
+  // accumulated. Scaling p_k by C, which every iteration reads whole, accumulates
+  // Σ_k p_k·C = S·C; adding C accumulates Σ_k (p_k + C) = S + 4·C, a sum of C over an index it
+  // does not carry, which the block search refuses (partial_sum). Rebuilt through the block
+  // search's checks (retile_kernel), the body that adds does not close; the one that scales does.
+  const Graph program = parse_program("input X[2, 64]\ninput C[2, 1]\nO = add(sum(sqr(X), dim=1), C)\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Generator gen(ctx);
+  Graph k;
+  const TensorId x = k.add_input("X", {2, 64});
+  const TensorId c = k.add_input("C", {2, 1});
+  const auto prefix = std::make_shared<const Graph>(k);
+  auto loop_body = [&](OpKind with_c) {
+    Graph b = make_block_graph({k.type(x), k.type(c)}, Dim3{2, 1, 1}, 4);
+    const TensorId xt = b.add(OpKind::input_iterator, {}, examples::iterator(0, examples::kX0, 1));     // [1, 16]
+    const TensorId ct = b.add(OpKind::input_iterator, {}, examples::iterator(1, examples::kX0, kPhi));  // [1, 1]
+    const TensorId p = b.add(OpKind::sum, {b.add(OpKind::sqr, {xt})}, attrs::sum(1));  // [1, 1], a partial sum
+    const TensorId q = b.add(with_c, {p, ct});
+    b.add(OpKind::output_saver, {b.add(OpKind::accum, {q}, attrs::accum(kPhi))}, attrs::saver(0, examples::kX0));
+    return b;
+  };
+  for (OpKind refused_kind : {OpKind::add, OpKind::sub}) {
+    const Graph refused = loop_body(refused_kind);
+    EXPECT_TRUE(gen.retile_kernel(prefix, {x, c}, config_of(refused), refused).empty()) << op_info(refused_kind).name;
+  }
+  const Graph scaled = loop_body(OpKind::mul);
+  EXPECT_FALSE(gen.retile_kernel(prefix, {x, c}, config_of(scaled), scaled).empty());
 }
 
 TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {

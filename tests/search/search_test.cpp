@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -678,6 +679,35 @@ TEST(Search, ResumeAfterAnEarlyStopFindsWhatAnUninterruptedSearchFinds) {
   EXPECT_GE(resumed.search_seconds, first.search_seconds);
 }
 
+TEST(Search, AModelBoundSearchStoppedEarlyKeepsWhatRetilingFoundInItsCheckpoint) {
+  // Retiling runs after the search stops; the checkpoint written at the stop lacked what it
+  // found, so a resumed search started with a looser bound. With the model bound (exact) the
+  // checkpoint is written again after retiling, and holds the whole pool.
+  Graph program = parse_program(search_testing::kRmsNormSmall);
+  TempDir dir;
+  SearchOptions o;
+  o.threads = 2;
+  o.cost_bound = CostBound::model;
+  o.checkpoint_path = dir.file("checkpoint.json");
+  const SearchResult first = stopped_early(program, o);
+  ASSERT_EQ(first.stop_reason, StopReason::time_limit) << "the search always ran to its end";
+  ASSERT_GT(first.retile.kept, 0);
+  ASSERT_LT(first.stats.candidates, SearchOptions{}.candidate_pool)
+      << "the pool dropped candidates: no count to compare";
+  const auto saved = nlohmann::json::parse(std::ifstream(o.checkpoint_path));
+  EXPECT_EQ(static_cast<int64_t>(saved.at("candidates").size()), first.stats.candidates);
+  // Resumed to its end, it finds what an uninterrupted search finds.
+  o.resume = true;
+  o.time_limit_seconds = 0;
+  const SearchResult resumed = search(program, o);
+  EXPECT_TRUE(resumed.resumed);
+  EXPECT_EQ(resumed.stop_reason, StopReason::exhausted);
+  SearchOptions whole = o;
+  whole.resume = false;
+  whole.checkpoint_path.clear();
+  EXPECT_EQ(top_json(resumed), top_json(search(program, whole)));
+}
+
 TEST(Search, ResumeTwiceInARowStillAgrees) {
   // Stop early, resume with a time limit again (it stops again or finishes), resume to the end.
   Graph program = parse_program(kGatedMlp);
@@ -728,6 +758,42 @@ TEST(Search, CostBoundBothEndsWithTheModelSearchsTop) {
   EXPECT_LE(both.top.front().cost.total_us, bytes.top.front().cost.total_us);
   EXPECT_EQ(top_json(both), top_json(model));
   expect_sound_top(program, both);
+}
+
+TEST(Search, TheRatioBoundKeepsEveryCandidateWithinItsRatioOfTheBest) {
+  // A program with fewer good μGraphs than top_k (the paper's nTrans) would be searched with no
+  // model bound at all: the ratio bound cuts what cannot come within model_bound_ratio of the
+  // best verified candidate. What is within it is found as without it, rank by rank.
+  Graph program = parse_program(kElementwise);
+  SearchOptions o = limits(2, 2, 5);
+  o.threads = 1;
+  o.cost_bound = CostBound::model;
+  o.top_k = 64;
+  o.background_verify_after_seconds = 0;  // the ratio rests on a verified candidate
+  o.model_bound_ratio = 0;
+  const SearchResult all = search(program, o);
+  ASSERT_EQ(all.stop_reason, StopReason::exhausted);
+  ASSERT_GE(all.top.size(), 4u);
+  // By the H100's model the one-kernel candidates take 2.55-2.61 µs and the two-kernel ones,
+  // found after the first verification, 5.00 µs and up: the ratio keeps 5.00 and cuts 5.05
+  // (a bound 3% tighter loses 5.00).
+  const double ratio = 1.98;
+  o.model_bound_ratio = ratio;
+  const SearchResult within = search(program, o);
+  ASSERT_EQ(within.stop_reason, StopReason::exhausted);
+  // It cuts what is left once a candidate is verified. The verifier runs beside the search, and
+  // the model bound's search alternates best-first and dives by the clock: how many states
+  // either explores depends on the machine's load, so no count is compared.
+  const double best = all.top.front().cost.total_us;
+  size_t kept = 0;
+  while (kept < all.top.size() && all.top[kept].cost.total_us <= ratio * best) ++kept;
+  ASSERT_LT(kept, all.top.size()) << "the ratio cuts nothing here";
+  ASSERT_GE(within.top.size(), kept);
+  for (size_t i = 0; i < kept; ++i) EXPECT_EQ(to_json(within.top[i].graph), to_json(all.top[i].graph)) << "rank " << i;
+  expect_sound_top(program, within);
+  // The CLI, the Python options and the library refuse a ratio below 1 other than 0.
+  o.model_bound_ratio = 0.5;
+  EXPECT_THROW(search(program, o), UserError);
 }
 
 TEST(Search, CostBoundBothStoppedInItsBytesPhaseResumesThroughBothPhases) {

@@ -197,6 +197,23 @@ def test_retile_seeds_retiles_the_best_structures_or_none(mugraph_bin, tmp_path)
     assert on["best"]["estimated_us"] <= off["best"]["estimated_us"] * (1 + 1e-9)
 
 
+def test_bound_ratio_is_reported_and_zero_turns_it_off(mugraph_bin, tmp_path):
+    # --bound-ratio (default 2) cuts, with the model bound, what cannot come within that many
+    # times the best verified candidate's estimate; 0 turns it off. An exhausted search keeps
+    # every candidate within the ratio either way, so the bests agree.
+    text, args = FAST["gated_mlp"]
+    prog = write_program(tmp_path, text)
+    reports = {}
+    for ratio in ("2", "0"):
+        extra = [] if ratio == "2" else ["--bound-ratio", ratio]
+        r = search(mugraph_bin, prog, tmp_path / ratio, *args, "--cost-bound", "model", *extra)
+        assert r.returncode == 0, r.stderr
+        reports[ratio] = json.loads((tmp_path / ratio / "report.json").read_text())
+        assert reports[ratio]["options"]["bound_ratio"] == float(ratio)
+        assert reports[ratio]["stop_reason"] == "exhausted"
+    assert reports["2"]["best"]["estimated_us"] == reports["0"]["best"]["estimated_us"]
+
+
 def test_no_abstract_pruning_finds_the_same_best(mugraph_bin, tmp_path):
     prog = write_program(tmp_path, ELEMENTWISE)
     args = ONE_KERNEL + ["--max-block-ops", "4"]
@@ -325,6 +342,9 @@ def test_ugraph_json_is_not_a_program(mugraph_bin, tmp_path):
     ["--top", "0"],
     ["--retile-seeds", "-1"],
     ["--retile-seeds", "65"],
+    ["--bound-ratio", "0.5"],
+    ["--bound-ratio", "-1"],
+    ["--bound-ratio", "inf"],
 ])
 def test_usage_errors_exit_2(mugraph_bin, tmp_path, args):
     prog = write_program(tmp_path, ELEMENTWISE)
