@@ -707,7 +707,8 @@ int run_main(int argc, char** argv) {
   srch->add_option("--cost-bound", cost_bound,
                    "what prunes prefixes once enough candidates are known: bytes (device bytes, then kernels; fast; "
                    "reports the candidates of the best verified bytes and kernels only), "
-                   "model (the cost model's lower bound; never prunes a prefix that could rank ahead, but slow: give "
+                   "model (the cost model's lower bound; never prunes a prefix that could rank ahead within "
+                   "--bound-ratio of the best, but slow: give "
                    "a --time-limit) or both (bytes to the end, then model until the time limit) (default bytes)")
       ->check(CLI::IsMember({"bytes", "model", "both"}));
   srch->add_option("--bound-ratio", sopts.model_bound_ratio,
