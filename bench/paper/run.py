@@ -76,6 +76,9 @@ def parse_args(argv):
                     help="the search's cost bound (docs/search.md); both (the default): the fast bytes-bound search "
                          "to its end, then the model-bound one until --time-limit, which finds what the bytes bound "
                          "cuts (GQA's split of the keys, QKNorm's two kernels)")
+    ap.add_argument("--bound-ratio", type=float,
+                    help="the search's --bound-ratio (default: the CLI's, 2); 0 for calibration sets, which rank "
+                         "every verified candidate however far behind the best (docs/search.md, \"The ratio bound\")")
     ap.add_argument("--target", default="sm_90a", help="code-generation target (default sm_90a)")
     ap.add_argument("--measure", type=int, default=4,
                     help="on a GPU, time this many of the saved search's best candidates by the cost model and "
@@ -127,7 +130,8 @@ def search_one(args, binary, program, dest, workdir):
     (report, best or None, error or None)."""
     out = workdir / dest.name
     cmd = sc.search_command(binary, program, out, threads=args.threads, time_limit=args.time_limit, top=args.top,
-                            extra=["--target", args.cost_target, "--cost-bound", args.cost_bound])
+                            extra=["--target", args.cost_target, "--cost-bound", args.cost_bound] +
+                            ([] if args.bound_ratio is None else ["--bound-ratio", str(args.bound_ratio)]))
     # Verification is outside the time limit and long at the paper's shapes (QKNorm at bs 8: tens
     # of minutes on two cores), so the guard against a hung search allows it three hours.
     run = sc.run_search(cmd, out, time_limit=args.time_limit, verify_allowance=3 * 3600)  # raises sc.Interrupted
