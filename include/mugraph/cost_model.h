@@ -63,6 +63,9 @@ const GpuSpec& gpu_spec(std::string_view name);
 /// (at least 1).
 int64_t resident_blocks_per_sm(const GpuSpec& gpu, int64_t threads, int64_t shared_bytes);
 
+/// The blocks a grid of `blocks` puts on its busiest SM: ceil(blocks / SMs).
+inline int64_t blocks_on_busiest_sm(int64_t blocks, const GpuSpec& gpu) { return (blocks + gpu.sms - 1) / gpu.sms; }
+
 /// The estimate of one kernel, with the terms it is made of (microseconds).
 struct KernelCost {
   std::string kind;  ///< "graph-defined" or the pre-defined op's name ("matmul", "exp", ...)

@@ -274,7 +274,7 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
   k.pipelined = two_stages > 0;
   const int64_t smem = k.pipelined ? two_stages : planned_bytes(body, schedule, 1, target);
   k.resident_blocks_per_sm = resident_blocks_per_sm(gpu, threads, smem);
-  k.blocks_on_busiest_sm = (k.blocks + gpu.sms - 1) / gpu.sms;
+  k.blocks_on_busiest_sm = blocks_on_busiest_sm(k.blocks, gpu);
 
   // One block's work: tiles loaded (loop-invariant ones once, the others every iteration),
   // tiles stored, FLOPs, and barriers (between the steps of the op order the emitter uses,
@@ -407,7 +407,7 @@ CostEstimate estimate_cost(const Graph& g, const GpuSpec& gpu) {
 
 LoadTerms load_terms(int64_t blocks, double bytes_per_block, const GpuSpec& gpu) {
   const double sms = static_cast<double>(gpu.sms);
-  const double busiest = static_cast<double>((blocks + gpu.sms - 1) / gpu.sms);
+  const double busiest = static_cast<double>(blocks_on_busiest_sm(blocks, gpu));
   return {static_cast<double>(blocks) * bytes_per_block / gpu.l2_bytes_per_us,
           busiest * bytes_per_block / (gpu.dram_bytes_per_us / sms * gpu.sm_load_share)};
 }

@@ -280,6 +280,15 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     for (const Op& op : program_.ops)
       for (TensorId in : op.inputs)
         for (TensorId o : op.outputs) program_consumers_[in.index()].push_back(o.value);
+    // Consumers come later in the program's topological order.
+    program_single_use_chains_.assign(n, false);
+    for (size_t t = n; t-- > 0;) {
+      if (program_.op(program_.tensors[t].producer).kind == OpKind::input) continue;
+      const auto& c = program_consumers_[t];
+      program_single_use_chains_[t] = is_program_output(static_cast<int32_t>(t))
+                                          ? c.empty()
+                                          : c.size() == 1 && program_single_use_chains_[static_cast<size_t>(c[0])];
+    }
   }
 }
 
@@ -498,7 +507,7 @@ ConfigFloor config_floor(const Graph& g, const std::vector<TensorId>& inputs, co
   const double pieces_us = static_cast<double>(c.grid.volume()) * pieces / gpu.pieces_per_us;
   // A loop waits at a barrier in every iteration (block_barriers), on the busiest SM at least
   // once per round of the most blocks it can hold.
-  const int64_t busiest = (c.grid.volume() + gpu.sms - 1) / gpu.sms;
+  const int64_t busiest = blocks_on_busiest_sm(c.grid.volume(), gpu);
   const double rounds = static_cast<double>((busiest + gpu.blocks_per_sm - 1) / gpu.blocks_per_sm);
   ConfigFloor f;
   f.launch_us = gpu.launch_us;

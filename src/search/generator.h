@@ -179,6 +179,10 @@ class SearchContext {
   /// By program tensor, the program tensors its consumers make (empty when program_tile_values
   /// is off).
   const std::vector<std::vector<int32_t>>& program_consumers() const { return program_consumers_; }
+  /// By program tensor: whether it is computed (an input is not) and a chain of single uses leads
+  /// from it to an output: it is an output that nothing reads, or its one consumer is no output
+  /// and has such a chain (empty when program_tile_values is off; operand_rules.h).
+  const std::vector<bool>& program_single_use_chains() const { return program_single_use_chains_; }
   /// Whether program tensor t is an output of the program.
   bool is_program_output(int32_t t) const {
     return std::find(program_.outputs.begin(), program_.outputs.end(), TensorId(t)) != program_.outputs.end();
@@ -269,6 +273,7 @@ class SearchContext {
   std::unique_ptr<ProgramIndices> indices_;
   std::vector<ProgramValue> program_values_;
   std::vector<std::vector<int32_t>> program_consumers_;
+  std::vector<bool> program_single_use_chains_;
   std::vector<OpKind> kinds_;
   std::vector<OpKind> self_operand_kinds_;
   bool concat_ = false;

@@ -55,7 +55,7 @@ void GrowthFloor::pop() {
 }
 
 double GrowthFloor::floor_us() const {
-  const double busiest = static_cast<double>((config_.grid.volume() + gpu_.sms - 1) / gpu_.sms);
+  const double busiest = static_cast<double>(blocks_on_busiest_sm(config_.grid.volume(), gpu_));
   const double sms = static_cast<double>(gpu_.sms);
   const double tensor_us = busiest * totals_.tensor / (gpu_.tensor_flops_per_us / sms);
   const double fma_us = busiest * totals_.fma / (gpu_.fma_flops_per_us / sms);

@@ -24,23 +24,6 @@ bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::
   return false;
 }
 
-/// By program tensor: whether it is computed (an input is not) and a chain of single uses leads
-/// from it to an output: it is an output that nothing reads, or its one consumer is no output and
-/// has such a chain.
-std::vector<bool> single_use_chains(const SearchContext& ctx) {
-  const Graph& program = ctx.program();
-  const auto& consumers = ctx.program_consumers();
-  std::vector<bool> chain(consumers.size(), false);
-  // Consumers come later in the program's topological order.
-  for (size_t t = consumers.size(); t-- > 0;) {
-    if (program.op(program.tensors[t].producer).kind == OpKind::input) continue;
-    const auto& c = consumers[t];
-    const bool output = ctx.is_program_output(static_cast<int32_t>(t));
-    chain[t] = output ? c.empty() : c.size() == 1 && chain[static_cast<size_t>(c[0])];
-  }
-  return chain;
-}
-
 }  // namespace
 
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
@@ -69,11 +52,10 @@ bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int
   // What each operand carries (the function comment): the program values it holds, or for one
   // that holds none, the values on a single-use chain to an output inside its expression.
   std::vector<std::vector<int32_t>> carried(operands.size());
-  std::vector<bool> chain;  // chain[v]: a chain of single uses leads from v to an output
+  const std::vector<bool>& chain = ctx.program_single_use_chains();
   for (size_t k = 0; k < operands.size(); ++k) {
     carried[k] = held[operands[k].index()];
     if (!carried[k].empty()) continue;
-    if (chain.empty()) chain = single_use_chains(ctx);
     for (size_t v = 0; v < n; ++v)
       if (chain[v] && ctx.oracle().decide(values[v].expr, exprs[operands[k].index()]) == SubexprAnswer::yes)
         carried[k].push_back(static_cast<int32_t>(v));
