@@ -103,6 +103,10 @@ std::vector<std::array<int8_t, 3>> grid_maps(const std::array<std::vector<int8_t
 
 /// The split bit of grid axes x, y and z and the for-loop, in that order.
 constexpr int16_t kAxisBits[4] = {kGridXBit, kGridYBit, kGridZBit, kLoopBit};
+/// In a block's split sums (BlockSearch::TensorState::split_sum), beside the axis bits: a value
+/// made from a stack of an earlier kernel's partial results of the program's contractions, read
+/// whole, before a sum over the stack completes them.
+constexpr int16_t kStackBit = 16;
 
 /// Rule (3) of kernel_configs() for one axis (a grid axis or the loop), checked as the inputs
 /// are chosen last to first: the program indices of the dims the axis splits, in input order,
@@ -535,6 +539,22 @@ bool Generator::useful(ExprId e, SearchStats& stats) {
   return ok;
 }
 
+uint64_t Generator::free_vars_of(ExprId e) {
+  auto it = free_vars_cache_.find(e.value);
+  if (it != free_vars_cache_.end()) return it->second;
+  const ExprNode& n = ctx_.exprs().node(e);
+  uint64_t v = 0;
+  if (n.kind == ExprKind::var) {
+    v = uint64_t{1} << (n.value & 63);
+  } else if (n.kind != ExprKind::sum) {
+    const int arity = expr_arity(n.kind);
+    if (arity >= 1) v |= free_vars_of(n.a);
+    if (arity >= 2) v |= free_vars_of(n.b);
+  }
+  free_vars_cache_.emplace(e.value, v);
+  return v;
+}
+
 uint64_t Generator::vars_of(ExprId e) {
   auto it = vars_cache_.find(e.value);
   if (it != vars_cache_.end()) return it->second;
@@ -638,6 +658,23 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
 
 }  // namespace
 
+bool Generator::elementwise_of_program_values_is_none(OpKind kind, const std::vector<TensorId>& operands,
+                                                      const std::vector<std::vector<int32_t>>& held, ExprId e,
+                                                      const Shape& shape, const DimLabels& labels) {
+  const OpCategory category = op_info(kind).category;
+  if (category != OpCategory::unary && category != OpCategory::binary) return false;
+  for (TensorId t : operands)
+    if (held[t.index()].empty()) return false;  // a partial result: the rule is silent
+  NfResult nf = normal_form(e, ctx_.exprs(), ctx_.normal_forms());
+  if (nf.stop != NfStop::none) return false;
+  const std::vector<ProgramValue>& values = ctx_.program_values();
+  for (size_t p = 0; p < values.size(); ++p)
+    if (values[p].nf.valid() && values[p].nf == nf.id && ctx_.program().tensors[p].type.shape == shape &&
+        values[p].labels.same_dims(labels))
+      return false;
+  return true;
+}
+
 bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   const SearchOptions& opt = ctx_.options();
@@ -647,6 +684,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   auto labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
   const double floor_extra = ctx_.floor_extra_us(prefix);
+  const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
   OpRank last;
   if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input) last = op_rank(prefix, prefix.ops.back());
   int32_t child_index = 0;
@@ -676,7 +714,6 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
     };
     collect(collect, 0);
     std::stable_sort(subsets.begin(), subsets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
-    const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
     for (const std::vector<TensorId>& subset : subsets) {
       // A kernel task can make hundreds of thousands of block tasks (one per chunk of each
       // operand set's configurations): a stop leaves it to run again, its children dropped.
@@ -779,8 +816,9 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       in_labels.push_back(labels->tensors[t.index()]);
       in_shapes.push_back(prefix.type(t).shape);
     }
-    if (!op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, (*outs)[0].shape) ||
-        !nonlinear_ok(ctx_.indices(), kind, op.inputs.size(), in_labels)) {
+    const std::optional<DimLabels> out_labels =
+        op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, (*outs)[0].shape);
+    if (!out_labels || !nonlinear_ok(ctx_.indices(), kind, op.inputs.size(), in_labels)) {
       ++out.stats.pruned["index"];
       return;
     }
@@ -789,6 +827,10 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
     std::vector<ExprId> e = op_expressions(prefix, op, operand_exprs, ctx_.exprs());
     if (!useful(e[0], out.stats)) {
       ++out.stats.pruned["abstract_expression"];
+      return;
+    }
+    if (elementwise_of_program_values_is_none(kind, op.inputs, held, e[0], (*outs)[0].shape, *out_labels)) {
+      ++out.stats.pruned["program_tile_value"];
       return;
     }
     Graph next = prefix;
@@ -1004,6 +1046,18 @@ class BlockSearch {
     /// no program value: the value may be a reassociation the program does not spell, and the
     /// program-tile-values rule is silent about it.
     bool partial = false;
+    /// Partial for a reason other than the loop's own partial sums, which the summing
+    /// accumulator completes: a concat, a DTensor that is no program value, a sum over a dim a
+    /// grid axis splits, or an accumulated value that is no program value (Figure 3b's
+    /// (X ⊙ G)·W). The accumulated sum of a value that is not opaque is checked by the rule.
+    bool opaque = false;
+    /// A loop's partial sum scaled in the loop body (multiplied, divided, put through a matmul,
+    /// or combined with a constant): Σ_k c·p_k = c·Σ_k p_k. Accumulated, it must be a program
+    /// value (append_checked).
+    bool scaled = false;
+    /// Computed from a completed sum that is a program value (append_checked): no replay of
+    /// the program's ops on tiles computes it, so computing it op by op repeats none.
+    bool completed = false;
     NfId nf;                 ///< normal form of a value the rule checked (invalid: none)
     int program_value = -1;  ///< the program tensor it holds (iterators and replayed ops)
     /// Split bits (labels.h) of the dims summed over a slice on the way: a partial sum, until an
@@ -1052,9 +1106,27 @@ class BlockSearch {
           tile_of_[t] = static_cast<int32_t>(i);
           state_[i].program_value = static_cast<int>(t);
         }
-    // An iterator over a DTensor the program does not compute (a partial result of an earlier
-    // kernel) holds no program value: the rule is silent about what is computed from it.
-    for (size_t i = 0; i < operands_.size(); ++i) state_[i].partial = state_[i].program_value < 0;
+    // An iterator over a DTensor the program does not compute holds no program value: the rule
+    // is silent about what is computed from it; unless it is a stack of partial sums of the
+    // program's own contractions (the blocks' sums of (H − X)² on nTrans): the sum over the
+    // stack (or the accumulator, over a loop of its slots) completes them, and what that
+    // gives is checked like an accumulated sum (append_checked).
+    for (size_t i = 0; i < operands_.size(); ++i) {
+      TensorState& st = state_[i];
+      st.partial = st.opaque = st.program_value < 0;
+      if (!st.opaque || !sums_program_contractions(ctx_, param_exprs_[i])) continue;
+      // A whole sum with a program value's normal form is no partial one (GatedMLP: X·W1 as an
+      // earlier kernel's loop accumulated it, an expression other than the program's).
+      const NfResult whole = normal_form(param_exprs_[i], ctx_.exprs(), ctx_.normal_forms());
+      if (whole.stop != NfStop::none ||
+          std::any_of(values.begin(), values.end(), [&](const ProgramValue& v) { return v.nf == whole.id; }))
+        continue;
+      st.opaque = false;
+      // Partial sums an earlier kernel scaled (or combined) are scaled ones: completed, they must
+      // give a program value (nTrans: Σ D² / 4096², which no program value is).
+      st.scaled = ctx_.exprs().node(param_exprs_[i]).kind != ExprKind::sum;
+      if (!st.stack_loop) st.split_sum |= kStackBit;
+    }
     replayable_.assign(values.size(), false);
     for (size_t t = 0; t < values.size(); ++t) {
       if (values[t].cone_ops < 2 || tile_of_[t] >= 0) continue;
@@ -1118,29 +1190,46 @@ class BlockSearch {
     }
   }
 
-  /// The program-tile-values rule for a new tile-local loop value with normal form `nf` and
-  /// labels `labels`: kAllowed, or the pruning reason.
-  Prune tile_value_rejection(NfId nf, const DimLabels& labels, Phase phase, const Shape& shape) const {
-    const auto& values = ctx_.program_values();
-    auto same_indices = [&](const DimLabels& v) {
-      if (v.rank != labels.rank) return false;
-      for (int d = 0; d < v.rank; ++d)
-        if (label_base(v[d]) != label_base(labels[d])) return false;
-      return true;
-    };
-    // A value the block graph already holds is not computed twice.
+  /// Whether two label sets range over the same program indices (splits aside).
+  static bool same_indices(const DimLabels& v, const DimLabels& labels) {
+    if (v.rank != labels.rank) return false;
+    for (int d = 0; d < v.rank; ++d)
+      if (label_base(v[d]) != label_base(labels[d])) return false;
+    return true;
+  }
+
+  /// Whether the block graph already holds the value with normal form `nf` over these indices,
+  /// in the same phase and tile shape.
+  bool holds_value(NfId nf, const DimLabels& labels, Phase phase, const Shape& shape) const {
     for (size_t i = 0; i < state_.size(); ++i) {
       const TensorState& st = state_[i];
       if (st.nf.valid() && st.nf == nf && st.phase == phase && bg_.tensors[i].type.shape == shape &&
-          same_indices(st.labels))
-        return kDuplicateValue;
+          same_indices(st.labels, labels))
+        return true;
     }
-    for (size_t t = 0; t < values.size(); ++t) {
-      if (!values[t].nf.valid() || values[t].nf != nf || !same_indices(values[t].labels)) continue;
-      // Values of more than one op come from a replay (one step), never op by op.
-      return replayable_[t] ? kProgramTileValue : kAllowed;
-    }
-    return kProgramTileValue;
+    return false;
+  }
+
+  /// The program value (an index into SearchContext::program_values) with normal form `nf` over
+  /// these indices; -1 if none.
+  int program_value_of(NfId nf, const DimLabels& labels) const {
+    const auto& values = ctx_.program_values();
+    for (size_t t = 0; t < values.size(); ++t)
+      if (values[t].nf.valid() && values[t].nf == nf && same_indices(values[t].labels, labels))
+        return static_cast<int>(t);
+    return -1;
+  }
+
+  /// The program-tile-values rule for a new tile-local loop value with normal form `nf` and
+  /// labels `labels`: kAllowed, or the pruning reason.
+  /// `completed`: computed from a completed sum (TensorState::completed).
+  Prune tile_value_rejection(NfId nf, const DimLabels& labels, Phase phase, const Shape& shape, bool completed) const {
+    // A value the block graph already holds is not computed twice.
+    if (holds_value(nf, labels, phase, shape)) return kDuplicateValue;
+    const int t = program_value_of(nf, labels);
+    if (t < 0) return kProgramTileValue;
+    // Values of more than one op come from a replay (one step), never op by op.
+    return replayable_[static_cast<size_t>(t)] && !completed ? kProgramTileValue : kAllowed;
   }
 
   /// The open ends ops_needed counts.
@@ -1403,6 +1492,12 @@ class BlockSearch {
                                     : kind == OpKind::matmul ? split_bits(in_labels[0][in_labels[0].rank - 1])
                                                              : 0;
     partial |= contracted_bits != 0 || (kind == OpKind::accum && attrs.dim == kPhi);
+    bool opaque = kind == OpKind::concat || (contracted_bits & ~kLoopBit) != 0;
+    bool completed = false;
+    for (TensorId t : inputs) {
+      opaque |= state_[t.index()].opaque;
+      completed |= state_[t.index()].completed;
+    }
     // Partial sums (a sum over a slice of an index, completed by an accumulator or by a later
     // kernel) only pass through linear ops: no axiom moves a sum into a non-linear op, so
     // sqrt(Σ_slice x) or (Σ_slice x)·(Σ_slice y) is never part of the program's value.
@@ -1426,9 +1521,28 @@ class BlockSearch {
         const TensorState& other = state_[inputs[(a & bit) != 0 ? 1 : 0].index()];
         if ((other.deps & split_iterators_[static_cast<size_t>(axis)]) != 0) return prune(kPartialSum);
       }
+    // The same for a stack of partial sums read whole, until a sum over the stack completes it.
+    if (inputs.size() == 2 && ((a | b) & kStackBit) != 0 && ((a & b) & kStackBit) == 0 &&
+        (kind == OpKind::add || kind == OpKind::sub))
+      return prune(kPartialSum);
     if (kind == OpKind::accum && attrs.dim != kPhi && (a & kLoopBit) != 0) return prune(kPartialSum);
     int16_t split_sum = static_cast<int16_t>(a | b | contracted_bits);
     if (kind == OpKind::accum && attrs.dim == kPhi) split_sum &= ~kLoopBit;  // the loop's slices summed
+    // A sum of such partial sums sums them over their contraction's index, the one index sums
+    // may contract there (the index rules): what is left to sum, if anything, is this block's or
+    // iteration's share (the axis bits of contracted_bits).
+    const bool sums_stack = (a & kStackBit) != 0 && kind == OpKind::sum;
+    if (sums_stack) split_sum &= ~kStackBit;
+    const bool completes_stack = sums_stack && split_sum == 0;
+    // A loop's partial sum scaled in the body: the rules above leave only values that do not
+    // change with the iteration, and constants, to scale it.
+    bool scaled = sums_stack && state_[inputs[0].index()].scaled;  // carried to the accumulator
+    if (kind != OpKind::accum && !sums_stack && ((a | b) & (kLoopBit | kStackBit)) != 0) {
+      for (TensorId t : inputs)
+        scaled |= (state_[t.index()].split_sum & (kLoopBit | kStackBit)) != 0 && state_[t.index()].scaled;
+      scaled |= kind == OpKind::mul || kind == OpKind::div || kind == OpKind::matmul ||
+                (inputs.size() == 1 && op_info(kind).category == OpCategory::binary);
+    }
     std::optional<DimLabels> labels = kind == OpKind::accum
                                           ? accum_labels(ctx_.indices(), in_labels[0], attrs.dim, deps, splits_)
                                           : op_labels(ctx_.indices(), kind, attrs, in_labels, in_shapes, type.shape);
@@ -1447,12 +1561,40 @@ class BlockSearch {
     if (!replayed && kind != OpKind::concat && !gen_.useful(e, out_.stats)) return prune(kAbstractExpression);
     Phase phase = kind == OpKind::accum ? kPost : state_[inputs[0].index()].phase;
     NfId nf;
-    if (!tile_of_.empty() && !partial) {
+    const bool completes = (kind == OpKind::accum && attrs.dim == kPhi) || completes_stack;
+    if (!tile_of_.empty() && partial && !replayed && split_sum == 0 && kind != OpKind::concat &&
+        (completes || opaque)) {
+      // A value with no partial sum pending that the rule could not see as tile-local: the
+      // loop's sum completed by the accumulator, or a value computed from a DTensor that is no
+      // program value (the blocks' partial sums of an earlier kernel, summed whole here). If it
+      // equals a program value over the same indices, it is that value, whole in every block,
+      // and what is computed from it is checked like a tile-local value: nTrans's kernels,
+      // once they had the sum of squares (accumulated, or summed from the partial sums an
+      // earlier kernel wrote), grew millions of states of arithmetic on it (S², H·S, ...) that
+      // the oracle lets through. If it is no program value it may be a reassociation the
+      // program does not spell (Figure 3b's (X ⊙ G)·W, divided by the norm after the loop),
+      // and the rule stays silent about it; unless the loop scaled its partial sums (an
+      // accumulation of what the rule sees through): Σ_k c·p_k = c·Σ_k p_k is then a whole
+      // value times a completed sum, which the program-tile-values assumption requires to be a
+      // program value (nTrans: H·Σ_k Y²_k, accumulated to meet Σ_k Y²_k after the loop).
+      NfResult r = normal_form(e, ctx_.exprs(), ctx_.normal_forms());
+      if (r.stop == NfStop::none && program_value_of(r.id, *labels) >= 0) {
+        if (holds_value(r.id, *labels, phase, type.shape)) return prune(kDuplicateValue);
+        nf = r.id;
+        partial = opaque = false;
+        completed = true;
+      } else if (r.stop == NfStop::none && completes && !opaque && state_[inputs[0].index()].scaled) {
+        return prune(kProgramTileValue);
+      } else if (completes) {
+        opaque = true;
+      }
+    } else if (!tile_of_.empty() && !partial) {
       NfResult r = normal_form(e, ctx_.exprs(), ctx_.normal_forms());
       if (r.stop == NfStop::none) {
         nf = r.id;
         if (!replayed)
-          if (Prune why = tile_value_rejection(nf, *labels, phase, type.shape); why != kAllowed) return prune(why);
+          if (Prune why = tile_value_rejection(nf, *labels, phase, type.shape, completed); why != kAllowed)
+            return prune(why);
       }
     }
     auto r = bg_.append(kind, inputs, attrs);
@@ -1460,6 +1602,9 @@ class BlockSearch {
     for (TensorId t : inputs) ++state_[t.index()].uses;
     push_tensor(e, phase, false, kind == OpKind::concat, *labels, deps);
     state_.back().partial = partial;
+    state_.back().opaque = opaque;
+    state_.back().scaled = scaled;
+    state_.back().completed = completed;
     state_.back().split_sum = split_sum;
     state_.back().nf = nf;
     return true;
@@ -1701,10 +1846,16 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
 }
 
 bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands) {
-  uint64_t needed = 0, have = 0;
-  for (ExprId t : ctx_.targets()) needed |= vars_of(t);
-  for (TensorId t : operands) have |= vars_of(exprs[t.index()]);
-  return (needed & ~have) == 0;
+  uint64_t needed = 0, have = 0, needed_free = 0, have_free = 0;
+  for (ExprId t : ctx_.targets()) {
+    needed |= vars_of(t);
+    needed_free |= free_vars_of(t);
+  }
+  for (TensorId t : operands) {
+    have |= vars_of(exprs[t.index()]);
+    have_free |= free_vars_of(exprs[t.index()]);
+  }
+  return (needed & ~have) == 0 && (needed_free & ~have_free) == 0;
 }
 
 double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes,
@@ -1752,13 +1903,15 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     // If one more kernel after this one is already beyond the bound (read afresh: other tasks
     // keep tightening it), this kernel must finish the program: its outputs can only be program
     // outputs.
-    const bool must_finish = task.finish_only || ctx_.beyond_bound(bytes, kernels + 1, floor_extra);
+    // A kernel that cannot finish the program has a later kernel in `kernels` already, and
+    // that one is within the bound (checked above): this one may write intermediates.
+    const bool must_finish = task.finish_only || (finishes && ctx_.beyond_bound(bytes, kernels + 1, floor_extra));
     // The first pass already grew this configuration with exactly these limits.
     if (must_finish && !task.finish_only && has_first_pass) continue;
     if (must_finish) {
       if (!unsplittable) {
-        unsplittable =
-            unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs, facts.labels), task.operands);
+        unsplittable = unsplittable_indices(ctx_, prefix, held_program_tensors(ctx_, prefix, exprs, facts.labels),
+                                            exprs, task.operands);
       }
       if (splits_unsplittable(configs[i], task.operands, facts.labels, *unsplittable)) {
         ++out.stats.pruned["split_contraction"];

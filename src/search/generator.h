@@ -306,6 +306,8 @@ class Generator {
 
   /// The program inputs a term depends on, as a bit set of var slots (mod 64); cached.
   uint64_t vars_of(ExprId e);
+  /// Those of vars_of(e) that occur outside every sum of the term (matmuls are sums); cached.
+  uint64_t free_vars_of(ExprId e);
 
   /// The configurations the block tasks of `operands` after `prefix` try, in chunks of
   /// kConfigsPerTask: kernel_configs() refined by the operands' index labels, sorted by their
@@ -330,11 +332,25 @@ class Generator {
   double model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra) const;
 
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
-  /// input the outputs depend on, so that it could compute them alone.
+  /// input the outputs depend on, so that it could compute them alone; and every input the
+  /// outputs use outside every sum (nTrans: H, X and α) outside every sum too. A sum does not
+  /// give back its summands: the index rules let a sum run only over a program contraction's
+  /// index, and an input held only inside sums was contracted (nTrans: a kernel reading α and
+  /// the blocks' partial sums of (H − X)² cannot compute the output, though they hold all three
+  /// inputs; its block searches grew tens of millions of states).
   bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
 
  private:
   bool run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
+  /// The program-tile-values rule for a pre-defined kernel: an element-wise op (unary or binary)
+  /// whose operands all hold program values (`held`, held_program_tensors) computes a whole value
+  /// from whole values, as a tile-local block op does, and must compute a program value too: one
+  /// with its normal form (of expression `e`), `shape` and `labels`. True when it does not.
+  /// (nTrans: a kernel writing H ⊙ X, which the oracle lets through, since (H − X)² expands to
+  /// terms holding it, and a second kernel from it and α grew millions of block states.)
+  bool elementwise_of_program_values_is_none(OpKind kind, const std::vector<TensorId>& operands,
+                                             const std::vector<std::vector<int32_t>>& held, ExprId e,
+                                             const Shape& shape, const DimLabels& labels);
   bool run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
 
   SearchContext& ctx_;
@@ -350,7 +366,7 @@ class Generator {
   std::shared_ptr<const Graph> retile_prefix_;
   PrefixFacts retile_facts_;
   std::unordered_map<int32_t, bool> useful_cache_;
-  std::unordered_map<int32_t, uint64_t> vars_cache_;
+  std::unordered_map<int32_t, uint64_t> vars_cache_, free_vars_cache_;
 };
 
 /// What the program does with each dim of each operand of a graph-defined kernel (from the

@@ -1,6 +1,8 @@
 // Rules on a graph-defined kernel's operands (operand_rules.h).
 #include "operand_rules.h"
 
+#include <algorithm>
+
 namespace mugraph::search_detail {
 
 namespace {
@@ -24,7 +26,46 @@ bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::
   return false;
 }
 
+/// The normal forms of the summands of the outermost sums of term e (nested sums are looked
+/// through): what a partial result's sums add up. False if one has none (its limits).
+bool outer_summands(SearchContext& ctx, ExprId e, std::vector<NfId>& out) {
+  const ExprNode& n = ctx.exprs().node(e);
+  if (n.kind == ExprKind::sum) {
+    ExprId inner = n.a;
+    while (ctx.exprs().node(inner).kind == ExprKind::sum) inner = ctx.exprs().node(inner).a;
+    NfResult nf = normal_form(inner, ctx.exprs(), ctx.normal_forms());
+    if (nf.stop != NfStop::none) return false;
+    out.push_back(nf.id);
+    return true;
+  }
+  const int arity = expr_arity(n.kind);
+  return (arity < 1 || outer_summands(ctx, n.a, out)) && (arity < 2 || outer_summands(ctx, n.b, out));
+}
+
+/// By program tensor, whether it is a contraction whose summand has normal form `summand`.
+std::vector<bool> contractions_summing(SearchContext& ctx, NfId summand) {
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  std::vector<bool> out(values.size(), false);
+  for (size_t p = 0; p < values.size(); ++p) {
+    const ExprNode& node = ctx.exprs().node(values[p].expr);
+    if (node.kind != ExprKind::sum) continue;
+    NfResult nf = normal_form(node.a, ctx.exprs(), ctx.normal_forms());
+    out[p] = nf.stop == NfStop::none && nf.id == summand;
+  }
+  return out;
+}
+
 }  // namespace
+
+bool sums_program_contractions(SearchContext& ctx, ExprId e) {
+  std::vector<NfId> summands;
+  if (!outer_summands(ctx, e, summands) || summands.empty()) return false;
+  for (NfId s : summands) {
+    const std::vector<bool> c = contractions_summing(ctx, s);
+    if (std::find(c.begin(), c.end(), true) == c.end()) return false;
+  }
+  return true;
+}
 
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
                                                        const std::vector<ExprId>& exprs, const GraphLabels& labels) {
@@ -75,18 +116,33 @@ bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int
   return false;
 }
 
-std::vector<uint64_t> unsplittable_indices(const SearchContext& ctx, const Graph& prefix,
+std::vector<uint64_t> unsplittable_indices(SearchContext& ctx, const Graph& prefix,
                                            const std::vector<std::vector<int32_t>>& held,
-                                           const std::vector<TensorId>& operands) {
+                                           const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands) {
   std::vector<uint64_t> out(operands.size(), 0);
   const std::vector<ProgramValue>& values = ctx.program_values();
   const size_t n = values.size();
   if (n == 0) return out;
-  // Which operand holds each program tensor.
+  // Which operand holds each program tensor; which operands may complete each contraction.
   std::vector<int> holder(n, -1);
+  std::vector<uint32_t> completes(n, 0);
   for (size_t k = 0; k < operands.size(); ++k) {
     const std::vector<int32_t>& mine = held[operands[k].index()];
-    if (mine.empty()) return out;  // a partial result: what it still lacks is unknown here
+    if (mine.empty()) {
+      // A partial result. Each of its outermost sums must add up what a contraction of the
+      // program sums (the same summand), or what it still lacks is unknown here (a
+      // reassociation, such as Figure 3b's (X ⊙ G)·W): the rule is then silent. This operand
+      // may complete those contractions; one with no sum completes none (a product of inputs).
+      std::vector<NfId> summands;
+      if (!outer_summands(ctx, exprs[operands[k].index()], summands)) return out;
+      for (NfId s : summands) {
+        const std::vector<bool> c = contractions_summing(ctx, s);
+        if (std::find(c.begin(), c.end(), true) == c.end()) return out;
+        for (size_t p = 0; p < n; ++p)
+          if (c[p]) completes[p] |= 1u << k;
+      }
+      continue;
+    }
     for (int32_t p : mine) {
       if (holder[static_cast<size_t>(p)] >= 0) return out;  // either could supply it
       holder[static_cast<size_t>(p)] = static_cast<int>(k);
@@ -112,6 +168,9 @@ std::vector<uint64_t> unsplittable_indices(const SearchContext& ctx, const Graph
   auto visit = [&](auto&& self, int32_t p) -> uint32_t {
     const size_t pi = static_cast<size_t>(p);
     if (holder[pi] >= 0) return 1u << holder[pi];
+    // A contraction a partial result may complete is computed from it (its slices' sums may be
+    // anywhere in the kernel's tiles of it; the contractions above mark its indices).
+    if (completes[pi] != 0) return completes[pi];
     if (from[pi] != kUnvisited) return from[pi];
     const Op& op = program.op(program.tensors[pi].producer);
     if (op.kind == OpKind::input) {

@@ -21,6 +21,12 @@ namespace mugraph::search_detail {
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
                                                        const std::vector<ExprId>& exprs, const GraphLabels& labels);
 
+/// Whether term e (a partial result's) is made of sums each of which adds up the summand of a
+/// contraction of the program (the same normal form), at least one: partial sums of the
+/// program's own contractions, which a later kernel completes. False for a sum of something no
+/// contraction of the program sums (a reassociation, such as Figure 3b's (X ⊙ G)·W).
+bool sums_program_contractions(SearchContext& ctx, ExprId e);
+
 /// Whether some operand of a kernel reading `operands` is redundant: it holds program values,
 /// and another operand carries each of them, or every path in the program from it to an output
 /// passes through a value another operand carries. Whatever the kernel would compute from it,
@@ -43,11 +49,15 @@ bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int
 /// grid axis. Blocks do not communicate, so a contraction over index i that this kernel must
 /// compute (it lies between the operands' values and an output no prefix tensor holds) needs
 /// every value of i of each operand its summand is computed from; a block holding a slice of
-/// i has a partial sum, which only a later kernel could complete. All zero (no rule) when an
-/// operand holds no program value or a program value is held by two operands.
-std::vector<uint64_t> unsplittable_indices(const SearchContext& ctx, const Graph& prefix,
+/// i has a partial sum, which only a later kernel could complete. An operand that holds no
+/// program value (a partial result) may complete the program's contractions whose summand its
+/// outermost sums add up (nTrans: the blocks' sums of (H − X)² complete sum((H − X)²)); those
+/// are not computed again. All zero (no rule) when such an operand has a sum of something no
+/// contraction of the program sums (a reassociation: what it lacks is unknown), or a program
+/// value is held by two operands. `exprs`: the prefix's tensor expressions.
+std::vector<uint64_t> unsplittable_indices(SearchContext& ctx, const Graph& prefix,
                                            const std::vector<std::vector<int32_t>>& held,
-                                           const std::vector<TensorId>& operands);
+                                           const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
 
 /// Whether configuration `c` splits an operand along one of its unsplittable indices by a grid
 /// axis. `labels`: the prefix's kernel-graph labels.

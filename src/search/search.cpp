@@ -255,18 +255,25 @@ class Driver {
 
   /// The best candidate not yet verified among the bound_margin() best not known to be wrong,
   /// or null: those are what the cost bound rests on. Only while the margin is in doubt: fewer
-  /// candidates than it are known (there is no bound yet), or a verdict already rejected one
-  /// (it may rest on more). Otherwise verifying now would only do, less efficiently (alone and
-  /// beside the workers), what verify_and_rank does after the search.
+  /// candidates than it are known (there is no bound yet), a verdict already rejected one (it
+  /// may rest on more), or none is verified yet, which the bounds on the best verified
+  /// candidate wait for (the bytes bound's best verified key, the model's ratio). Otherwise
+  /// verifying now would only do, less efficiently (alone and beside the workers), what
+  /// verify_and_rank does after the search. (nTrans at bs 8: once the search grew quickly
+  /// enough to find the margin's 12 candidates within its first second, before the verifier
+  /// starts, the bound rested on them, most wrong by a constant factor that A_eq cannot tell,
+  /// and the bytes phase ran to the time limit instead of ending at 1.5 s.)
   const RankedCandidate* next_to_verify_locked() const {
     size_t counted = 0;
     const RankedCandidate* next = nullptr;
+    bool any_equivalent = false;
     for (const RankedCandidate& c : pool_) {
+      any_equivalent |= c.equivalent();
       if (c.rejected()) continue;
       if (!c.verdict && next == nullptr) next = &c;
       if (++counted == bound_margin()) break;
     }
-    return counted < bound_margin() || background_rejected_ > 0 ? next : nullptr;
+    return counted < bound_margin() || background_rejected_ > 0 || !any_equivalent ? next : nullptr;
   }
 
   /// CostBound::both, after the bytes phase ran to its end: the search starts again from the

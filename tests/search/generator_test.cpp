@@ -579,6 +579,209 @@ TEST(Generator, APartialSumIsAddedOnlyToAnotherOfItsSplit) {
   EXPECT_FALSE(gen.retile_kernel(prefix, {x, c}, config_of(scaled), scaled).empty());
 }
 
+TEST(Generator, AKernelThatCannotFinishIsNotMadeToFinishByABoundThatLeavesItsSuccessorRoom) {
+  // nTrans: a kernel reading H and X cannot compute the output (α is missing), so a later kernel
+  // must follow it, and the lower bound of its task counts that one. A model bound just below
+  // that of one kernel more leaves room for it: the kernel may still write what the later one
+  // reads. Until the fix, the test "one more kernel would be beyond the bound" counted the later
+  // kernel twice and made such a kernel save program outputs only, so that it closed nothing.
+  const Graph program = parse_program(search_testing::kNTransSmall);
+  SearchOptions o;
+  o.cost_bound = CostBound::model;
+  o.target = require_target("h200");
+  o.max_block_ops = 6;  // D = H − X and the sums of D², with their iterators
+  SearchContext ctx(program, o);
+  Graph prefix;
+  const TensorId h = prefix.add_input("H", {4, 64}, DType::f16);
+  const TensorId x = prefix.add_input("X", {4, 64}, DType::f16);
+  prefix.add_input("Alpha", {4, 64}, DType::f16);
+  Generator gen(ctx);
+  const std::vector<ExprId> exprs = expressions(prefix, ctx.exprs()).tensors;
+  ASSERT_FALSE(gen.can_finish(exprs, {h, x}));
+  const auto [bytes, kernels] = ctx.lower_bound(prefix, exprs, {h, x}, /*another_kernel=*/true);
+  ASSERT_EQ(kernels, 2);
+  const TaskOutput unbounded = testing::run_block_tasks(ctx, prefix, {h, x});
+  const double one_more = cost_lower_bound_us(bytes, kernels + 1, ctx.gpu());
+  std::vector<std::string> within;  // the kernels written under the bound below
+  for (const Task& t : unbounded.children)
+    if (t.floor_us < one_more) within.push_back(to_json(*t.prefix));
+  ASSERT_FALSE(within.empty()) << "no kernel after which the next fits below one more launch";
+  ctx.set_bound_us(std::nextafter(one_more, 0.0));
+  ASSERT_TRUE(ctx.beyond_bound(bytes, kernels + 1));
+  const TaskOutput bounded = testing::run_block_tasks(ctx, prefix, {h, x});
+  std::set<std::string> kept;
+  for (const Task& t : bounded.children) kept.insert(to_json(*t.prefix));
+  for (const std::string& k : within) EXPECT_TRUE(kept.count(k)) << k;
+}
+
+TEST(Generator, AnElementwiseKernelOfProgramValuesComputesAProgramValue) {
+  // nTrans: H ⊙ X passes the abstract-expression oracle, since (H − X)² expands to terms that
+  // hold it, but the program computes no such value. As a pre-defined kernel it is computed
+  // from whole program values, as a tile-local block op is, and is refused like one; H − X
+  // (the program's D) is kept. Without program tile values both are grown.
+  const Graph program = parse_program(search_testing::kNTransSmall);
+  auto predefined = [&](bool tile_values) {
+    SearchOptions o;
+    o.program_tile_values = tile_values;
+    SearchContext ctx(program, o);
+    Generator gen(ctx);
+    std::atomic<bool> stop{false};
+    TaskOutput root;
+    EXPECT_TRUE(gen.run(ctx.root(), root, stop));
+    std::set<std::pair<OpKind, std::vector<TensorId>>> ops;
+    for (const Task& t : root.children)
+      if (!t.is_block() && t.prefix->ops.back().kind != OpKind::graph_kernel)
+        ops.insert({t.prefix->ops.back().kind, t.prefix->ops.back().inputs});
+    return ops;
+  };
+  const TensorId h(0), x(1);
+  const auto with = predefined(true), without = predefined(false);
+  EXPECT_TRUE(with.count({OpKind::sub, {h, x}}));
+  EXPECT_FALSE(with.count({OpKind::mul, {h, x}}));
+  EXPECT_TRUE(without.count({OpKind::sub, {h, x}}));
+  EXPECT_TRUE(without.count({OpKind::mul, {h, x}})) << "the oracle alone refuses H ⊙ X: the rule is not exercised";
+  EXPECT_LT(with.size(), without.size());
+}
+
+TEST(Generator, AnAccumulatedProgramValueIsCheckedAfterTheLoop) {
+  // A loop over X's columns accumulates the partial sums p_k of X². Completed, S = Σ_k p_k is a
+  // program value, and what is computed from it after the loop is checked like a tile-local
+  // value. With O = (sum(X², dim=1) / 64 + C)², S / 64 is kept, and S², which the oracle lets
+  // through (the square of a sum has it among its terms), is not. Accumulating scaled partial
+  // sums gives Σ_k p_k / 64 = S / 64, a program value, kept. With O = (S / 64 + C)·C, a kernel
+  // that also reads C whole may accumulate Σ_k p_k·C = S·C, a term of O but no value the program
+  // computes: refused. Without program tile values all of them are grown.
+  struct Seen {
+    bool s_over_64 = false, s_squared = false, scaled_by_64 = false, scaled_by_c = false;
+  };
+  auto grow = [&](const char* text, bool read_c, bool tile_values) {
+    const Graph program = parse_program(text);
+    SearchOptions o;
+    o.program_tile_values = tile_values;
+    o.max_block_ops = 6;  // the iterators, sqr, sum, mul and accum
+    SearchContext ctx(program, o);
+    Graph prefix;
+    const TensorId x = prefix.add_input("X", {2, 64}, DType::f16);
+    const TensorId c = prefix.add_input("C", {2, 1}, DType::f16);
+    Seen seen;
+    auto look = [&](const Graph& g) {
+      for (const Op& kop : g.ops) {
+        if (kop.kind != OpKind::graph_kernel) continue;
+        const Graph& b = g.bodies[static_cast<size_t>(kop.attrs.body)];
+        if (b.forloop < 2) continue;
+        auto made_by = [&](TensorId t) -> const Op& { return b.op(b.tensors[t.index()].producer); };
+        for (const Op& op : b.ops) {
+          if (op.kind == OpKind::accum && op.attrs.dim == kPhi) {
+            const Op& in = made_by(op.inputs[0]);
+            if (in.kind == OpKind::div && in.inputs.size() == 1 && made_by(in.inputs[0]).kind == OpKind::sum)
+              seen.scaled_by_64 = true;
+            if (in.kind == OpKind::mul && in.inputs.size() == 2) {
+              const OpKind p = made_by(in.inputs[0]).kind, q = made_by(in.inputs[1]).kind;
+              // Whole sums only: a grid that splits X's columns saves the blocks' partial sums,
+              // which a later kernel completes (the rule is silent about those).
+              if ((p == OpKind::sum && q == OpKind::input_iterator) ||
+                  (p == OpKind::input_iterator && q == OpKind::sum))
+                seen.scaled_by_c |= g.type(kop.outputs[0]).shape == Shape{2, 1};
+            }
+          }
+          if (op.inputs.size() == 1 && made_by(op.inputs[0]).kind == OpKind::accum &&
+              made_by(made_by(op.inputs[0]).inputs[0]).kind == OpKind::sum) {
+            if (op.kind == OpKind::div) seen.s_over_64 = true;
+            if (op.kind == OpKind::sqr) seen.s_squared = true;
+          }
+        }
+      }
+    };
+    const TaskOutput out =
+        testing::run_block_tasks(ctx, prefix, read_c ? std::vector<TensorId>{x, c} : std::vector<TensorId>{x});
+    for (const Task& t : out.children) look(*t.prefix);
+    for (const FoundCandidate& f : out.candidates) look(f.graph);
+    return seen;
+  };
+  const char* squared = "input X[2, 64]\ninput C[2, 1]\nO = sqr(add(div(sum(sqr(X), dim=1), 64), C))\noutput O\n";
+  const char* times_c = "input X[2, 64]\ninput C[2, 1]\nO = mul(add(div(sum(sqr(X), dim=1), 64), C), C)\noutput O\n";
+  const Seen with = grow(squared, false, true), without = grow(squared, false, false);
+  EXPECT_TRUE(with.s_over_64);
+  EXPECT_FALSE(with.s_squared);
+  EXPECT_TRUE(with.scaled_by_64);
+  EXPECT_TRUE(without.s_over_64);
+  EXPECT_TRUE(without.s_squared) << "the oracle alone refuses S²: the rule is not exercised";
+  EXPECT_TRUE(without.scaled_by_64);
+  EXPECT_FALSE(grow(times_c, true, true).scaled_by_c);
+  EXPECT_TRUE(grow(times_c, true, false).scaled_by_c) << "the oracle alone refuses S·C: the rule is not exercised";
+}
+
+TEST(Generator, AKernelFinishesTheProgramOnlyFromOperandsHoldingWhatTheOutputsUseOutsideSums) {
+  // nTrans's output uses H, X and α outside every sum (Y = X + α ⊙ N). Partial sums of (H − X)²
+  // hold H and X only inside sums, which do not give back their summands: with α alone beside
+  // them a kernel cannot compute the output (its block searches grew tens of millions of
+  // states at the paper's shape), with H and X beside them it can.
+  const Graph program = parse_program(search_testing::kNTransSmall);
+  SearchContext ctx(program, SearchOptions{});
+  Graph prefix;
+  const TensorId h = prefix.add_input("H", {4, 64}, DType::f16);
+  const TensorId x = prefix.add_input("X", {4, 64}, DType::f16);
+  const TensorId alpha = prefix.add_input("Alpha", {4, 64}, DType::f16);
+  auto r = prefix.append(OpKind::sub, {h, x});
+  ASSERT_TRUE(r.ok());
+  const TensorId d = prefix.ops[r->index()].outputs[0];
+  r = prefix.append(OpKind::sqr, {d});
+  ASSERT_TRUE(r.ok());
+  r = prefix.append(OpKind::sum, {prefix.ops[r->index()].outputs[0]}, attrs::sum(1, 4));
+  ASSERT_TRUE(r.ok());
+  const TensorId partials = prefix.ops[r->index()].outputs[0];  // [4, 4]
+  Generator gen(ctx);
+  const std::vector<ExprId> exprs = expressions(prefix, ctx.exprs()).tensors;
+  EXPECT_TRUE(gen.can_finish(exprs, {h, x, alpha}));
+  EXPECT_FALSE(gen.can_finish(exprs, {alpha, partials}));
+  EXPECT_TRUE(gen.can_finish(exprs, {h, x, alpha, partials}));
+  EXPECT_TRUE(gen.can_finish(exprs, {alpha, d, x}));
+  // RMSNorm's output is a matmul, a sum: a kernel reading the partial results of an earlier one
+  // may finish it.
+  const Graph rms = parse_program(search_testing::kRmsNormSmall);
+  SearchContext rms_ctx(rms, SearchOptions{});
+  Graph k;
+  const TensorId xi = k.add_input("X", {4, 64}, DType::f16);
+  const TensorId g = k.add_input("G", {64}, DType::f16);
+  const TensorId w = k.add_input("W", {64, 64}, DType::f16);
+  r = k.append(OpKind::mul, {xi, g});
+  ASSERT_TRUE(r.ok());
+  r = k.append(OpKind::matmul, {k.ops[r->index()].outputs[0], w});
+  ASSERT_TRUE(r.ok());
+  const TensorId xgw = k.ops[r->index()].outputs[0];
+  r = k.append(OpKind::sum, {k.ops[k.append(OpKind::sqr, {xi})->index()].outputs[0]}, attrs::sum(1));
+  ASSERT_TRUE(r.ok());
+  const TensorId s = k.ops[r->index()].outputs[0];
+  Generator rms_gen(rms_ctx);
+  EXPECT_TRUE(rms_gen.can_finish(expressions(k, rms_ctx.exprs()).tensors, {xgw, s}));
+}
+
+TEST(Generator, AKernelReadingWholeSumsAnEarlierKernelAccumulatedTreatsThemAsWhole) {
+  // GatedMLP in two kernels: the first accumulates X·W1 and X·W2 over a loop, an expression other
+  // than the program's matmuls but with their normal forms; the second computes silu(X·W1) ⊙
+  // X·W2 from them. They are whole sums, not partial ones to complete: a first version of the
+  // rule for partial results took them for such and refused the silu.
+  const Graph program = parse_program(
+      "input X[8, 64]\ninput W1[64, 64]\ninput W2[64, 64]\nO = mul(silu(matmul(X, W1)), matmul(X, W2))\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Graph prefix;
+  const TensorId x = prefix.add_input("X", {8, 64}, DType::f16);
+  const TensorId w1 = prefix.add_input("W1", {64, 64}, DType::f16);
+  const TensorId w2 = prefix.add_input("W2", {64, 64}, DType::f16);
+  Graph b = make_block_graph({prefix.type(x), prefix.type(w1), prefix.type(w2)}, Dim3{4, 1, 1}, 4);
+  const TensorId xt = b.add(OpKind::input_iterator, {}, examples::iterator(0, {kPhi, kPhi, kPhi}, 1));  // [8, 16]
+  const TensorId w1t = b.add(OpKind::input_iterator, {}, examples::iterator(1, examples::kX1, 0));      // [16, 16]
+  const TensorId w2t = b.add(OpKind::input_iterator, {}, examples::iterator(2, examples::kX1, 0));      // [16, 16]
+  const TensorId a1 = b.add(OpKind::matmul, {xt, w1t}), a2 = b.add(OpKind::matmul, {xt, w2t});
+  b.add(OpKind::output_saver, {b.add(OpKind::accum, {a1}, attrs::accum(kPhi))}, examples::saver(0, examples::kX1));
+  b.add(OpKind::output_saver, {b.add(OpKind::accum, {a2}, attrs::accum(kPhi))}, examples::saver(1, examples::kX1));
+  auto r = prefix.append_with_body(OpKind::graph_kernel, {x, w1, w2}, std::move(b));
+  ASSERT_TRUE(r.ok()) << r.rejection().str();
+  const Op& k1 = prefix.ops[r->index()];
+  const TaskOutput out = testing::run_block_tasks(ctx, prefix, {k1.outputs[0], k1.outputs[1]});
+  EXPECT_FALSE(out.candidates.empty());
+}
+
 TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {
   // With the model bound, a kernel task past the root makes only the first chunk of each operand
   // set, without the list; each chunk makes the next (the path and floor it would have had) while

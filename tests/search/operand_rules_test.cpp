@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "example_graphs.h"
 #include "mugraph/frontend.h"
 #include "search_fixtures.h"
 
@@ -152,25 +153,53 @@ TEST_F(OperandRules, ALastKernelMustNotSplitAnIndexItStillContracts) {
 
   // From the inputs both norms are still to compute: every input feeds a sum over j.
   std::vector<TensorId> inputs{p.h, p.x, p.alpha};
-  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, inputs), (std::vector<uint64_t>{only_j, only_j, only_j}));
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, inputs), (std::vector<uint64_t>{only_j, only_j, only_j}));
   // Every configuration whose grid splits dim 1 (j) of an input is refused, and only those.
   int refused = 0, kept = 0;
   for (const KernelConfig& c : kernel_configs(p.g, inputs)) {
     bool splits_j = false;
     for (size_t k = 0; k < inputs.size(); ++k) splits_j |= c.imaps[k][0] == 1 || c.imaps[k][1] == 1;
-    EXPECT_EQ(splits_unsplittable(c, inputs, *labels, unsplittable_indices(ctx, p.g, held, inputs)), splits_j);
+    EXPECT_EQ(splits_unsplittable(c, inputs, *labels, unsplittable_indices(ctx, p.g, held, exprs, inputs)), splits_j);
     (splits_j ? refused : kept) += 1;
   }
   EXPECT_GT(refused, 0);
   EXPECT_GT(kept, 0);
 
   // From X and α ⊙ N only the second norm is left: both feed it.
-  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.x, p.t}), (std::vector<uint64_t>{only_j, only_j}));
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, {p.x, p.t}), (std::vector<uint64_t>{only_j, only_j}));
   // From Y and its norm nothing is contracted any more: blocks may split j.
-  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.y, p.rms_y}), (std::vector<uint64_t>{0, 0}));
-  // Silent when an operand holds no program value (a partial result: what it still lacks is not
-  // known here).
-  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.h, p.x, p.alpha, p.sqr_h}), (std::vector<uint64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, {p.y, p.rms_y}), (std::vector<uint64_t>{0, 0}));
+  // An operand that holds no program value and has no sum (H²) completes no contraction: the
+  // others still feed both norms.
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, {p.h, p.x, p.alpha, p.sqr_h}),
+            (std::vector<uint64_t>{only_j, only_j, only_j, 0}));
+}
+
+/// A graph-defined kernel over `v` ([4, 64]): 4 blocks along its columns, each writing the sums
+/// of the squares of its 16 columns ([4, 4] in all, partial sums of sum(v², dim=1)).
+TensorId partial_sums_of_squares(Prefix& p, TensorId v) {
+  Graph b = make_block_graph({p.g.type(v)}, Dim3{4, 1, 1}, 1);
+  const TensorId t = b.add(OpKind::input_iterator, {}, examples::iterator(0, examples::kX1, kPhi));  // [4, 16]
+  b.add(OpKind::output_saver, {b.add(OpKind::sum, {b.add(OpKind::sqr, {t})}, attrs::sum(1))},
+        examples::saver(0, examples::kX1));
+  auto r = p.g.append_with_body(OpKind::graph_kernel, {v}, std::move(b));
+  EXPECT_TRUE(r.ok()) << r.rejection().str();
+  return p.g.ops[r->index()].outputs[0];
+}
+
+TEST_F(OperandRules, APartialSumCompletesTheContractionWhoseSummandItAdds) {
+  auto labels = kernel_graph_labels(ctx.indices(), p.g);
+  ASSERT_TRUE(labels.has_value());
+  const uint64_t only_j = uint64_t{1} << index_of(labels->tensors[p.x.index()][1]);
+  // The sums of D² over four slices of j (a [4, 4] stack of partial sums): a last kernel reading
+  // them completes sum(D²) from them, not from H and X; but Y's norm is still to compute from
+  // H, X and α (and from the partial sums, through N), so no operand may be split along j.
+  const TensorId d2 = partial_sums_of_squares(p, p.d);
+  held = held_by(ctx, p.g);
+  exprs = expressions(p.g, ctx.exprs()).tensors;
+  ASSERT_TRUE(held[d2.index()].empty());
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, {p.h, p.x, p.alpha, d2}),
+            (std::vector<uint64_t>{only_j, only_j, only_j, only_j}));
 }
 
 TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
@@ -179,7 +208,9 @@ TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
   TensorId o = done.op(OpKind::div, {done.y, done.rms_y});
   auto h = held_by(ctx, done.g);
   ASSERT_EQ(h[o.index()].size(), 1u);
-  EXPECT_EQ(unsplittable_indices(ctx, done.g, h, {done.h, done.x, done.alpha}), (std::vector<uint64_t>{0, 0, 0}));
+  EXPECT_EQ(
+      unsplittable_indices(ctx, done.g, h, expressions(done.g, ctx.exprs()).tensors, {done.h, done.x, done.alpha}),
+      (std::vector<uint64_t>{0, 0, 0}));
 }
 
 TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
@@ -192,7 +223,7 @@ TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
   for (const auto& h : held) EXPECT_TRUE(h.empty());
   const std::vector<ExprId> exprs = expressions(p.g, ctx.exprs()).tensors;
   EXPECT_FALSE(has_redundant_operand(ctx, held, exprs, {p.h, p.x, p.alpha, p.t}));
-  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, {p.h, p.x, p.alpha}), (std::vector<uint64_t>{0, 0, 0}));
+  EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, {p.h, p.x, p.alpha}), (std::vector<uint64_t>{0, 0, 0}));
 }
 
 }  // namespace
