@@ -265,6 +265,8 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       v.expr = exprs[t];
       NfResult nf = normal_form(v.expr, exprs_, nfs_);
       if (nf.stop == NfStop::none) v.nf = nf.id;
+      if (const ExprNode& top = exprs_.node(v.expr); top.kind == ExprKind::sum)
+        if (NfResult s = normal_form(top.a, exprs_, nfs_); s.stop == NfStop::none) v.summand_nf = s.id;
       v.labels = labels->tensors[t];
       v.cone.assign(n, false);
       v.cone[t] = true;

@@ -154,7 +154,10 @@ OpRank op_rank(const Graph& g, const Op& op);
 /// (SearchOptions::program_tile_values).
 struct ProgramValue {
   ExprId expr;
-  NfId nf;           ///< invalid if the normal form was not computed (its limits)
+  NfId nf;  ///< invalid if the normal form was not computed (its limits)
+  /// For a contraction (a term whose top node is a sum: sums, matmuls), its summand's normal
+  /// form; invalid otherwise or past the limits.
+  NfId summand_nf;
   DimLabels labels;  ///< of the program tensor (no split bits)
   int cone_ops = 0;  ///< non-input ops it depends on, its own producer included
   /// cone[t]: program tensor t is this value or one it is computed from.

@@ -42,17 +42,11 @@ bool outer_summands(SearchContext& ctx, ExprId e, std::vector<NfId>& out) {
   return (arity < 1 || outer_summands(ctx, n.a, out)) && (arity < 2 || outer_summands(ctx, n.b, out));
 }
 
-/// By program tensor, whether it is a contraction whose summand has normal form `summand`.
-std::vector<bool> contractions_summing(SearchContext& ctx, NfId summand) {
+/// Whether some contraction of the program sums a summand with normal form `summand`.
+bool a_contraction_sums(const SearchContext& ctx, NfId summand) {
   const std::vector<ProgramValue>& values = ctx.program_values();
-  std::vector<bool> out(values.size(), false);
-  for (size_t p = 0; p < values.size(); ++p) {
-    const ExprNode& node = ctx.exprs().node(values[p].expr);
-    if (node.kind != ExprKind::sum) continue;
-    NfResult nf = normal_form(node.a, ctx.exprs(), ctx.normal_forms());
-    out[p] = nf.stop == NfStop::none && nf.id == summand;
-  }
-  return out;
+  return std::any_of(values.begin(), values.end(),
+                     [&](const ProgramValue& v) { return v.summand_nf.valid() && v.summand_nf == summand; });
 }
 
 }  // namespace
@@ -60,11 +54,7 @@ std::vector<bool> contractions_summing(SearchContext& ctx, NfId summand) {
 bool sums_program_contractions(SearchContext& ctx, ExprId e) {
   std::vector<NfId> summands;
   if (!outer_summands(ctx, e, summands) || summands.empty()) return false;
-  for (NfId s : summands) {
-    const std::vector<bool> c = contractions_summing(ctx, s);
-    if (std::find(c.begin(), c.end(), true) == c.end()) return false;
-  }
-  return true;
+  return std::all_of(summands.begin(), summands.end(), [&](NfId s) { return a_contraction_sums(ctx, s); });
 }
 
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
@@ -136,10 +126,9 @@ std::vector<uint64_t> unsplittable_indices(SearchContext& ctx, const Graph& pref
       std::vector<NfId> summands;
       if (!outer_summands(ctx, exprs[operands[k].index()], summands)) return out;
       for (NfId s : summands) {
-        const std::vector<bool> c = contractions_summing(ctx, s);
-        if (std::find(c.begin(), c.end(), true) == c.end()) return out;
+        if (!a_contraction_sums(ctx, s)) return out;
         for (size_t p = 0; p < n; ++p)
-          if (c[p]) completes[p] |= 1u << k;
+          if (values[p].summand_nf.valid() && values[p].summand_nf == s) completes[p] |= 1u << k;
       }
       continue;
     }
