@@ -669,12 +669,7 @@ bool Generator::elementwise_of_program_values_is_none(OpKind kind, const std::ve
     if (held[t.index()].empty()) return false;  // a partial result: the rule is silent
   NfResult nf = normal_form(e, ctx_.exprs(), ctx_.normal_forms());
   if (nf.stop != NfStop::none) return false;
-  const std::vector<ProgramValue>& values = ctx_.program_values();
-  for (size_t p = 0; p < values.size(); ++p)
-    if (values[p].nf.valid() && values[p].nf == nf.id && ctx_.program().tensors[p].type.shape == shape &&
-        values[p].labels.same_dims(labels))
-      return false;
-  return true;
+  return program_values_held(ctx_, nf.id, shape, labels).empty();
 }
 
 bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {

@@ -57,20 +57,26 @@ bool sums_program_contractions(SearchContext& ctx, ExprId e) {
   return std::all_of(summands.begin(), summands.end(), [&](NfId s) { return a_contraction_sums(ctx, s); });
 }
 
+std::vector<int32_t> program_values_held(const SearchContext& ctx, NfId nf, const Shape& shape,
+                                         const DimLabels& labels) {
+  std::vector<int32_t> held;
+  if (!nf.valid()) return held;
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  const Graph& program = ctx.program();
+  for (size_t p = 0; p < values.size(); ++p)
+    if (values[p].nf == nf && program.tensors[p].type.shape == shape && values[p].labels.same_dims(labels))
+      held.push_back(static_cast<int32_t>(p));
+  return held;
+}
+
 std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const Graph& prefix,
                                                        const std::vector<ExprId>& exprs, const GraphLabels& labels) {
-  const std::vector<ProgramValue>& values = ctx.program_values();
   std::vector<std::vector<int32_t>> held(prefix.tensors.size());
-  if (values.empty()) return held;
-  const Graph& program = ctx.program();
+  if (ctx.program_values().empty()) return held;
   for (size_t t = 0; t < prefix.tensors.size(); ++t) {
     NfResult nf = normal_form(exprs[t], ctx.exprs(), ctx.normal_forms());
     if (nf.stop != NfStop::none) continue;
-    for (size_t p = 0; p < values.size(); ++p)
-      if (values[p].nf.valid() && values[p].nf == nf.id &&
-          program.tensors[p].type.shape == prefix.tensors[t].type.shape &&
-          values[p].labels.same_dims(labels.tensors[t]))
-        held[t].push_back(static_cast<int32_t>(p));
+    held[t] = program_values_held(ctx, nf.id, prefix.tensors[t].type.shape, labels.tensors[t]);
   }
   return held;
 }

@@ -15,6 +15,12 @@
 
 namespace mugraph::search_detail {
 
+/// The program tensors (ids, increasing) a kernel-graph tensor with normal form `nf`, this shape
+/// and these kernel-graph labels holds: the same normal form, shape and indices. Empty for
+/// `nf` invalid, and when the search runs without program tile values.
+std::vector<int32_t> program_values_held(const SearchContext& ctx, NfId nf, const Shape& shape,
+                                         const DimLabels& labels);
+
 /// By kernel-graph tensor of `prefix`, the program tensors it holds (ids, increasing; empty for
 /// a tensor that holds none, a partial result). `exprs` and `labels` are the prefix's tensor
 /// expressions and kernel-graph labels. Empty when the search runs without program tile values.
