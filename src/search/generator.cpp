@@ -84,12 +84,6 @@ bool nonlinear_ok(const ProgramIndices& p, OpKind kind, size_t operands, const s
   return p.nonlinear_ok(kind, labels[0]);
 }
 
-/// Whether a block task has a first-pass twin (Task::finish_only): its kernel can finish the
-/// program and is not the last op there is room for (then the full pass is already narrow).
-bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish) {
-  return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
-}
-
 /// Every grid map (an imap or an omap) that takes, for each axis, one of `choices[axis]` (a data
 /// dim or φ), with no dim taken by two axes; x turns slowest.
 std::vector<std::array<int8_t, 3>> grid_maps(const std::array<std::vector<int8_t>, 3>& choices) {
@@ -588,9 +582,15 @@ bool computes_program_output(SearchContext& ctx, const Graph& g, const GraphLabe
 }
 
 bool has_dead_ops(const Graph& g) {
-  const std::vector<bool> live = live_ops(g);
-  for (size_t i = 0; i < g.ops.size(); ++i)
-    if (!live[i] && g.ops[i].kind != OpKind::input) return true;
+  // A dead op's results reach no output, so some op among them has a result nothing reads.
+  std::vector<bool> used(g.tensors.size(), false);
+  for (const Op& op : g.ops)
+    for (TensorId t : op.inputs) used[t.index()] = true;
+  for (TensorId t : g.outputs) used[t.index()] = true;
+  for (const Op& op : g.ops)
+    if (op.kind != OpKind::input)
+      for (TensorId t : op.outputs)
+        if (!used[t.index()]) return true;
   return false;
 }
 
@@ -607,10 +607,12 @@ namespace {
 
 /// Shared by kernel and block tasks: a new kernel-graph prefix becomes a candidate (all outputs
 /// produced), a child kernel task (room for more ops), or nothing. `prefix_floor_extra`: the
-/// floor_extra_us of `next` without its last kernel (the task's prefix).
+/// floor_extra_us of `next` without its last kernel (the task's prefix). `no_children`: a
+/// first pass's (Task::finish_only); `no_candidates`: a full pass with a first-pass twin, which
+/// found every candidate this kernel completes.
 void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>& exprs,
                      const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out, double prefix_floor_extra,
-                     bool no_children = false) {
+                     bool no_children = false, bool no_candidates = false) {
   const Graph& program = ctx.program();
   const size_t nout = program.outputs.size();
   std::vector<TensorId> matched(nout);
@@ -628,6 +630,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
     complete &= matched[j].valid();
   }
   if (complete) {
+    if (no_candidates) return;
     for (size_t j = 0; j < nout; ++j) next.mark_output(matched[j], program.output_names[j]);
     if (has_dead_ops(next)) {
       ++out.stats.pruned["dead_ops"];
@@ -741,35 +744,45 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
           // With the model bound the configurations are sorted by their floors, and the bound only
           // tightens: the chunks whose configurations are all beyond it now are never made (the
           // block task would skip each configuration with the same test).
-          size_t tried = n;
+          // The full pass after a first pass cuts with the later kernel its closures need
+          // counted (see run_block_task): its chunks within the bound may be fewer.
+          const bool first_pass = gets_first_pass(opt, prefix, finishes);
           const double rest = configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0;
-          if (configs->by_floor) {
+          const double full_rest =
+              configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes && !first_pass, floor_extra) : 0;
+          auto within = [&](double rest_us) {
+            if (!configs->by_floor) return n;
             const double bound = ctx_.bound_us();
-            tried = static_cast<size_t>(std::partition_point(configs->floors.begin(), configs->floors.end(),
-                                                             [&](double floor) { return !(rest + floor > bound); }) -
-                                        configs->floors.begin());
-            if (tried < n) out.stats.pruned["cost_bound"] += static_cast<int64_t>(n - tried);
-          }
+            return static_cast<size_t>(std::partition_point(configs->floors.begin(), configs->floors.end(),
+                                                            [&](double floor) { return !(rest_us + floor > bound); }) -
+                                       configs->floors.begin());
+          };
+          const size_t tried = within(full_rest);
+          const size_t tried_first = first_pass ? within(rest) : 0;
+          if (tried < n) out.stats.pruned["cost_bound"] += static_cast<int64_t>(n - tried);
           // Beyond the root, the model bound's order chains the chunks of one operand set (see
           // chains_chunks): only the first is made here, with the indices of all reserved.
           const bool chained = chains_chunks(prefix, *configs);
           const size_t made = chained ? std::min(tried, static_cast<size_t>(kConfigsPerTask)) : tried;
+          const size_t made_first = chained ? std::min(tried_first, static_cast<size_t>(kConfigsPerTask)) : tried_first;
           const int32_t reserved = static_cast<int32_t>((n + kConfigsPerTask - 1) / kConfigsPerTask);
           // A chain's tasks do not hold the list: its block tasks make it again (configs_for).
           // Held by the many pending chains of a best-first search, the lists were most of its
           // memory (RMSNorm: 71 M configurations, 5 GB; 3 GB when cut to those within the bound).
           std::shared_ptr<const ConfigList> handed = chained ? nullptr : configs;
-          for (size_t c = 0; c < made; c += kConfigsPerTask) {
+          for (size_t c = 0; c < std::max(made, made_first); c += kConfigsPerTask) {
             Task child;
             child.path = task.path;
             child.prefix = task.prefix;
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
             child.configs = handed;
-            // The chunk's first configuration has its smallest floor (sorted).
+            // The chunk's first configuration has its smallest floor (sorted). A full pass keeps
+            // its twin's floor as its order: run a launch later, the full passes of RMSNorm bs 8
+            // and QKNorm bs 8 stayed pending, 1.4 and 3.4 times as many tasks at 60 s.
             if (configs->by_floor) child.floor_us = rest + configs->floors[c];
             // Kernels that can finish the program get a first, narrow pass (see Task).
-            if (gets_first_pass(opt, prefix, finishes)) {
+            if (c < made_first) {
               Task first = child;
               first.finish_only = true;
               // With the model bound's order, the root's run first too (floor 0): narrow and
@@ -778,10 +791,12 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
               first.path.push_back(first_pass_index + child.chunk);
               out.children.push_back(std::move(first));
             }
-            child.path.push_back(child_index + child.chunk);
-            out.children.push_back(std::move(child));
+            if (c < made) {
+              child.path.push_back(child_index + child.chunk);
+              out.children.push_back(std::move(child));
+            }
           }
-          if (gets_first_pass(opt, prefix, finishes)) first_pass_index += reserved;
+          if (first_pass) first_pass_index += reserved;
           child_index += reserved;
         }
       }
@@ -885,11 +900,13 @@ class BlockSearch {
   /// kernel being grown; asked every 1024 states. `prefix_floor_extra`: the task prefix's
   /// floor_extra_us. `rest_floor_us` (model bound): the floor of everything but this kernel
   /// (Generator::model_rest_floor_us), from which the growth floor (growth_floor.h) cuts states;
-  /// none without.
+  /// none without. `leaves_finishing`: the full pass of a kernel whose first pass found every
+  /// closure that finishes the program; this one closes only kernels a later kernel reads, and
+  /// `rest_floor_us` counts that kernel.
   BlockSearch(Generator& gen, SearchContext& ctx, const Task& task, const PrefixFacts& facts, const KernelConfig& cfg,
               int32_t& child_index, TaskOutput& out, const std::atomic<bool>& stop, bool must_finish,
               const std::function<bool()>& beyond_bound, double prefix_floor_extra = 0,
-              std::optional<double> rest_floor_us = std::nullopt)
+              std::optional<double> rest_floor_us = std::nullopt, bool leaves_finishing = false)
       : gen_(gen),
         ctx_(ctx),
         task_(task),
@@ -902,6 +919,7 @@ class BlockSearch {
         prefix_floor_extra_(prefix_floor_extra),
         rest_floor_us_(rest_floor_us),
         must_finish_(must_finish),
+        leaves_finishing_(leaves_finishing),
         child_index_(child_index) {}
 
   bool run() {
@@ -1699,7 +1717,7 @@ class BlockSearch {
     for (int32_t s : sinks) exprs.push_back(state_[s].expr);
     ++out_.stats.states;
     consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_, prefix_floor_extra_,
-                    task_.finish_only);
+                    task_.finish_only, leaves_finishing_);
   }
 
   Generator& gen_;
@@ -1715,6 +1733,7 @@ class BlockSearch {
   const std::optional<double> rest_floor_us_;
   std::optional<GrowthFloor> growth_;  ///< with rest_floor_us_ (start)
   const bool must_finish_;
+  const bool leaves_finishing_;
   std::vector<ExprId> param_exprs_;
   OpRank last_kernel_rank_;
   Graph bg_;
@@ -1884,7 +1903,14 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const size_t begin = static_cast<size_t>(task.chunk) * kConfigsPerTask;
   const size_t end = std::min(configs.size(), begin + kConfigsPerTask);
   const bool model_bound = ctx_.model_bound();
-  const double rest_floor_us = model_bound ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0.0;
+  // The full pass after a first pass closes only kernels a later kernel reads: it counts that
+  // kernel's launch in the floor it cuts with.
+  const bool leaves_finishing = has_first_pass && !task.finish_only;
+  const double rest_floor_us =
+      model_bound ? model_rest_floor_us(prefix, later_bytes, finishes && !leaves_finishing, floor_extra) : 0.0;
+  // The floor a chained chunk is ordered by: its twin's, as the kernel task gives it.
+  const double order_rest_us =
+      model_bound && leaves_finishing ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : rest_floor_us;
   // The operand rules for a kernel that must finish the program (computed once it is known
   // that one must).
   std::optional<std::vector<uint64_t>> unsplittable;
@@ -1920,7 +1946,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
              (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
     };
     BlockSearch s(*this, ctx_, task, facts, configs[i], child_index, out, stop, must_finish, beyond, floor_extra,
-                  model_bound ? std::optional<double>(rest_floor_us) : std::nullopt);
+                  model_bound ? std::optional<double>(rest_floor_us) : std::nullopt, leaves_finishing);
     if (!s.run()) return false;
   }
   // The next chunk of a chain, if the bound has not passed its floor.
@@ -1928,11 +1954,15 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     Task next = task;
     next.chunk = task.chunk + 1;
     next.path.back() = task.path.back() + 1;
-    next.floor_us = rest_floor_us + list->floors[end];
+    next.floor_us = order_rest_us + list->floors[end];
     next.configs = nullptr;
     out.children.push_back(std::move(next));
   }
   return true;
+}
+
+bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish) {
+  return can_finish && count_kernel_ops(prefix) + 1 < opt.max_kernel_ops;
 }
 
 bool chains_chunks(const Graph& prefix, const ConfigList& configs) {

@@ -61,6 +61,12 @@ struct ConfigList {
   bool by_floor = false;  ///< made for the model bound (floors filled, configurations sorted)
 };
 
+/// Whether a block task has a first-pass twin (Task::finish_only): its kernel can finish the
+/// program and is not the last op there is room for (then the full pass is already narrow).
+/// The twin closes every kernel that finishes the program; the full pass then closes only those
+/// a later kernel reads.
+bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish);
+
 /// With the model bound, whether the block tasks of one operand set after `prefix` are chained:
 /// the kernel task makes the first chunk's task, and each chunk's task makes the next one's if
 /// the bound has not passed its floor (the chunks keep the paths and floors they would have if
@@ -79,7 +85,8 @@ struct Task {
   int32_t chunk = -1;              ///< block task: configurations [chunk·kConfigsPerTask, +kConfigsPerTask)
   /// Block task of the first pass: the kernel must finish the program (its outputs are program
   /// outputs), so it yields candidates and no children. These run first to set the cost bound;
-  /// the full pass over the same configurations follows and finds them again (deduplicated).
+  /// the full pass over the same configurations follows and closes only the kernels a later
+  /// kernel reads (its floor counts that kernel).
   bool finish_only = false;
   /// Block task: the operands' configurations, computed once by the kernel task that made it
   /// and shared by all its chunks (computing them is most of a short block task's time). Null
@@ -130,7 +137,9 @@ class SearchContext;
 bool computes_program_output(SearchContext& ctx, const Graph& g, const GraphLabels& labels,
                              const std::vector<ExprId>& exprs, size_t t, size_t j);
 
-/// Whether a kernel graph has an op other than an input whose results reach no output.
+/// Whether a kernel graph has an op other than an input with a result that no op reads and no
+/// output is: an op whose results reach no output, or a kernel that saves a tensor nothing reads
+/// (the same kernel without that saver moves fewer bytes and computes the same outputs).
 bool has_dead_ops(const Graph& g);
 
 /// A complete kernel graph (outputs marked, no dead ops) as a candidate: its metrics and its rank
@@ -331,7 +340,9 @@ class Generator {
   /// prefix's kernels (launches, bytes and `floor_extra`, floor_extra_us), and one more kernel if
   /// that one cannot finish the program, moving `later_bytes` (SearchContext::lower_bound's, for
   /// the new kernel's operands). A configuration whose config_floor_us added to it is beyond the
-  /// bound is cut.
+  /// bound is cut. A full pass with a first-pass twin (gets_first_pass) passes `finishes` false:
+  /// its twin closes every kernel that finishes the program, so its own closures need a later
+  /// kernel.
   double model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra) const;
 
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program

@@ -377,7 +377,10 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   const bool finishes = probe.can_finish(root_exprs, most->first);
   int64_t later_bytes = 0;
   ctx.lower_bound(root, root_exprs, most->first, !finishes, &later_bytes);
-  ctx.set_bound_us(probe.model_rest_floor_us(root, later_bytes, finishes, ctx.floor_extra_us(root)) +
+  // The full pass's floor (which the counted chunks are) counts a later kernel where a first
+  // pass closes the kernels that finish the program.
+  const bool full_pass_finishes = finishes && !gets_first_pass(options, root, finishes);
+  ctx.set_bound_us(probe.model_rest_floor_us(root, later_bytes, full_pass_finishes, ctx.floor_extra_us(root)) +
                    list->floors[list->floors.size() / 2]);
   const std::map<std::vector<TensorId>, int32_t> bounded = chunks();
   int left_out = 0, kept = 0;
@@ -435,6 +438,102 @@ TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
   EXPECT_GT(chained, 0) << "no chunk was made by the chunk before it";
 }
 
+TEST(Generator, AKernelSavingATensorNothingReadsIsDead) {
+  // A kernel that saves O and a tensor nothing reads computes what the kernel without that
+  // saver computes, and moves more bytes: both count as dead ops, as an op whose results reach
+  // no output does.
+  auto kernel_graph = [](bool extra_saver, bool extra_op) {
+    Graph g;
+    const TensorId x = g.add_input("X", {8, 64}, DType::f16);
+    Graph b = make_block_graph({g.type(x)}, Dim3{1, 1, 1}, 1);
+    const TensorId xt = b.add(OpKind::input_iterator, {}, examples::load(0));
+    b.add(OpKind::output_saver, {b.add(OpKind::sqr, {xt})}, examples::saver(0));
+    if (extra_saver) b.add(OpKind::output_saver, {b.add(OpKind::exp, {xt})}, examples::saver(1));
+    auto r = g.append_with_body(OpKind::graph_kernel, {x}, std::move(b));
+    EXPECT_TRUE(r.ok()) << r.rejection().str();
+    const TensorId o = g.ops[r->index()].outputs[0];
+    if (extra_op) g.add(OpKind::exp, {o});
+    g.mark_output(o, "O");
+    return g;
+  };
+  EXPECT_FALSE(has_dead_ops(kernel_graph(false, false)));
+  EXPECT_TRUE(has_dead_ops(kernel_graph(true, false)));
+  EXPECT_TRUE(has_dead_ops(kernel_graph(false, true)));
+}
+
+TEST(Generator, AFullPassLeavesWhatFinishesTheProgramToItsFirstPass) {
+  // A kernel that can finish the program and is not the last op there is room for gets a first
+  // pass (Task::finish_only), which closes every kernel that finishes the program. The full pass
+  // over the same configurations then closes only kernels a later kernel reads, and its floor
+  // counts that kernel's launch. Together they must find what a full pass with no twin finds
+  // (the same kernel as the last op there is room for), and nothing twice.
+  Graph program = parse_program(kSmallRmsNormLinear);
+  std::atomic<bool> stop{false};
+  auto root_block_outputs = [&](SearchContext& ctx, bool full_pass) {
+    Generator gen(ctx);
+    TaskOutput root;
+    EXPECT_TRUE(gen.run(ctx.root(), root, stop));
+    TaskOutput all;
+    for (const Task& t : root.children) {
+      if (!t.is_block() || t.finish_only == full_pass) continue;
+      TaskOutput out;
+      EXPECT_TRUE(gen.run(t, out, stop));
+      for (FoundCandidate& c : out.candidates) all.candidates.push_back(std::move(c));
+      for (Task& c : out.children) all.children.push_back(std::move(c));
+    }
+    return all;
+  };
+  SearchContext twins(program, small_model_bound_options());
+  SearchOptions last_op = small_model_bound_options();
+  last_op.max_kernel_ops = 1;
+  SearchContext alone(program, last_op);
+  const TaskOutput first = root_block_outputs(twins, false);
+  const TaskOutput full = root_block_outputs(twins, true);
+  const TaskOutput whole = root_block_outputs(alone, true);
+  EXPECT_TRUE(first.children.empty());
+  EXPECT_TRUE(full.candidates.empty()) << "a full pass closed a kernel that finishes the program";
+  EXPECT_FALSE(full.children.empty());
+  std::multiset<std::string> twin_found, found_alone;
+  for (const FoundCandidate& c : first.candidates) twin_found.insert(to_json(c.graph));
+  for (const FoundCandidate& c : whole.candidates) found_alone.insert(to_json(c.graph));
+  EXPECT_GT(found_alone.size(), 4u);
+  EXPECT_EQ(twin_found, found_alone);
+
+  // Past the root, a full pass is ordered by its twin's floor, and cuts what a launch more puts
+  // beyond the bound: with the bound at a twin's floor and half a launch, its full pass grows
+  // nothing, while the twins grow.
+  std::vector<std::pair<Task, Task>> pairs;  // (first pass, full pass) of one chunk
+  {
+    Generator gen(twins);
+    for (const Task& kernel : full.children) {
+      if (kernel.is_block() || pairs.size() >= 100) continue;
+      TaskOutput out;
+      ASSERT_TRUE(gen.run(kernel, out, stop));
+      for (const Task& first_pass : out.children) {
+        if (!first_pass.is_block() || !first_pass.finish_only) continue;
+        for (const Task& full_pass : out.children)
+          if (full_pass.is_block() && !full_pass.finish_only && full_pass.operands == first_pass.operands &&
+              full_pass.chunk == first_pass.chunk)
+            pairs.emplace_back(first_pass, full_pass);
+      }
+    }
+  }
+  ASSERT_GT(pairs.size(), 10u);
+  int64_t first_states = 0;
+  for (const auto& [first_pass, full_pass] : pairs) {
+    EXPECT_NEAR(full_pass.floor_us, first_pass.floor_us, 1e-9);
+    twins.set_bound_us(first_pass.floor_us + twins.gpu().launch_us / 2);
+    Generator gen(twins);
+    TaskOutput first_out, full_out;
+    ASSERT_TRUE(gen.run(first_pass, first_out, stop));
+    ASSERT_TRUE(gen.run(full_pass, full_out, stop));
+    first_states += first_out.stats.states;
+    EXPECT_EQ(full_out.stats.states, 0) << "a full pass grew what only a kernel after it could complete";
+    EXPECT_TRUE(full_out.children.empty() && full_out.candidates.empty());
+  }
+  EXPECT_GT(first_states, 0);
+}
+
 TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
   // With the model bound a block search stops growing a block graph whose floor (the rest of the
   // μGraph, the kernel's loads, the FLOPs and loop steps of its ops so far: GrowthFloor) is
@@ -451,7 +550,7 @@ TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
     ASSERT_TRUE(gen.run(ctx.root(), root, stop));
     for (Task& t : root.children)
       if (t.is_block()) tasks.push_back(std::move(t));
-    for (size_t i = 0, n = tasks.size(); i < n && tasks.size() < 400; ++i) {
+    for (size_t i = 0, n = tasks.size(); i < n && tasks.size() < 600; ++i) {
       TaskOutput out;
       ASSERT_TRUE(gen.run(tasks[i], out, stop));
       for (Task& child : out.children) {
@@ -459,7 +558,7 @@ TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
         TaskOutput kernel;
         ASSERT_TRUE(gen.run(child, kernel, stop));
         for (Task& t : kernel.children)
-          if (t.is_block() && tasks.size() < 400) tasks.push_back(std::move(t));
+          if (t.is_block() && tasks.size() < 600) tasks.push_back(std::move(t));
       }
     }
   }
