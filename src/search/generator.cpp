@@ -779,7 +779,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
             child.configs = handed;
             // The chunk's first configuration has its smallest floor (sorted). A full pass keeps
             // its twin's floor as its order: run a launch later, the full passes of RMSNorm bs 8
-            // and QKNorm bs 8 stayed pending, 1.4 and 3.4 times as many tasks at 60 s.
+            // and QKNorm bs 8 stayed pending, 1.4 and 3.1 times as many tasks at 60 s.
             if (configs->by_floor) child.floor_us = rest + configs->floors[c];
             // Kernels that can finish the program get a first, narrow pass (see Task).
             if (c < made_first) {
