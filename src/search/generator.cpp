@@ -748,8 +748,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
           // counted (see run_block_task): its chunks within the bound may be fewer.
           const bool first_pass = gets_first_pass(opt, prefix, finishes);
           const double rest = configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0;
-          const double full_rest =
-              configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes && !first_pass, floor_extra) : 0;
+          const double full_rest = rest + (configs->by_floor && first_pass ? ctx_.gpu().launch_us : 0.0);
           auto within = [&](double rest_us) {
             if (!configs->by_floor) return n;
             const double bound = ctx_.bound_us();
@@ -1906,11 +1905,9 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   // The full pass after a first pass closes only kernels a later kernel reads: it counts that
   // kernel's launch in the floor it cuts with.
   const bool leaves_finishing = has_first_pass && !task.finish_only;
-  const double rest_floor_us =
-      model_bound ? model_rest_floor_us(prefix, later_bytes, finishes && !leaves_finishing, floor_extra) : 0.0;
   // The floor a chained chunk is ordered by: its twin's, as the kernel task gives it.
-  const double order_rest_us =
-      model_bound && leaves_finishing ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : rest_floor_us;
+  const double order_rest_us = model_bound ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0.0;
+  const double rest_floor_us = order_rest_us + (model_bound && leaves_finishing ? ctx_.gpu().launch_us : 0.0);
   // The operand rules for a kernel that must finish the program (computed once it is known
   // that one must).
   std::optional<std::vector<uint64_t>> unsplittable;
