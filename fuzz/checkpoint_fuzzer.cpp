@@ -63,7 +63,7 @@ bool same_state(const CheckpointState& a, const CheckpointState& b) {
   const SearchStats &s = a.stats, &t = b.stats;
   if (s.states != t.states || s.kernel_states != t.kernel_states || s.block_configs != t.block_configs ||
       s.pruned != t.pruned || s.candidates != t.candidates || s.tasks != t.tasks ||
-      s.oracle_queries != t.oracle_queries)
+      s.oracle_queries != t.oracle_queries || s.block_replays != t.block_replays)
     return false;
   for (size_t i = 0; i < a.pending.size(); ++i)
     if (!same_tasks(a.pending[i], b.pending[i])) return false;

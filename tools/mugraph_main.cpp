@@ -696,6 +696,13 @@ int run_main(int argc, char** argv) {
           "(default: three quarters of the physical memory, or of the cgroup's limit where lower)")
       ->check(real_check("a number of GiB", "a finite number of GiB, more than 0",
                          [](double v) { return v > 0 && std::isfinite(v); }));
+  srch->add_option_function<double>(
+          "--block-cache",
+          [&sopts](double mib) { sopts.block_cache_bytes = static_cast<int64_t>(mib * static_cast<double>(1 << 20)); },
+          "MiB for the block searches' results shared between prefixes (default 256; 0: off, every block graph "
+          "is grown anew)")
+      ->check(real_check("a number of MiB", "a finite number of MiB, 0 or more",
+                         [](double v) { return v >= 0 && std::isfinite(v) && v <= 1e9; }));
   // Up to the candidate pool less the cost bound's margin of 4 (and a little more): an exhausted
   // search with a --top above its candidates verifies and writes every one (the calibration sets).
   srch->add_option("--top", sopts.top_k, "how many verified candidates to write (default 8, at most 500)")

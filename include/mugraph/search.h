@@ -129,6 +129,10 @@ struct SearchOptions {
   /// time, and then spends at most a quarter of the time searched; negative: never (the bound
   /// then rests on the top_k + 4 margin alone).
   double background_verify_after_seconds = 1.0;
+  /// The block searches' results are shared between prefixes that give the next kernel the same
+  /// operands (docs/search.md, "Block-search cache"), in a cache of about this many bytes; 0: off
+  /// (every block search grows its block graphs anew; for measuring the cache).
+  int64_t block_cache_bytes = int64_t{256} << 20;
   /// Target whose shared-memory limit block graphs must fit.
   Target target = default_target();
   /// Verification of candidates (delta, seed, float filter).
@@ -224,6 +228,9 @@ struct SearchStats {
   int64_t rejected = 0;    ///< candidates verification rejected
   int64_t tasks = 0;       ///< tasks completed
   int64_t oracle_queries = 0;
+  /// Configurations whose block graphs a block task took from the block-search cache instead of
+  /// growing them (their closings are counted in `states`, their growth is not).
+  int64_t block_replays = 0;
 
   int64_t total_pruned() const;
   void add(const SearchStats& other);

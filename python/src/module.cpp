@@ -237,6 +237,7 @@ NB_MODULE(_core, m) {
       .def_rw("max_kernel_inputs", &SearchOptions::max_kernel_inputs)
       .def_rw("time_limit_seconds", &SearchOptions::time_limit_seconds)
       .def_rw("memory_limit_bytes", &SearchOptions::memory_limit_bytes)
+      .def_rw("block_cache_bytes", &SearchOptions::block_cache_bytes)
       .def_rw("threads", &SearchOptions::threads)
       .def_rw("deterministic", &SearchOptions::deterministic)
       .def_rw("top_k", &SearchOptions::top_k)

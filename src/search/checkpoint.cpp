@@ -33,6 +33,7 @@ Json stats_json(const SearchStats& s) {
   j["candidates"] = s.candidates;
   j["tasks"] = s.tasks;
   j["oracle_queries"] = s.oracle_queries;
+  j["block_replays"] = s.block_replays;
   return j;
 }
 
@@ -94,7 +95,8 @@ class CheckpointReader : public json_reading::ValueReader {
   SearchStats stats(const Json& j, const std::string& path) const {
     expect_object(j, path, "expected the search's counters: an object");
     allow_keys(j, path,
-               {"states", "kernel_states", "block_configs", "pruned", "candidates", "tasks", "oracle_queries"});
+               {"states", "kernel_states", "block_configs", "pruned", "candidates", "tasks", "oracle_queries",
+                "block_replays"});
     SearchStats s;
     s.states = count(field(j, path, "states"), path + "/states");
     s.kernel_states = count(field(j, path, "kernel_states"), path + "/kernel_states");
@@ -102,6 +104,8 @@ class CheckpointReader : public json_reading::ValueReader {
     s.candidates = count(field(j, path, "candidates"), path + "/candidates");
     s.tasks = count(field(j, path, "tasks"), path + "/tasks");
     s.oracle_queries = count(field(j, path, "oracle_queries"), path + "/oracle_queries");
+    // Optional: checkpoints written before the block-search cache have none.
+    if (j.contains("block_replays")) s.block_replays = count(j["block_replays"], path + "/block_replays");
     const Json& pruned = field(j, path, "pruned");
     expect_object(pruned, path + "/pruned", "expected an object of counts by reason");
     for (const auto& [reason, n] : pruned.items()) s.pruned[reason] = count(n, path + "/pruned/" + reason);

@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "block_cache.h"
 #include "growth_floor.h"
 #include "mugraph/error.h"
 #include "mugraph/validate.h"
@@ -217,6 +218,10 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
                     " bytes, expected 0 (three quarters of the usable memory) or more");
   if (options.threads < 0)
     throw UserError("search: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
+  if (options.block_cache_bytes < 0)
+    throw UserError("search: the block-search cache is " + std::to_string(options.block_cache_bytes) +
+                    " bytes, expected 0 (off) or more");
+  if (options.block_cache_bytes > 0) block_cache_ = std::make_unique<BlockCache>(options.block_cache_bytes);
   std::set<OpKind> kinds;
   int matmuls = 0;
   for (const Op& op : program.ops) {
@@ -290,6 +295,14 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
                                           : c.size() == 1 && program_single_use_chains_[static_cast<size_t>(c[0])];
     }
   }
+}
+
+SearchContext::~SearchContext() = default;
+
+void SearchContext::use_model_bound() {
+  model_bound_.store(true);
+  // The bytes phase's block searches recorded no growth floors.
+  if (block_cache_) block_cache_->clear();
 }
 
 Task SearchContext::root() const {
@@ -661,6 +674,33 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   out.children.push_back(std::move(child));
 }
 
+/// The rank of the prefix's last kernel op (none: the prefix is the program's inputs); a new
+/// kernel must rank above it (the canonical order).
+OpRank last_kernel_rank(const Graph& prefix) {
+  if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input) return op_rank(prefix, prefix.ops.back());
+  return OpRank{};
+}
+
+/// What a block task does with a closed block graph, grown or replayed from the block-search
+/// cache: appends its kernel (reading the task's operands and saving tensors with
+/// `saved_exprs`) to the task's prefix and considers the result (consider_prefix).
+void close_kernel(SearchContext& ctx, const Task& task, const PrefixFacts& facts, Graph body,
+                  const std::vector<ExprId>& saved_exprs, const OpRank& last_rank, int32_t& child_index,
+                  TaskOutput& out, double prefix_floor_extra, bool leaves_finishing) {
+  Graph next = *task.prefix;
+  auto r = next.append_with_body(OpKind::graph_kernel, task.operands, std::move(body));
+  if (!r.ok()) {
+    ++out.stats.pruned[std::string(reason_name(r.rejection().reason))];
+    return;
+  }
+  if (!(op_rank(next, next.ops.back()) > last_rank)) return;
+  std::vector<ExprId> exprs = facts.exprs;
+  exprs.insert(exprs.end(), saved_exprs.begin(), saved_exprs.end());
+  ++out.stats.states;
+  consider_prefix(ctx, std::move(next), exprs, task.path, child_index, out, prefix_floor_extra, task.finish_only,
+                  leaves_finishing);
+}
+
 }  // namespace
 
 bool Generator::elementwise_of_program_values_is_none(OpKind kind, const std::vector<TensorId>& operands,
@@ -922,12 +962,30 @@ class BlockSearch {
         child_index_(child_index) {}
 
   bool run() {
+    states_before_ = out_.stats.states;
     grow();
     // The hot rules count their prunings in an array; the stats map takes them once.
     for (size_t r = 0; r < kPruneCount; ++r)
       if (prunes_[r] != 0) out_.stats.pruned[kPruneNames[r]] += prunes_[r];
     if (cut_) ++out_.stats.pruned["cost_bound"];
     return !stopped_;
+  }
+
+  /// Makes run() keep what it closes, for the block-search cache, as long as that stays within
+  /// `limit_bytes`.
+  void record(int64_t limit_bytes) {
+    recording_ = std::make_shared<BlockClosings>();
+    record_limit_bytes_ = limit_bytes;
+  }
+
+  /// After run() (with record()), what it closed: every closing of a growth whose cut (the bound
+  /// less the rest floor) is at most `cut_us`, the cut it grew with at its end. Null if the
+  /// growth was cut short (by the bound's dynamic check or a stop) or outgrew the limit.
+  std::shared_ptr<const BlockClosings> recorded(double cut_us) {
+    if (!recording_ || cut_ || stopped_) return nullptr;
+    recording_->complete_to_us = cut_us;
+    recording_->states = out_.stats.states - states_before_;
+    return std::move(recording_);
   }
 
   /// Rebuilds `body`'s ops (a block graph closed by this search under another configuration of
@@ -992,8 +1050,7 @@ class BlockSearch {
   /// The block graph's input iterators under the configuration; false if they do not fit.
   bool start() {
     const Graph& prefix = *task_.prefix;
-    if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input)
-      last_kernel_rank_ = op_rank(prefix, prefix.ops.back());
+    last_kernel_rank_ = last_kernel_rank(prefix);
     std::vector<TensorType> params;
     for (TensorId t : operands_) {
       params.push_back(prefix.type(t));
@@ -1701,22 +1758,26 @@ class BlockSearch {
         return;
       }
     }
-    Graph next = *task_.prefix;
-    auto r = next.append_with_body(OpKind::graph_kernel, operands_, std::move(body));
-    if (!r.ok()) {
-      ++out_.stats.pruned[std::string(reason_name(r.rejection().reason))];
-      return;
-    }
     if (closed_) {
+      Graph next = *task_.prefix;
+      auto r = next.append_with_body(OpKind::graph_kernel, operands_, std::move(body));
+      if (!r.ok()) {
+        ++out_.stats.pruned[std::string(reason_name(r.rejection().reason))];
+        return;
+      }
       closed_->push_back(std::move(next));
       return;
     }
-    if (!(op_rank(next, next.ops.back()) > last_kernel_rank_)) return;
-    std::vector<ExprId> exprs = facts_.exprs;
-    for (int32_t s : sinks) exprs.push_back(state_[s].expr);
-    ++out_.stats.states;
-    consider_prefix(ctx_, std::move(next), exprs, task_.path, child_index_, out_, prefix_floor_extra_,
-                    task_.finish_only, leaves_finishing_);
+    std::vector<ExprId> saved;
+    for (int32_t s : sinks) saved.push_back(state_[s].expr);
+    if (recording_) {
+      BlockClosing c{body, saved, growth_ ? growth_->floor_us() : 0.0};
+      recording_->bytes += closing_bytes(c);
+      recording_->closings.push_back(std::move(c));
+      if (recording_->bytes > record_limit_bytes_) recording_.reset();  // too big to keep
+    }
+    close_kernel(ctx_, task_, facts_, std::move(body), saved, last_kernel_rank_, child_index_, out_,
+                 prefix_floor_extra_, leaves_finishing_);
   }
 
   Generator& gen_;
@@ -1755,6 +1816,10 @@ class BlockSearch {
   int32_t& child_index_;
   /// retile(): where closings go (the kernel graphs, not considered as prefixes or candidates).
   std::vector<Graph>* closed_ = nullptr;
+  /// record(): what the growth closed so far, and the most it may hold.
+  std::shared_ptr<BlockClosings> recording_;
+  int64_t record_limit_bytes_ = 0;
+  int64_t states_before_ = 0;
   bool stopped_ = false;  ///< by stop_: the task runs again
   bool cut_ = false;      ///< by the cost bound: the task is done
   std::array<int64_t, kPruneCount> prunes_{};
@@ -1914,6 +1979,14 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   std::optional<GraphLabels> labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
   const PrefixFacts facts{exprs, std::move(*labels)};
+  BlockCache* const cache = ctx_.block_cache();
+  const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
+  // The cut the growth floor is compared with: the bound less the rest floor (none without the
+  // model bound).
+  auto growth_cut_us = [&] {
+    return model_bound ? ctx_.bound_us() - rest_floor_us : std::numeric_limits<double>::infinity();
+  };
+  const OpRank last_rank = last_kernel_rank(prefix);
   int32_t child_index = 0;
   for (size_t i = begin; i < end; ++i) {
     if (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us()) {
@@ -1942,9 +2015,39 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
       return ctx_.beyond_bound(bytes, kernels, floor_extra) ||
              (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
     };
+    std::string key;
+    if (cache) {
+      key = block_search_key(prefix, facts, task.operands, configs[i], must_finish, kernel_ops_after, model_bound);
+      if (std::shared_ptr<const BlockClosings> hit = cache->find(key, growth_cut_us())) {
+        ++out.stats.block_replays;
+        // What the growth would close, in its order: the closings within the growth cut, which
+        // the bound keeps tightening as the growth would read it.
+        int64_t n = 0;
+        for (const BlockClosing& c : hit->closings) {
+          if ((++n & 63) == 0) {
+            if (stop.load(std::memory_order_relaxed)) return false;
+            if (beyond()) {
+              ++out.stats.pruned["cost_bound"];
+              break;
+            }
+          }
+          if (model_bound && rest_floor_us + c.floor_us > ctx_.bound_us()) {  // as the growth compares
+            ++out.stats.pruned["cost_bound"];
+            continue;
+          }
+          close_kernel(ctx_, task, facts, c.body, c.saved_exprs, last_rank, child_index, out, floor_extra,
+                       leaves_finishing);
+        }
+        continue;
+      }
+    }
     BlockSearch s(*this, ctx_, task, facts, configs[i], child_index, out, stop, must_finish, beyond, floor_extra,
                   model_bound ? std::optional<double>(rest_floor_us) : std::nullopt, leaves_finishing);
+    if (cache) s.record(cache->entry_limit_bytes());
     if (!s.run()) return false;
+    if (cache)
+      if (std::shared_ptr<const BlockClosings> entry = s.recorded(growth_cut_us()))
+        cache->insert(key, std::move(entry));
   }
   // The next chunk of a chain, if the bound has not passed its floor.
   if (chains_chunks(prefix, *list) && end < configs.size() && !(rest_floor_us + list->floors[end] > ctx_.bound_us())) {

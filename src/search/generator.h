@@ -130,6 +130,7 @@ struct TaskOutput {
 };
 
 class SearchContext;
+class BlockCache;
 
 /// Whether tensor t of kernel graph g (with its tensors' index labels and abstract expressions)
 /// can be program output j: the output's shape and labels, and an A_eq-equal expression (an
@@ -177,6 +178,7 @@ struct ProgramValue {
 class SearchContext {
  public:
   SearchContext(const Graph& program, const SearchOptions& options);
+  ~SearchContext();
 
   const Graph& program() const { return program_; }
   const SearchOptions& options() const { return options_; }
@@ -236,7 +238,7 @@ class SearchContext {
   bool model_bound() const { return model_bound_.load(std::memory_order_relaxed); }
   /// CostBound::both: the bytes phase is over; the driver calls this between the phases, while
   /// no task runs.
-  void use_model_bound() { model_bound_.store(true); }
+  void use_model_bound();
   /// Whether a prefix with these lower bounds on (device bytes, kernels) is cut by the cost bound.
   /// `extra_us` (model bound only): what the prefix's kernels cost beyond that
   /// (floor_extra_us).
@@ -260,6 +262,9 @@ class SearchContext {
   }
   /// The cost bound in microseconds (model bound; infinite until a candidate is found).
   double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }
+  /// The block searches' results shared by the workers (block_cache.h); null when
+  /// SearchOptions::block_cache_bytes is 0.
+  BlockCache* block_cache() const { return block_cache_.get(); }
   /// The GPU whose cost model ranks the candidates (the search's target).
   const GpuSpec& gpu() const { return gpu_; }
   /// Lower bound on (device bytes, kernels) of any complete μGraph extending `prefix` after it
@@ -295,6 +300,7 @@ class SearchContext {
   std::atomic<int> bound_kernels_{INT32_MAX};
   std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
   std::atomic<bool> model_bound_{false};
+  std::unique_ptr<BlockCache> block_cache_;
 };
 
 /// What a block graph's growth reads of its kernel-graph prefix, computed once per prefix: the

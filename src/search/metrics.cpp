@@ -93,6 +93,7 @@ void SearchStats::add(const SearchStats& o) {
   rejected += o.rejected;
   tasks += o.tasks;
   oracle_queries += o.oracle_queries;
+  block_replays += o.block_replays;
 }
 
 std::string_view cost_bound_name(CostBound b) {

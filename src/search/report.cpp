@@ -84,6 +84,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["worse_key"] = r.worse_key;
   j["tasks"] = r.stats.tasks;
   j["oracle_queries"] = r.stats.oracle_queries;
+  j["block_replays"] = r.stats.block_replays;
   j["options"] = {{"max_kernel_ops", o.max_kernel_ops},
                   {"max_block_ops", o.max_block_ops},
                   {"block_ops_convention", "input iterators counted, output savers not"},
@@ -98,6 +99,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"target", o.target.name},
                   {"cost_bound", cost_bound_name(o.cost_bound)},
                   {"bound_ratio", o.model_bound_ratio},
+                  {"block_cache_bytes", o.block_cache_bytes},
                   {"verify_delta", o.verify.delta}};
   if (!r.top.empty())
     j["best"] = metrics_json(r.top.front());

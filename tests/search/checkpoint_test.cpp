@@ -58,6 +58,7 @@ CheckpointState sample_state() {
   st.stats.candidates = 2;
   st.stats.tasks = 9;
   st.stats.oracle_queries = 77;
+  st.stats.block_replays = 88;
 
   Task kernel_task;
   kernel_task.path = {0, 2};
@@ -100,6 +101,7 @@ TEST(Checkpoint, RoundTripIsExact) {
   EXPECT_EQ(back.stats.candidates, st.stats.candidates);
   EXPECT_EQ(back.stats.tasks, st.stats.tasks);
   EXPECT_EQ(back.stats.oracle_queries, st.stats.oracle_queries);
+  EXPECT_EQ(back.stats.block_replays, st.stats.block_replays);
 
   ASSERT_EQ(back.pending.size(), st.pending.size());
   for (size_t i = 0; i < st.pending.size(); ++i) {

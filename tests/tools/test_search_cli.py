@@ -214,6 +214,26 @@ def test_bound_ratio_is_reported_and_zero_turns_it_off(mugraph_bin, tmp_path):
     assert reports["2"]["best"]["estimated_us"] == reports["0"]["best"]["estimated_us"]
 
 
+def test_block_cache_replays_growths_and_zero_turns_it_off(mugraph_bin, tmp_path):
+    # Prefixes that hand the next kernel the same operands share its block searches
+    # (--block-cache, default 256 MiB): the exhausted searches with and without find the same
+    # candidates, and with the cache some growths are replayed instead of grown.
+    prog = write_program(tmp_path, RMSNORM)
+    args = ["--max-kernel-ops", "3", "--max-block-ops", "8", "--cost-bound", "model"]
+    reports = {}
+    for mib in ("256", "0"):
+        r = search(mugraph_bin, prog, tmp_path / mib, *args, "--block-cache", mib)
+        assert r.returncode == 0, r.stdout + r.stderr
+        reports[mib] = json.loads((tmp_path / mib / "report.json").read_text())
+        assert reports[mib]["stop_reason"] == "exhausted"
+        assert reports[mib]["options"]["block_cache_bytes"] == int(mib) << 20
+    assert reports["256"]["block_replays"] > 0
+    assert reports["0"]["block_replays"] == 0
+    assert reports["256"]["states_explored"] < reports["0"]["states_explored"]
+    assert [c["estimated_us"] for c in reports["256"]["top"]] == [c["estimated_us"] for c in reports["0"]["top"]]
+    assert (tmp_path / "256" / "best.json").read_bytes() == (tmp_path / "0" / "best.json").read_bytes()
+
+
 def test_no_abstract_pruning_finds_the_same_best(mugraph_bin, tmp_path):
     prog = write_program(tmp_path, ELEMENTWISE)
     # Without program tile values: on a program this small they refuse everything the oracle
@@ -347,6 +367,8 @@ def test_ugraph_json_is_not_a_program(mugraph_bin, tmp_path):
     ["--bound-ratio", "0.5"],
     ["--bound-ratio", "-1"],
     ["--bound-ratio", "inf"],
+    ["--block-cache", "-1"],
+    ["--block-cache", "nan"],
 ])
 def test_usage_errors_exit_2(mugraph_bin, tmp_path, args):
     prog = write_program(tmp_path, ELEMENTWISE)
