@@ -668,6 +668,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   }
   Task child;
   if (ctx.model_bound()) child.floor_us = cost_lower_bound_us(bytes, kernels, ctx.gpu()) + floor_extra;
+  child.floor_extra_us = floor_extra;
   child.path = path;
   child.path.push_back(child_index++);
   child.prefix = std::make_shared<const Graph>(std::move(next));
@@ -723,7 +724,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
   auto labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
-  const double floor_extra = ctx_.floor_extra_us(prefix);
+  const double floor_extra = prefix_floor_extra_us(task);
   const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
   OpRank last;
   if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input) last = op_rank(prefix, prefix.ops.back());
@@ -816,6 +817,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
             child.configs = handed;
+            child.floor_extra_us = floor_extra;
             // The chunk's first configuration has its smallest floor (sorted). A full pass keeps
             // its twin's floor as its order: run a launch later, the full passes of RMSNorm bs 8
             // and QKNorm bs 8 stayed pending, 1.4 and 3.1 times as many tasks at 60 s.
@@ -1938,6 +1940,10 @@ bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<T
   return (needed & ~have) == 0 && (needed_free & ~have_free) == 0;
 }
 
+double Generator::prefix_floor_extra_us(const Task& task) const {
+  return std::isnan(task.floor_extra_us) ? ctx_.floor_extra_us(*task.prefix) : task.floor_extra_us;
+}
+
 double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes,
                                       double floor_extra) const {
   return cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes + later_bytes,
@@ -1955,7 +1961,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const std::pair<int64_t, int> lower = ctx_.lower_bound(prefix, exprs, task.operands, !finishes, &later_bytes);
   const int64_t bytes = lower.first;
   const int kernels = lower.second;
-  const double floor_extra = ctx_.floor_extra_us(prefix);
+  const double floor_extra = prefix_floor_extra_us(task);
   if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
     ++out.stats.pruned["cost_bound"];
     return true;

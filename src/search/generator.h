@@ -95,6 +95,10 @@ struct Task {
   /// With the model bound, a lower bound on the estimate of every candidate this task can lead
   /// to; the driver runs pending tasks by (floor, path). 0 with the bytes bound (path order).
   double floor_us = 0;
+  /// The prefix's SearchContext::floor_extra_us as the task that made this one computed it
+  /// (it chooses threads for every kernel of the prefix and estimates them); NaN when unknown
+  /// (the root, a task read from a checkpoint).
+  double floor_extra_us = std::numeric_limits<double>::quiet_NaN();
   bool is_block() const { return chunk >= 0; }
 };
 
@@ -362,6 +366,8 @@ class Generator {
 
  private:
   bool run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
+  /// The task prefix's floor_extra_us: the one the task carries, else computed.
+  double prefix_floor_extra_us(const Task& task) const;
   /// The program-tile-values rule for a pre-defined kernel: an element-wise op (unary or binary)
   /// whose operands all hold program values (`held`, held_program_tensors) computes a whole value
   /// from whole values, as a tile-local block op does, and must compute a program value too: one

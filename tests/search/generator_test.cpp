@@ -407,6 +407,39 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   EXPECT_GT(kept, 0);
 }
 
+TEST(Generator, TasksCarryTheirPrefixesFloorExtra) {
+  // A task made by another carries its prefix's floor_extra_us, which the task would otherwise
+  // compute again; it must be the same figure, in the bytes phase too (0).
+  Graph program = parse_program(kSmallRmsNormLinear);
+  for (CostBound bound : {CostBound::model, CostBound::bytes}) {
+    SearchOptions options = small_model_bound_options();
+    options.cost_bound = bound;
+    SearchContext ctx(program, options);
+    Generator gen(ctx);
+    std::atomic<bool> stop{false};
+    std::deque<Task> queue{ctx.root()};
+    EXPECT_TRUE(std::isnan(queue.front().floor_extra_us));
+    int checked = 0, nonzero = 0;
+    while (!queue.empty() && checked < 3000) {
+      Task t = std::move(queue.front());
+      queue.pop_front();
+      if (!std::isnan(t.floor_extra_us)) {
+        ++checked;
+        nonzero += t.floor_extra_us > 0;
+        ASSERT_EQ(t.floor_extra_us, ctx.floor_extra_us(*t.prefix)) << to_json(*t.prefix);
+      }
+      TaskOutput out;
+      ASSERT_TRUE(gen.run(t, out, stop));
+      for (Task& c : out.children) queue.push_back(std::move(c));
+    }
+    EXPECT_GT(checked, 1000);
+    if (bound == CostBound::model)
+      EXPECT_GT(nonzero, 0);
+    else
+      EXPECT_EQ(nonzero, 0);
+  }
+}
+
 TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
   // The model bound's search runs tasks by their floors and drops those whose floor is beyond
   // the bound, so a floor must never exceed the estimate of a candidate in its subtree. Run the
