@@ -3,6 +3,7 @@
 #include "checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <limits>
@@ -182,10 +183,83 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   return s.str();
 }
 
+namespace {
+
+/// The checkpoint file being written: text is gathered in a buffer of about a megabyte and
+/// appended to the file, so that a frontier of hundreds of megabytes is never one string (its
+/// growth, copies and fresh pages were a third of a write's time).
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(std::string path) : path_(std::move(path)), f_(std::fopen(path_.c_str(), "wb")) {
+    if (!f_) throw UserError(path_ + ": cannot write the checkpoint");
+    buf_.reserve(kFlushBytes + 4096);
+  }
+  ~CheckpointFile() {
+    if (f_) std::fclose(f_);
+  }
+  CheckpointFile(const CheckpointFile&) = delete;
+  CheckpointFile& operator=(const CheckpointFile&) = delete;
+
+  CheckpointFile& operator<<(std::string_view text) {
+    buf_.append(text);
+    if (buf_.size() >= kFlushBytes) flush();
+    return *this;
+  }
+  CheckpointFile& operator<<(char c) {
+    buf_.push_back(c);
+    return *this;
+  }
+  /// An integer as the JSON writer prints it.
+  CheckpointFile& integer(int64_t v) {
+    char digits[24];
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+    MUGRAPH_CHECK(ec == std::errc()) << "checkpoint: an integer did not format";
+    return *this << std::string_view(digits, static_cast<size_t>(end - digits));
+  }
+  /// A JSON array of integers.
+  template <typename Ints>
+  CheckpointFile& integers(const Ints& values) {
+    *this << '[';
+    bool first = true;
+    for (auto v : values) {
+      if (!first) *this << ',';
+      first = false;
+      integer(static_cast<int64_t>(v));
+    }
+    return *this << ']';
+  }
+  /// Writes what is left and closes the file.
+  void close() {
+    flush();
+    const bool ok = std::fclose(f_) == 0;
+    f_ = nullptr;
+    if (!ok) throw UserError(path_ + ": cannot write the checkpoint");
+  }
+  /// Closes and removes the unfinished file (a write given up).
+  void discard() {
+    std::fclose(f_);
+    f_ = nullptr;
+    std::remove(path_.c_str());
+  }
+
+ private:
+  static constexpr size_t kFlushBytes = size_t{1} << 20;
+  void flush() {
+    if (!buf_.empty() && std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size())
+      throw UserError(path_ + ": cannot write the checkpoint");
+    buf_.clear();
+  }
+  std::string path_;
+  std::FILE* f_;
+  std::string buf_;
+};
+
+}  // namespace
+
 bool CheckpointWriter::write(const std::string& path, const CheckpointState& st, const std::function<bool()>& abandon) {
   ++writes_;
-  // The document is assembled as text around the kept graph texts: byte for byte the dump of
-  // the one Json object this function used to build (checked on an 8-MB nTrans checkpoint).
+  // The document is written as text around the kept graph texts, byte for byte the dump of the
+  // one Json object this function used to build (Checkpoint.TheWriterWritesTheJsonDocumentsDump).
   auto text_of = [&](auto& kept, const auto& key, const Graph& graph) -> const std::string& {
     auto [it, fresh] = kept.try_emplace(key);
     if (fresh) it->second.json = json_reading::ugraph_value(graph).dump();
@@ -199,54 +273,60 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
   head["elapsed_seconds"] = st.elapsed_seconds;
   if (st.bytes_phase_seconds >= 0) head["bytes_phase_seconds"] = st.bytes_phase_seconds;
   head["stats"] = stats_json(st.stats);
-  std::string out = head.dump();
-  out.pop_back();  // the closing brace: the arrays follow
-
-  // Sibling tasks share their prefix: each distinct prefix is written once.
-  out += ",\"prefixes\":[";
-  std::unordered_map<const Graph*, size_t> prefix_index;
-  std::string pending;
-  size_t done = 0;
-  for (const Task& t : st.pending) {
-    if (abandon && ++done % 4096 == 0 && abandon()) return false;
-    auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
-    if (fresh) {
-      if (it->second > 0) out += ',';
-      out += text_of(prefixes_, t.prefix, *t.prefix);
-    }
-    Json tj;
-    tj["path"] = t.path;
-    tj["prefix"] = it->second;
-    if (t.floor_us > 0) tj["floor_us"] = t.floor_us;
-    if (t.is_block()) {
-      std::vector<int32_t> operands;
-      for (TensorId o : t.operands) operands.push_back(o.value);
-      tj["operands"] = operands;
-      tj["chunk"] = t.chunk;
-      tj["finish_only"] = t.finish_only;
-    }
-    pending += pending.empty() ? "" : ",";
-    pending += tj.dump();
-  }
-  out += "],\"pending\":[" + pending + "],\"candidates\":[";
-  for (size_t i = 0; i < st.candidates.size(); ++i) {
-    const FoundCandidate& c = st.candidates[i];
-    if (i > 0) out += ',';
-    out += "{\"path\":" + Json(c.path).dump() + ",\"found_seconds\":" + Json(c.found_seconds).dump() +
-           (c.task_floor_us > 0 ? ",\"floor_us\":" + Json(c.task_floor_us).dump() : std::string()) +
-           ",\"graph\":" + text_of(candidates_, c.graph, c.graph) + "}";
-  }
-  out += "]}\n";
-  std::erase_if(prefixes_, [&](const auto& e) { return e.second.write != writes_; });
-  std::erase_if(candidates_, [&](const auto& e) { return e.second.write != writes_; });
+  std::string head_text = head.dump();
+  head_text.pop_back();  // the closing brace: the arrays follow
 
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw UserError(tmp + ": cannot write the checkpoint");
-    f << out;
-    if (!f.flush()) throw UserError(tmp + ": cannot write the checkpoint");
+  CheckpointFile out(tmp);
+  out << head_text;
+  // Sibling tasks share their prefix: each distinct prefix is written once, in the order of the
+  // first task that holds it.
+  out << ",\"prefixes\":[";
+  std::unordered_map<const Graph*, size_t> prefix_index;
+  size_t done = 0;
+  for (const Task& t : st.pending) {
+    if (abandon && ++done % 4096 == 0 && abandon()) {
+      out.discard();
+      return false;
+    }
+    auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
+    if (fresh) {
+      if (it->second > 0) out << ',';
+      out << text_of(prefixes_, t.prefix, *t.prefix);
+    }
   }
+  out << "],\"pending\":[";
+  for (size_t i = 0; i < st.pending.size(); ++i) {
+    const Task& t = st.pending[i];
+    if (i > 0) out << ',';
+    out << "{\"path\":";
+    out.integers(t.path) << ",\"prefix\":";
+    out.integer(static_cast<int64_t>(prefix_index.at(t.prefix.get())));
+    if (t.floor_us > 0) out << ",\"floor_us\":" << Json(t.floor_us).dump();
+    if (t.is_block()) {
+      out << ",\"operands\":[";
+      for (size_t k = 0; k < t.operands.size(); ++k) {
+        if (k > 0) out << ',';
+        out.integer(t.operands[k].value);
+      }
+      out << "],\"chunk\":";
+      out.integer(t.chunk) << ",\"finish_only\":" << (t.finish_only ? "true" : "false");
+    }
+    out << '}';
+  }
+  out << "],\"candidates\":[";
+  for (size_t i = 0; i < st.candidates.size(); ++i) {
+    const FoundCandidate& c = st.candidates[i];
+    if (i > 0) out << ',';
+    out << "{\"path\":";
+    out.integers(c.path) << ",\"found_seconds\":" << Json(c.found_seconds).dump();
+    if (c.task_floor_us > 0) out << ",\"floor_us\":" << Json(c.task_floor_us).dump();
+    out << ",\"graph\":" << text_of(candidates_, c.graph, c.graph) << '}';
+  }
+  out << "]}\n";
+  out.close();
+  std::erase_if(prefixes_, [&](const auto& e) { return e.second.write != writes_; });
+  std::erase_if(candidates_, [&](const auto& e) { return e.second.write != writes_; });
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw UserError(path + ": cannot replace the checkpoint");
   return true;
 }

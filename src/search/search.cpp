@@ -120,6 +120,14 @@ class Driver {
     result.search_seconds = elapsed();
     result.stop_reason = stop_reason_;
     result.bytes_phase_seconds = bytes_phase_seconds_;
+    // A search stopped early by the model bound saves what retiling finds too: resumed, it starts
+    // with the bound they set (exact by the model; the bytes bound, a heuristic, would cut by
+    // their keys what an uninterrupted search grows). Its state is written once, after retiling
+    // (a frontier of hundreds of thousands of tasks takes seconds to write). Not in the
+    // deterministic mode, which cuts the pool to the completed prefix of tasks: its checkpoint
+    // must keep the candidates of the tasks that completed after the first unfinished one.
+    const bool write_after_retile = stop_reason_ != StopReason::exhausted && stop_reason_ != StopReason::interrupted &&
+                                    ctx_.model_bound() && !opt_.deterministic;
     if (stop_reason_ != StopReason::exhausted) {
       if (stop_reason_ == StopReason::memory_limit)
         result.stop_detail =
@@ -127,7 +135,7 @@ class Driver {
       result.stop_detail += std::to_string(pending_.size()) + " tasks pending";
       if (opt_.cost_bound == CostBound::both)
         result.stop_detail += ctx_.model_bound() ? " in the model phase" : " in the bytes phase";
-      if (!opt_.checkpoint_path.empty()) write_state();
+      if (!opt_.checkpoint_path.empty() && !write_after_retile) write_state();
       if (opt_.deterministic) cut_to_completed_prefix(result);
     } else if (!opt_.checkpoint_path.empty()) {
       // The final state replaces the last periodic one, which would send a resume back into a
@@ -138,15 +146,8 @@ class Driver {
     result.background_verified = background_verified_;
     result.background_verify_seconds = background_seconds_;
 
-    if (stop_reason_ != StopReason::interrupted) {
-      retile_pool(result);
-      // A search stopped early by the model bound saves what retiling found too: resumed, it
-      // starts with the bound they set (exact by the model; the bytes bound, a heuristic, would
-      // cut by their keys what an uninterrupted search grows).
-      if (stop_reason_ != StopReason::exhausted && ctx_.model_bound() && result.retile.kept > 0 &&
-          !opt_.checkpoint_path.empty())
-        write_state();
-    }
+    if (stop_reason_ != StopReason::interrupted) retile_pool(result);
+    if (write_after_retile && !opt_.checkpoint_path.empty()) write_state();
 
     auto verify_start = Clock::now();
     verify_and_rank(result);

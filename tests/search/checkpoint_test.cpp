@@ -162,6 +162,45 @@ TEST(Checkpoint, AWriterThatKeepsGraphTextsWritesWhatAFreshOneWrites) {
   }
 }
 
+TEST(Checkpoint, TheWriterWritesTheJsonDocumentsDump) {
+  // The writer streams its text rather than building a JSON document; the text must be exactly
+  // the compact dump of the document it reads as (numbers as the JSON library prints them).
+  TempDir dir;
+  CheckpointState st = sample_state();
+  st.pending[0].floor_us = 0.1 + 0.2;
+  st.pending[1].floor_us = 1e-7;
+  Task deep = st.pending[1];
+  deep.path = {kModelPhasePath, 0, 1048576, 7};
+  deep.floor_us = 123456.789;
+  deep.chunk = 0;
+  deep.finish_only = false;
+  deep.operands = {TensorId(1)};
+  st.pending.push_back(deep);
+  st.candidates[0].found_seconds = 2.0 / 3.0;
+  st.candidates[0].task_floor_us = 17.0;
+  FoundCandidate c = st.candidates[0];
+  c.task_floor_us = 0;
+  c.path = {};
+  st.candidates.push_back(c);
+  const std::string path = dir.file("checkpoint.json");
+  write_checkpoint(path, st);
+  const std::string text = read_text_file(path, kMaxGraphFileBytes);
+  EXPECT_EQ(nlohmann::ordered_json::parse(text).dump() + "\n", text);
+  CheckpointState back = read_checkpoint(path, default_target());
+  ASSERT_EQ(back.pending.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back.pending[i].floor_us, st.pending[i].floor_us);
+    EXPECT_EQ(back.pending[i].path, st.pending[i].path);
+    EXPECT_EQ(back.pending[i].operands, st.pending[i].operands);
+    EXPECT_EQ(back.pending[i].chunk, st.pending[i].chunk);
+    EXPECT_EQ(back.pending[i].finish_only, st.pending[i].finish_only);
+  }
+  ASSERT_EQ(back.candidates.size(), 2u);
+  EXPECT_EQ(back.candidates[0].found_seconds, 2.0 / 3.0);
+  EXPECT_EQ(back.candidates[0].task_floor_us, 17.0);
+  EXPECT_EQ(back.candidates[1].path, std::vector<int32_t>{});
+}
+
 TEST(Checkpoint, AnAbandonedWriteLeavesTheFileAsItWas) {
   // The search gives a periodic write of a large frontier up when a limit is reached (the
   // abandon callback is asked every 4096 tasks); the file keeps the previous write.
@@ -177,6 +216,7 @@ TEST(Checkpoint, AnAbandonedWriteLeavesTheFileAsItWas) {
   EXPECT_FALSE(writer.write(path, big, [&] { return ++asked > 0; }));
   EXPECT_EQ(asked, 1);
   EXPECT_EQ(read_text_file(path, kMaxGraphFileBytes), before);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << "the unfinished file is removed";
   EXPECT_TRUE(writer.write(path, big, [] { return false; }));
   EXPECT_EQ(read_checkpoint(path, default_target()).pending.size(), 5000u);
 }
