@@ -14,6 +14,11 @@ void put(std::string& key, const T& v) {
   key.append(raw, sizeof(T));
 }
 
+/// What an entry takes in the cache, its key included.
+int64_t entry_bytes(const std::string& key, const BlockClosings& entry) {
+  return entry.bytes + static_cast<int64_t>(key.size() + sizeof(BlockClosings) + 64);
+}
+
 int64_t graph_bytes(const Graph& g) {
   int64_t n = static_cast<int64_t>(sizeof(Graph) + g.tensors.size() * sizeof(Tensor) + g.ops.size() * sizeof(Op) +
                                    g.params.size() * sizeof(TensorType));
@@ -73,13 +78,13 @@ std::shared_ptr<const BlockClosings> BlockCache::find(const std::string& key, do
 }
 
 void BlockCache::insert(const std::string& key, std::shared_ptr<const BlockClosings> entry) {
-  const int64_t size = entry->bytes + static_cast<int64_t>(key.size() + sizeof(BlockClosings) + 64);
+  const int64_t size = entry_bytes(key, *entry);
   if (size > entry_limit_bytes()) return;
   std::unique_lock lock(mutex_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     if (it->second->complete_to_us >= entry->complete_to_us) return;
-    bytes_.fetch_sub(it->second->bytes + static_cast<int64_t>(key.size() + sizeof(BlockClosings) + 64));
+    bytes_.fetch_sub(entry_bytes(key, *it->second));
     entries_.erase(it);
   }
   if (bytes_.load() + size > capacity_bytes_) {

@@ -38,9 +38,7 @@ struct BlockClosings {
   /// The growth cut the search ran with at its end (the bound was tightest then): it holds
   /// every closing of any search whose cut is at most this. Infinite without the model bound.
   double complete_to_us = std::numeric_limits<double>::infinity();
-  /// States the search grew: what a replay saves.
-  int64_t states = 0;
-  /// What the entry holds, roughly (for the cache's capacity).
+  /// What the closings hold, roughly (for the cache's capacity).
   int64_t bytes = 0;
 };
 

@@ -726,8 +726,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
   const double floor_extra = prefix_floor_extra_us(task);
   const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
-  OpRank last;
-  if (!prefix.ops.empty() && prefix.ops.back().kind != OpKind::input) last = op_rank(prefix, prefix.ops.back());
+  const OpRank last = last_kernel_rank(prefix);
   int32_t child_index = 0;
   const int32_t ntensors = static_cast<int32_t>(prefix.tensors.size());
 
@@ -964,7 +963,6 @@ class BlockSearch {
         child_index_(child_index) {}
 
   bool run() {
-    states_before_ = out_.stats.states;
     grow();
     // The hot rules count their prunings in an array; the stats map takes them once.
     for (size_t r = 0; r < kPruneCount; ++r)
@@ -986,7 +984,6 @@ class BlockSearch {
   std::shared_ptr<const BlockClosings> recorded(double cut_us) {
     if (!recording_ || cut_ || stopped_) return nullptr;
     recording_->complete_to_us = cut_us;
-    recording_->states = out_.stats.states - states_before_;
     return std::move(recording_);
   }
 
@@ -1821,7 +1818,6 @@ class BlockSearch {
   /// record(): what the growth closed so far, and the most it may hold.
   std::shared_ptr<BlockClosings> recording_;
   int64_t record_limit_bytes_ = 0;
-  int64_t states_before_ = 0;
   bool stopped_ = false;  ///< by stop_: the task runs again
   bool cut_ = false;      ///< by the cost bound: the task is done
   std::array<int64_t, kPruneCount> prunes_{};

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "block_tasks.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
 #include "search_fixtures.h"
@@ -91,29 +92,6 @@ TEST(BlockCache, KeysTellApartWhatTheGrowthReads) {
   EXPECT_EQ(k, block_search_key(longer, longer_facts, xg, configs[0], false, 2, true));
 }
 
-/// The block tasks of the root and of the prefixes they make (a second kernel), up to `most`.
-std::vector<Task> two_levels_of_block_tasks(SearchContext& ctx, size_t most) {
-  std::vector<Task> tasks;
-  Generator gen(ctx);
-  std::atomic<bool> stop{false};
-  TaskOutput root;
-  EXPECT_TRUE(gen.run(ctx.root(), root, stop));
-  for (Task& t : root.children)
-    if (t.is_block()) tasks.push_back(std::move(t));
-  for (size_t i = 0, n = tasks.size(); i < n && tasks.size() < most; ++i) {
-    TaskOutput out;
-    EXPECT_TRUE(gen.run(tasks[i], out, stop));
-    for (Task& child : out.children) {
-      if (child.is_block()) continue;
-      TaskOutput kernel;
-      EXPECT_TRUE(gen.run(child, kernel, stop));
-      for (Task& t : kernel.children)
-        if (t.is_block() && tasks.size() < most) tasks.push_back(std::move(t));
-    }
-  }
-  return tasks;
-}
-
 struct TaskRuns {
   std::vector<TaskOutput> outputs;
   int64_t states = 0, replays = 0;
@@ -165,7 +143,7 @@ TEST(BlockCache, ReplaysCloseWhatGrowingTheBlockGraphsAgainCloses) {
   SearchContext with(program, with_options), without(program, without_options), bounded_first(program, with_options);
   ASSERT_NE(with.block_cache(), nullptr);
   ASSERT_EQ(without.block_cache(), nullptr);
-  const std::vector<Task> tasks = two_levels_of_block_tasks(without, 600);
+  const std::vector<Task> tasks = testing::two_levels_of_block_tasks(without, 600);
   ASSERT_GT(tasks.size(), 300u);
 
   const TaskRuns grown = run_all(without, tasks);
@@ -206,7 +184,7 @@ TEST(BlockCache, AGrowthCutShortIsNotKept) {
   SearchOptions without_options = small_model_bound_options();
   without_options.block_cache_bytes = 0;
   SearchContext ctx(program, small_model_bound_options()), without(program, without_options);
-  const std::vector<Task> tasks = two_levels_of_block_tasks(without, 300);
+  const std::vector<Task> tasks = testing::two_levels_of_block_tasks(without, 300);
   Generator gen(ctx);
   std::atomic<bool> stop{true};
   int stopped = 0;
@@ -224,7 +202,7 @@ TEST(BlockCache, TheModelPhaseStartsWithAnEmptyCache) {
   options.cost_bound = CostBound::both;
   SearchContext ctx(program, options);
   ASSERT_FALSE(ctx.model_bound());
-  const std::vector<Task> tasks = two_levels_of_block_tasks(ctx, 50);
+  const std::vector<Task> tasks = testing::two_levels_of_block_tasks(ctx, 50);
   run_all(ctx, tasks);
   EXPECT_GT(ctx.block_cache()->bytes(), 0);
   ctx.use_model_bound();

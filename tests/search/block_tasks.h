@@ -38,4 +38,27 @@ inline TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const
   return all;
 }
 
+/// The block tasks of the root and of the prefixes they make (a second kernel), up to `most`.
+inline std::vector<Task> two_levels_of_block_tasks(SearchContext& ctx, size_t most) {
+  std::vector<Task> tasks;
+  Generator gen(ctx);
+  std::atomic<bool> stop{false};
+  TaskOutput root;
+  EXPECT_TRUE(gen.run(ctx.root(), root, stop));
+  for (Task& t : root.children)
+    if (t.is_block()) tasks.push_back(std::move(t));
+  for (size_t i = 0, n = tasks.size(); i < n && tasks.size() < most; ++i) {
+    TaskOutput out;
+    EXPECT_TRUE(gen.run(tasks[i], out, stop));
+    for (Task& child : out.children) {
+      if (child.is_block()) continue;
+      TaskOutput kernel;
+      EXPECT_TRUE(gen.run(child, kernel, stop));
+      for (Task& t : kernel.children)
+        if (t.is_block() && tasks.size() < most) tasks.push_back(std::move(t));
+    }
+  }
+  return tasks;
+}
+
 }  // namespace mugraph::search_detail::testing

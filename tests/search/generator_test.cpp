@@ -579,25 +579,7 @@ TEST(Generator, TheGrowthFloorCutsNoBlockGraphThatClosesWithinTheBound) {
   SearchContext ctx(program, small_model_bound_options());
   std::atomic<bool> stop{false};
   // The root's block tasks, and the block tasks of the prefixes they make (a second kernel).
-  std::vector<Task> tasks;
-  {
-    Generator gen(ctx);
-    TaskOutput root;
-    ASSERT_TRUE(gen.run(ctx.root(), root, stop));
-    for (Task& t : root.children)
-      if (t.is_block()) tasks.push_back(std::move(t));
-    for (size_t i = 0, n = tasks.size(); i < n && tasks.size() < 600; ++i) {
-      TaskOutput out;
-      ASSERT_TRUE(gen.run(tasks[i], out, stop));
-      for (Task& child : out.children) {
-        if (child.is_block()) continue;
-        TaskOutput kernel;
-        ASSERT_TRUE(gen.run(child, kernel, stop));
-        for (Task& t : kernel.children)
-          if (t.is_block() && tasks.size() < 600) tasks.push_back(std::move(t));
-      }
-    }
-  }
+  const std::vector<Task> tasks = testing::two_levels_of_block_tasks(ctx, 600);
   auto run_all = [&](int64_t& states, int64_t& cut) {
     Generator gen(ctx);
     std::vector<std::vector<FoundCandidate>> found;
