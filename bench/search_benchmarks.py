@@ -13,6 +13,8 @@ estimate before and after it: report.json's `retile`, docs/search.md "Retiling")
     python3 bench/search_benchmarks.py --save examples/found    # and keep each best.json/report.json
     python3 bench/search_benchmarks.py --programs gated_mlp,lora --time-limit 120
     python3 bench/search_benchmarks.py --quick                  # 5 s per program
+    python3 bench/search_benchmarks.py --programs bench/paper/programs/rmsnorm_bs1.mg --threads 2 \
+        --target h200 --cost-bound both --block-cache 0          # without the block-search cache
     python3 bench/search_benchmarks.py --programs bench/paper/programs/qknorm_bs1.mg --time-limit 60 \
         --threads 2 --top 4 --target h200 --cost-bound both      # as bench/paper/run.py searches
 
@@ -50,6 +52,8 @@ def parse_args(argv):
     p.add_argument("--target", help="passed to mugraph search (default: the CLI's)")
     p.add_argument("--cost-bound", help="passed to mugraph search (default: the CLI's)")
     p.add_argument("--retile-seeds", type=int, help="passed to mugraph search (default: the CLI's)")
+    p.add_argument("--block-cache", type=float, metavar="MIB",
+                   help="passed to mugraph search (default: the CLI's; 0 turns the block-search cache off)")
     p.add_argument("--deterministic", action="store_true", help="pass --deterministic")
     p.add_argument("--no-abstract-pruning", action="store_true", help="pass --no-abstract-pruning (ablation)")
     p.add_argument("--quick", action="store_true", help="smoke run: a 5-s time limit per program")
@@ -72,7 +76,7 @@ def parse_args(argv):
 def extra_flags(args):
     out = []
     for flag, value in (("--target", args.target), ("--cost-bound", args.cost_bound),
-                        ("--retile-seeds", args.retile_seeds)):
+                        ("--retile-seeds", args.retile_seeds), ("--block-cache", args.block_cache)):
         if value is not None:
             out += [flag, str(value)]
     return out
@@ -161,7 +165,7 @@ def main(argv=None):
 
     opts = ["--time-limit %g" % args.time_limit]
     for k in ("threads", "max_kernel_ops", "max_block_ops", "max_graph_kernels", "max_kernel_inputs", "top",
-              "target", "cost_bound", "retile_seeds"):
+              "target", "cost_bound", "retile_seeds", "block_cache"):
         if getattr(args, k) is not None:
             opts.append(f"--{k.replace('_', '-')} {getattr(args, k)}")
     opts += [f for f, on in (("--deterministic", args.deterministic),

@@ -131,7 +131,7 @@ def test_table5_exhausted_runs_report_median(mugraph_bin, tmp_path):
 def test_benchmarks_quick_and_save(mugraph_bin, tmp_path):
     save = tmp_path / "found"
     r = run_script(BENCHMARKS, "--quick", "--mugraph", mugraph_bin, "--programs", SMALL, "--threads", "1",
-                   "--time-limit", "1", "--save", save)
+                   "--time-limit", "1", "--save", save, "--block-cache", "0")
     assert r.returncode == 0, r.stdout + r.stderr
     assert ("| program | search s | verify s | stop reason | states | retiling: s, the model's best before → after | "
             "kernels | graph-defined | device bytes | structure of the best |") in r.stdout
@@ -140,6 +140,7 @@ def test_benchmarks_quick_and_save(mugraph_bin, tmp_path):
     assert rows[0][3] in ("time_limit", "exhausted")
     report = json.loads((save / "rmsnorm_small" / "report.json").read_text())
     assert report["format"] == "mugraph-search-report" and report["options"]["threads"] == 1
+    assert report["options"]["block_cache_bytes"] == 0 and report["block_replays"] == 0
     assert (save / "rmsnorm_small" / "best.json").exists() == (report["best"] is not None)
 
 
