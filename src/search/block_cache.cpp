@@ -30,8 +30,7 @@ int64_t graph_bytes(const Graph& g) {
 
 }  // namespace
 
-std::string block_search_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands,
-                             const KernelConfig& config, bool must_finish, int kernel_ops_after, bool model_bound) {
+std::string block_operands_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands) {
   std::string key;
   key.reserve(256);
   put(key, static_cast<uint8_t>(operands.size()));
@@ -51,11 +50,16 @@ std::string block_search_key(const Graph& prefix, const PrefixFacts& facts, cons
       put(key, c.count);
     }
   }
+  return key;
+}
+
+std::string block_search_key(std::string key, size_t operands, const KernelConfig& config, bool must_finish,
+                             int kernel_ops_after, bool model_bound) {
   put(key, config.grid.x);
   put(key, config.grid.y);
   put(key, config.grid.z);
   put(key, config.forloop);
-  for (size_t i = 0; i < operands.size(); ++i) {
+  for (size_t i = 0; i < operands; ++i) {
     key.append(reinterpret_cast<const char*>(config.imaps[i].data()), config.imaps[i].size());
     put(key, config.fmaps[i]);
   }
@@ -64,6 +68,12 @@ std::string block_search_key(const Graph& prefix, const PrefixFacts& facts, cons
   put(key, static_cast<int16_t>(must_finish ? -1 : kernel_ops_after));
   put(key, static_cast<uint8_t>(model_bound));
   return key;
+}
+
+std::string block_search_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands,
+                             const KernelConfig& config, bool must_finish, int kernel_ops_after, bool model_bound) {
+  return block_search_key(block_operands_key(prefix, facts, operands), operands.size(), config, must_finish,
+                          kernel_ops_after, model_bound);
 }
 
 int64_t closing_bytes(const BlockClosing& c) {

@@ -47,6 +47,11 @@ struct BlockClosings {
 /// kernel's outputs); `must_finish`: its outputs can only be program outputs.
 std::string block_search_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands,
                              const KernelConfig& config, bool must_finish, int kernel_ops_after, bool model_bound);
+/// The two parts of block_search_key: what it reads of the operands, the same for every
+/// configuration of a block task (made once per task), and the rest, appended per configuration.
+std::string block_operands_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands);
+std::string block_search_key(std::string operands_key, size_t operands, const KernelConfig& config, bool must_finish,
+                             int kernel_ops_after, bool model_bound);
 
 /// Roughly the bytes a closing holds.
 int64_t closing_bytes(const BlockClosing& c);

@@ -1983,6 +1983,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const PrefixFacts facts{exprs, std::move(*labels)};
   BlockCache* const cache = ctx_.block_cache();
   const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
+  const std::string operands_key = cache ? block_operands_key(prefix, facts, task.operands) : std::string();
   // The cut the growth floor is compared with: the bound less the rest floor (none without the
   // model bound).
   auto growth_cut_us = [&] {
@@ -2019,7 +2020,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     };
     std::string key;
     if (cache) {
-      key = block_search_key(prefix, facts, task.operands, configs[i], must_finish, kernel_ops_after, model_bound);
+      key =
+          block_search_key(operands_key, task.operands.size(), configs[i], must_finish, kernel_ops_after, model_bound);
       if (std::shared_ptr<const BlockClosings> hit = cache->find(key, growth_cut_us())) {
         ++out.stats.block_replays;
         // What the growth would close, in its order: the closings within the growth cut, which
