@@ -121,6 +121,17 @@ Json op_json(const Graph& g, const Op& op) {
   return j;
 }
 
+Json tensor_json(const Tensor& t) {
+  Json j = Json::object({{"shape", shape_json(t.type.shape)}, {"dtype", std::string(dtype_name(t.type.dtype))}});
+  if (!t.name.empty()) j["name"] = t.name;
+  if (t.layout != identity_layout(t.type.shape.rank())) {
+    Json l = Json::array();
+    for (int8_t d : t.layout) l.push_back(static_cast<int>(d));
+    j["layout"] = std::move(l);
+  }
+  return j;
+}
+
 Json graph_json(const Graph& g) {
   const Graph defaults = level_defaults(g.level);
   Json j = Json::object();
@@ -136,16 +147,7 @@ Json graph_json(const Graph& g) {
   if (g.level == Level::block || g.forloop != defaults.forloop) j["forloop"] = g.forloop;
 
   Json tensors = Json::array();
-  for (const Tensor& t : g.tensors) {
-    Json tj = Json::object({{"shape", shape_json(t.type.shape)}, {"dtype", std::string(dtype_name(t.type.dtype))}});
-    if (!t.name.empty()) tj["name"] = t.name;
-    if (t.layout != identity_layout(t.type.shape.rank())) {
-      Json l = Json::array();
-      for (int8_t d : t.layout) l.push_back(static_cast<int>(d));
-      tj["layout"] = std::move(l);
-    }
-    tensors.push_back(std::move(tj));
-  }
+  for (const Tensor& t : g.tensors) tensors.push_back(tensor_json(t));
   j["tensors"] = std::move(tensors);
 
   Json ops = Json::array();
@@ -408,6 +410,49 @@ class Reader : public json_reading::ValueReader {
     if (const Json* d = optional(v, "forloop"))
       g.forloop = integer(*d, path + "/forloop", 1, kMaxExtent, "a positive number of iterations");
 
+    read_tensors(g, v, path);
+    const Json* bodies = optional(v, "bodies");
+    if (bodies) array(*bodies, path + "/bodies", "an array of graphs");
+    read_ops(g, v, path, bodies ? bodies->size() : 0);
+
+    if (const Json* outs = optional(v, "outputs")) {
+      array(*outs, path + "/outputs", "an array of {\"tensor\": id, \"name\": name}");
+      for (size_t i = 0; i < outs->size(); ++i) {
+        std::string p = path + "/outputs/" + std::to_string(i);
+        const Json& o = (*outs)[i];
+        expect_object(o, p, "expected {\"tensor\": id, \"name\": name}");
+        allow_keys(o, p, {"tensor", "name"});
+        g.outputs.push_back(tensor_id(field(o, p, "tensor"), p + "/tensor", g.tensors.size()));
+        const Json* n = optional(o, "name");
+        g.output_names.push_back(n ? string(*n, p + "/name", "a string") : std::string());
+      }
+    }
+    if (bodies) read_bodies(g, *bodies, path + "/bodies", depth);
+    return g;
+  }
+
+  // (public: the checkpoint's prefixes extend one another)
+ public:
+  /// Appends the tensors, ops and bodies of an extension value to `g`, a kernel graph.
+  Graph extension(Graph g, const Json& v, const std::string& path) const {
+    expect_object(v, path,
+                  "expected the tensors, ops and bodies appended to a graph: an object with \"tensors\" and \"ops\"");
+    allow_keys(v, path, {"tensors", "ops", "bodies"});
+    if (g.level != Level::kernel) fail(path, "only a kernel graph can be extended");
+    const size_t tensors_before = g.tensors.size();
+    const size_t bodies_before = g.bodies.size();
+    read_tensors(g, v, path, tensors_before);
+    const Json* bodies = optional(v, "bodies");
+    if (bodies) array(*bodies, path + "/bodies", "an array of graphs");
+    read_ops(g, v, path, bodies_before + (bodies ? bodies->size() : 0), tensors_before);
+    if (bodies) read_bodies(g, *bodies, path + "/bodies", 1);
+    return g;
+  }
+
+ private:
+  /// Appends the tensors of graph value `v` to `g`; tensor i of the array is tensor first + i.
+  void read_tensors(Graph& g, const Json& v, const std::string& path, size_t first = 0) const {
+    MUGRAPH_CHECK(first == g.tensors.size()) << "json: tensors are appended in order";
     const Json& tensors = array(field(v, path, "tensors"), path + "/tensors", "an array of tensors");
     for (size_t i = 0; i < tensors.size(); ++i) {
       std::string p = path + "/tensors/" + std::to_string(i);
@@ -427,11 +472,12 @@ class Reader : public json_reading::ValueReader {
       }
       g.tensors.push_back(std::move(t));
     }
+  }
 
-    const Json* bodies = optional(v, "bodies");
-    if (bodies) array(*bodies, path + "/bodies", "an array of graphs");
-    const size_t num_bodies = bodies ? bodies->size() : 0;
-
+  /// Appends the ops of graph value `v` to `g` (whose tensors are all read), which then has
+  /// `num_bodies` bodies; op i of the array is op g.ops.size() + i. Every tensor from
+  /// `first_tensor` on must be produced by exactly one of them (those before have producers).
+  void read_ops(Graph& g, const Json& v, const std::string& path, size_t num_bodies, size_t first_tensor = 0) const {
     const Json& ops = array(field(v, path, "ops"), path + "/ops", "an array of ops");
     for (size_t i = 0; i < ops.size(); ++i) {
       std::string p = path + "/ops/" + std::to_string(i);
@@ -442,34 +488,21 @@ class Reader : public json_reading::ValueReader {
           fail(p + "/outputs/" + std::to_string(k), "tensor " + std::to_string(o.outputs[k].value) +
                                                         " is already produced by op " +
                                                         std::to_string(t.producer.value));
-        t.producer = OpId(static_cast<int32_t>(i));
+        t.producer = OpId(static_cast<int32_t>(g.ops.size()));
       }
       g.ops.push_back(std::move(o));
     }
-    for (size_t i = 0; i < g.tensors.size(); ++i)
+    for (size_t i = first_tensor; i < g.tensors.size(); ++i)
       if (!g.tensors[i].producer.valid())
-        fail(path + "/tensors/" + std::to_string(i), "no op lists tensor " + std::to_string(i) + " among its outputs");
+        fail(path + "/tensors/" + std::to_string(i - first_tensor),
+             "no op lists tensor " + std::to_string(i) + " among its outputs");
+  }
 
-    if (const Json* outs = optional(v, "outputs")) {
-      array(*outs, path + "/outputs", "an array of {\"tensor\": id, \"name\": name}");
-      for (size_t i = 0; i < outs->size(); ++i) {
-        std::string p = path + "/outputs/" + std::to_string(i);
-        const Json& o = (*outs)[i];
-        expect_object(o, p, "expected {\"tensor\": id, \"name\": name}");
-        allow_keys(o, p, {"tensor", "name"});
-        g.outputs.push_back(tensor_id(field(o, p, "tensor"), p + "/tensor", g.tensors.size()));
-        const Json* n = optional(o, "name");
-        g.output_names.push_back(n ? string(*n, p + "/name", "a string") : std::string());
-      }
-    }
-
-    if (bodies) {
-      if (depth >= kMaxGraphDepth && !bodies->empty())
-        fail(path + "/bodies", "graphs nest deeper than kernel → block → thread");
-      for (size_t i = 0; i < bodies->size(); ++i)
-        g.bodies.push_back(graph((*bodies)[i], path + "/bodies/" + std::to_string(i), depth + 1));
-    }
-    return g;
+  /// Appends the bodies (an array, checked) of a graph at nesting `depth` to `g`.
+  void read_bodies(Graph& g, const Json& bodies, const std::string& path, int depth) const {
+    if (depth >= kMaxGraphDepth && !bodies.empty()) fail(path, "graphs nest deeper than kernel → block → thread");
+    for (size_t i = 0; i < bodies.size(); ++i)
+      g.bodies.push_back(graph(bodies[i], path + "/" + std::to_string(i), depth + 1));
   }
 };
 
@@ -503,6 +536,34 @@ Json ugraph_value(const Graph& kernel_graph) {
   doc["version"] = kJsonFormatVersion;
   doc["graph"] = graph_json(kernel_graph);
   return doc;
+}
+
+Json extension_value(const Graph& g, const Graph& base) {
+  MUGRAPH_CHECK(g.level == Level::kernel && base.level == Level::kernel && base.tensors.size() <= g.tensors.size() &&
+                base.ops.size() <= g.ops.size() && base.bodies.size() <= g.bodies.size() && base.outputs.empty() &&
+                g.outputs.empty())
+      << "json: an extension is of a kernel graph without outputs by one it begins with";
+  Json j = Json::object();
+  Json tensors = Json::array();
+  for (size_t i = base.tensors.size(); i < g.tensors.size(); ++i) tensors.push_back(tensor_json(g.tensors[i]));
+  j["tensors"] = std::move(tensors);
+  Json ops = Json::array();
+  for (size_t i = base.ops.size(); i < g.ops.size(); ++i) ops.push_back(op_json(g, g.ops[i]));
+  j["ops"] = std::move(ops);
+  if (g.bodies.size() > base.bodies.size()) {
+    Json bodies = Json::array();
+    for (size_t i = base.bodies.size(); i < g.bodies.size(); ++i) bodies.push_back(graph_json(g.bodies[i]));
+    j["bodies"] = std::move(bodies);
+  }
+  return j;
+}
+
+Graph extended_from_value(Graph base, const Json& extension, const std::string& path, const std::string& filename) {
+  try {
+    return Reader(filename).extension(std::move(base), extension, path);
+  } catch (const Json::exception& e) {
+    throw UserError(std::string("malformed μGraph JSON: ") + e.what(), SourceLoc{filename});
+  }
 }
 
 }  // namespace json_reading

@@ -58,4 +58,15 @@ Graph ugraph_from_value(const Json& document, const std::string& path, const std
 /// A μGraph as the JSON value that to_json writes (for embedding in other documents).
 Json ugraph_value(const Graph& kernel_graph);
 
+/// The tensors, ops and bodies that kernel graph `g` has beyond `base`, a kernel graph that `g`
+/// begins with (the same tensors, ops and bodies first; neither has outputs), as an object
+/// {"tensors", "ops", "bodies" (if any)} whose ops name tensors and bodies by their ids in `g`.
+/// The search's checkpoints write a prefix as the prefix it extends and this.
+Json extension_value(const Graph& g, const Graph& base);
+
+/// `base` with an extension_value appended: its tensors, ops and bodies are checked as those of a
+/// whole graph are (ids in range, every new tensor produced by exactly one new op). Errors name
+/// paths under `path`.
+Graph extended_from_value(Graph base, const Json& extension, const std::string& path, const std::string& filename);
+
 }  // namespace mugraph::json_reading

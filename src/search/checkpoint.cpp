@@ -21,7 +21,10 @@ namespace {
 
 using json_reading::Json;
 constexpr const char* kFormat = "mugraph-search-checkpoint";
-constexpr int kVersion = 4;
+/// 5: a prefix may be written as the one it extends plus what it appends. Version 4 (every
+/// prefix whole) is read too.
+constexpr int kVersion = 5;
+constexpr int kOldestVersion = 4;
 /// Deepest bracket nesting accepted: a μGraph needs about 15, and the checkpoint adds 3.
 constexpr int kMaxNesting = 80;
 
@@ -49,8 +52,9 @@ class CheckpointReader : public json_reading::ValueReader {
     const Json* version = optional(j, "version");
     if (!format || !format->is_string() || format->get<std::string>() != kFormat)
       fail("/format", "expected \"" + std::string(kFormat) + "\"; this is not a mugraph search checkpoint");
-    if (!version || !version->is_number_integer() || version->get<int64_t>() != kVersion)
-      fail("/version", "expected " + std::to_string(kVersion) +
+    if (!version || !version->is_number_integer() || version->get<int64_t>() < kOldestVersion ||
+        version->get<int64_t>() > kVersion)
+      fail("/version", "expected " + std::to_string(kOldestVersion) + " to " + std::to_string(kVersion) +
                            ": a checkpoint of another version of mugraph cannot be resumed; start the search anew");
     allow_keys(j, "",
                {"format", "version", "fingerprint", "elapsed_seconds", "bytes_phase_seconds", "stats", "prefixes",
@@ -64,13 +68,27 @@ class CheckpointReader : public json_reading::ValueReader {
 
     // Graphs from the file are checked as graphs from any file are, so that an edited or damaged
     // checkpoint is refused here rather than breaking the search that resumes from it.
-    std::vector<std::shared_ptr<const Graph>> prefixes;
+    Prefixes prefixes;
     const Json& pj = array(field(j, "", "prefixes"), "/prefixes", "an array of μGraphs");
     for (size_t i = 0; i < pj.size(); ++i) {
       const std::string path = "/prefixes/" + std::to_string(i);
-      Graph g = json_reading::ugraph_from_value(pj[i], path, filename());
+      std::shared_ptr<const PrefixParent> parent;
+      Graph g;
+      if (pj[i].is_object() && pj[i].contains("extends") && version->get<int64_t>() >= 5) {
+        // The prefix it extends, which comes before it, and what it appends.
+        allow_keys(pj[i], path, {"extends", "appended"});
+        const int64_t base = integer(pj[i]["extends"], path + "/extends", 0, static_cast<int64_t>(i) - 1,
+                                     "the index of an earlier prefix");
+        parent = std::make_shared<const PrefixParent>(
+            PrefixParent{prefixes.graphs[static_cast<size_t>(base)], prefixes.parents[static_cast<size_t>(base)]});
+        g = json_reading::extended_from_value(*parent->prefix, field(pj[i], path, "appended"), path + "/appended",
+                                              filename());
+      } else {
+        g = json_reading::ugraph_from_value(pj[i], path, filename());
+      }
       if (auto r = validate_prefix(g, target_)) fail(path, "not a valid search state: " + r->str());
-      prefixes.push_back(std::make_shared<const Graph>(std::move(g)));
+      prefixes.graphs.push_back(std::make_shared<const Graph>(std::move(g)));
+      prefixes.parents.push_back(std::move(parent));
     }
     const Json& tj = array(field(j, "", "pending"), "/pending", "an array of tasks");
     for (size_t i = 0; i < tj.size(); ++i) st.pending.push_back(task(tj[i], "/pending/" + std::to_string(i), prefixes));
@@ -81,6 +99,12 @@ class CheckpointReader : public json_reading::ValueReader {
   }
 
  private:
+  /// The prefixes read so far, and what each extends (null: written whole).
+  struct Prefixes {
+    std::vector<std::shared_ptr<const Graph>> graphs;
+    std::vector<std::shared_ptr<const PrefixParent>> parents;
+  };
+
   double seconds(const Json& v, const std::string& path) const {
     return number(v, path, 0, std::numeric_limits<double>::max(), "a number of seconds (0 or more)");
   }
@@ -122,7 +146,7 @@ class CheckpointReader : public json_reading::ValueReader {
     return out;
   }
 
-  Task task(const Json& v, const std::string& path, const std::vector<std::shared_ptr<const Graph>>& prefixes) const {
+  Task task(const Json& v, const std::string& path, const Prefixes& prefixes) const {
     expect_object(v, path, "expected a task: an object with \"path\" and \"prefix\"");
     allow_keys(v, path, {"path", "prefix", "operands", "chunk", "finish_only", "floor_us"});
     Task t;
@@ -130,10 +154,11 @@ class CheckpointReader : public json_reading::ValueReader {
     if (const Json* f = optional(v, "floor_us")) t.floor_us = floor_us(*f, path + "/floor_us");
     const int64_t index = integer(field(v, path, "prefix"), path + "/prefix", 0, std::numeric_limits<int64_t>::max(),
                                   "a prefix index (0 or more)");
-    if (static_cast<uint64_t>(index) >= prefixes.size())
+    if (static_cast<uint64_t>(index) >= prefixes.graphs.size())
       fail(path + "/prefix", "prefix " + std::to_string(index) + " does not exist; the checkpoint has " +
-                                 std::to_string(prefixes.size()));
-    t.prefix = prefixes[static_cast<size_t>(index)];
+                                 std::to_string(prefixes.graphs.size()));
+    t.prefix = prefixes.graphs[static_cast<size_t>(index)];
+    t.parent = prefixes.parents[static_cast<size_t>(index)];
     if (const Json* chunk = optional(v, "chunk")) {
       // A block task: the operands of the custom kernel it builds, in its prefix.
       t.chunk = static_cast<int32_t>(
@@ -280,20 +305,41 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
   CheckpointFile out(tmp);
   out << head_text;
   // Sibling tasks share their prefix: each distinct prefix is written once, in the order of the
-  // first task that holds it.
+  // first task that holds it, after the prefix it extends (when known), as that one's index and
+  // what it appends.
   out << ",\"prefixes\":[";
   std::unordered_map<const Graph*, size_t> prefix_index;
+  auto index_of = [&](auto& self, const std::shared_ptr<const Graph>& prefix, const PrefixParent* parent) -> size_t {
+    if (auto it = prefix_index.find(prefix.get()); it != prefix_index.end()) return it->second;
+    constexpr size_t kWhole = SIZE_MAX;
+    const size_t base = parent ? self(self, parent->prefix, parent->parent.get()) : kWhole;
+    const bool extends = base != kWhole;
+    const size_t index = prefix_index.size();
+    prefix_index.emplace(prefix.get(), index);
+    if (index > 0) out << ',';
+    auto [it, fresh] = prefixes_.try_emplace(prefix);
+    Text& text = it->second;
+    if (fresh || text.extends != extends) {
+      text.json = extends ? json_reading::extension_value(*prefix, *parent->prefix).dump()
+                          : json_reading::ugraph_value(*prefix).dump();
+      text.extends = extends;
+    }
+    text.write = writes_;
+    if (extends) {
+      out << "{\"extends\":";
+      out.integer(static_cast<int64_t>(base)) << ",\"appended\":" << text.json << '}';
+    } else {
+      out << text.json;
+    }
+    return index;
+  };
   size_t done = 0;
   for (const Task& t : st.pending) {
     if (abandon && ++done % 4096 == 0 && abandon()) {
       out.discard();
       return false;
     }
-    auto [it, fresh] = prefix_index.try_emplace(t.prefix.get(), prefix_index.size());
-    if (fresh) {
-      if (it->second > 0) out << ',';
-      out << text_of(prefixes_, t.prefix, *t.prefix);
-    }
+    index_of(index_of, t.prefix, t.parent.get());
   }
   out << "],\"pending\":[";
   for (size_t i = 0; i < st.pending.size(); ++i) {

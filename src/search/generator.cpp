@@ -623,9 +623,9 @@ namespace {
 /// floor_extra_us of `next` without its last kernel (the task's prefix). `no_children`: a
 /// first pass's (Task::finish_only); `no_candidates`: a full pass with a first-pass twin, which
 /// found every candidate this kernel completes.
-void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>& exprs,
-                     const std::vector<int32_t>& path, int32_t& child_index, TaskOutput& out, double prefix_floor_extra,
-                     bool no_children = false, bool no_candidates = false) {
+void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>& exprs, const Task& task,
+                     int32_t& child_index, TaskOutput& out, double prefix_floor_extra, bool no_children = false,
+                     bool no_candidates = false) {
   const Graph& program = ctx.program();
   const size_t nout = program.outputs.size();
   std::vector<TensorId> matched(nout);
@@ -650,7 +650,7 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
       return;
     }
     ++out.stats.candidates;
-    out.candidates.push_back(found_candidate(ctx, std::move(next), path));
+    out.candidates.push_back(found_candidate(ctx, std::move(next), task.path));
     return;
   }
   if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
@@ -669,9 +669,10 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   Task child;
   if (ctx.model_bound()) child.floor_us = cost_lower_bound_us(bytes, kernels, ctx.gpu()) + floor_extra;
   child.floor_extra_us = floor_extra;
-  child.path = path;
+  child.path = task.path;
   child.path.push_back(child_index++);
   child.prefix = std::make_shared<const Graph>(std::move(next));
+  child.parent = out.children_parent(task);
   out.children.push_back(std::move(child));
 }
 
@@ -698,7 +699,7 @@ void close_kernel(SearchContext& ctx, const Task& task, const PrefixFacts& facts
   std::vector<ExprId> exprs = facts.exprs;
   exprs.insert(exprs.end(), saved_exprs.begin(), saved_exprs.end());
   ++out.stats.states;
-  consider_prefix(ctx, std::move(next), exprs, task.path, child_index, out, prefix_floor_extra, task.finish_only,
+  consider_prefix(ctx, std::move(next), exprs, task, child_index, out, prefix_floor_extra, task.finish_only,
                   leaves_finishing);
 }
 
@@ -813,6 +814,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
             Task child;
             child.path = task.path;
             child.prefix = task.prefix;
+            child.parent = task.parent;
             child.operands = subset;
             child.chunk = static_cast<int32_t>(c / kConfigsPerTask);
             child.configs = handed;
@@ -894,7 +896,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
     std::vector<ExprId> next_exprs = exprs;
     next_exprs.push_back(e[0]);
     ++out.stats.states;
-    consider_prefix(ctx_, std::move(next), next_exprs, task.path, child_index, out, floor_extra);
+    consider_prefix(ctx_, std::move(next), next_exprs, task, child_index, out, floor_extra);
   };
 
   for (OpKind kind : ctx_.kinds()) {

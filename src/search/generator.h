@@ -75,12 +75,23 @@ bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_fin
 /// root's (one prefix, whose tasks set the bound) are all made at once.
 bool chains_chunks(const Graph& prefix, const ConfigList& configs);
 
+/// The prefix that a task's prefix extends (its first ops, tensors and bodies are this one's),
+/// and what that one extends in turn, up to the program's inputs. Checkpoints write each prefix
+/// as the one it extends plus its new kernel (the frontier's prefixes share most of their ops).
+struct PrefixParent {
+  std::shared_ptr<const Graph> prefix;
+  std::shared_ptr<const PrefixParent> parent;  ///< null: `prefix` is written whole
+};
+
 /// A node of the search tree: a kernel-graph prefix, and for block tasks the operands of the
 /// graph-defined kernel to grow next and which chunk of their configurations to try.
 struct Task {
   std::vector<int32_t> path;
   /// Shared by the sibling tasks of one kernel task (a prefix is never changed once made).
   std::shared_ptr<const Graph> prefix;
+  /// What `prefix` extends; null for the root, and where unknown (nothing is lost: the prefix is
+  /// then written whole).
+  std::shared_ptr<const PrefixParent> parent;
   std::vector<TensorId> operands;  ///< block task: the kernel's operands (increasing)
   int32_t chunk = -1;              ///< block task: configurations [chunk·kConfigsPerTask, +kConfigsPerTask)
   /// Block task of the first pass: the kernel must finish the program (its outputs are program
@@ -131,6 +142,15 @@ struct TaskOutput {
   std::vector<Task> children;
   std::vector<FoundCandidate> candidates;
   SearchStats stats;
+  /// What the prefixes of `task`'s children extend: its prefix (made once, shared by them).
+  const std::shared_ptr<const PrefixParent>& children_parent(const Task& task) {
+    if (!children_parent_)
+      children_parent_ = std::make_shared<const PrefixParent>(PrefixParent{task.prefix, task.parent});
+    return children_parent_;
+  }
+
+ private:
+  std::shared_ptr<const PrefixParent> children_parent_;
 };
 
 class SearchContext;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../corpus_replay.h"
+#include "json_reader.h"
 #include "mugraph/validate.h"
 #include "test_graphs.h"
 
@@ -141,6 +142,68 @@ TEST(Json, DefaultsForOmittedFields) {
   EXPECT_EQ(g.ops[1].attrs.to, 1);
   EXPECT_EQ(g.output_names, std::vector<std::string>{""});
   EXPECT_EQ(g.threads, (Dim3{128, 1, 1}));
+}
+
+/// The kernel graph of the program inputs of `g` (its first ops).
+Graph inputs_of(const Graph& g) {
+  Graph in;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) in.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
+  return in;
+}
+
+/// The message of the UserError `f` throws, or a failure note.
+template <typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.message();
+  } catch (const std::exception& e) {
+    return std::string("NOT A USER ERROR: ") + e.what();
+  }
+  return "NO ERROR";
+}
+
+TEST(Json, AnExtensionAppendsToAGraphWhatAnotherHasBeyondIt) {
+  // The search's checkpoints write a prefix as the one it extends plus this.
+  Graph kernel = test::rmsnorm_fig3b(16, 4096, 4096, 8, 4, DType::f16);
+  kernel.outputs.clear();
+  kernel.output_names.clear();
+  const Graph inputs = inputs_of(kernel);
+  const json_reading::Json ext = json_reading::extension_value(kernel, inputs);
+  EXPECT_EQ(ext["tensors"].size(), kernel.tensors.size() - inputs.tensors.size());
+  EXPECT_EQ(ext["ops"].size(), 1u);
+  EXPECT_EQ(ext["bodies"].size(), 1u);
+  EXPECT_EQ(ext["ops"][0]["inputs"], json_reading::Json::array({0, 1, 2}));
+  EXPECT_TRUE(json_reading::extended_from_value(inputs, ext, "/p", "c.json") == kernel);
+
+  // A second kernel (pre-defined, no body) on the first: ids run on from the graph it extends.
+  Graph longer = kernel;
+  longer.add(OpKind::exp, {TensorId(3)});
+  const json_reading::Json ext2 = json_reading::extension_value(longer, kernel);
+  EXPECT_FALSE(ext2.contains("bodies"));
+  EXPECT_EQ(ext2.dump(),
+            R"({"tensors":[{"shape":[16,4096],"dtype":"f16"}],"ops":[{"op":"exp","inputs":[3],"outputs":[4]}]})");
+  EXPECT_TRUE(json_reading::extended_from_value(kernel, ext2, "/p", "c.json") == longer);
+  EXPECT_TRUE(json_reading::extended_from_value(kernel, json_reading::extension_value(kernel, kernel), "/p",
+                                                "c.json") == kernel);
+
+  auto bad = [&](const std::string& what, const Graph& base, auto&& edit) {
+    json_reading::Json e = ext;
+    edit(e);
+    const std::string m = message_of([&] { json_reading::extended_from_value(base, e, "/p", "c.json"); });
+    EXPECT_NE(m.find(what), std::string::npos) << m;
+  };
+  bad("/p/tensors/0: no op lists tensor 3", inputs, [](auto& e) { e["ops"] = json_reading::Json::array(); });
+  bad("/p/ops/0/outputs/0: tensor 0 is already produced by op 0", inputs,
+      [](auto& e) { e["ops"][0]["outputs"][0] = 0; });
+  bad("/p/ops/0/inputs/1: tensor 99 does not exist; the graph has 4 tensors", inputs,
+      [](auto& e) { e["ops"][0]["inputs"][1] = 99; });
+  bad("/p/ops/0/body: body 1 does not exist", inputs, [](auto& e) { e["ops"][0]["body"] = 1; });
+  bad("/p: unknown field \"outputs\"", inputs, [](auto& e) { e["outputs"] = json_reading::Json::array(); });
+  bad("/p/bodies/0/level", inputs, [](auto& e) { e["bodies"][0]["level"] = "warp"; });
+  bad("/p: only a kernel graph can be extended", kernel.bodies[0], [](auto&) {});
 }
 
 TEST(Json, LooksLikeJson) {

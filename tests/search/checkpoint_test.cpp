@@ -332,6 +332,111 @@ TEST(Checkpoint, MalformedFilesAreUserErrorsNamingTheFileAndTheValue) {
   });
 }
 
+TEST(Checkpoint, APrefixIsWrittenAsTheOneItExtendsAndWhatItAppends) {
+  // A frontier's prefixes share their first kernels: each is written once, and a prefix whose
+  // parent is known as that one's index and its new ops.
+  TempDir dir;
+  const Graph program = parse_program(kProgram);
+  CheckpointState st = sample_state();
+  const std::shared_ptr<const Graph> p0 = st.pending[0].prefix;
+  Graph g1 = inputs_only(program);
+  const TensorId e = g1.add(OpKind::exp, {TensorId(0)});
+  Graph g2 = g1;
+  g2.add(OpKind::mul, {e, TensorId(1)});
+  const auto p1 = std::make_shared<const Graph>(g1);
+  const auto p2 = std::make_shared<const Graph>(g2);
+  const auto from_p0 = std::make_shared<const PrefixParent>(PrefixParent{p0, nullptr});
+  const auto from_p1 = std::make_shared<const PrefixParent>(PrefixParent{p1, from_p0});
+  Task t2;
+  t2.path = {0, 2, 0, 0};
+  t2.prefix = p2;
+  t2.parent = from_p1;
+  Task t2_block = t2;
+  t2_block.path = {0, 2, 0, 1};
+  t2_block.operands = {TensorId(3)};
+  t2_block.chunk = 0;
+  Task t1;
+  t1.path = {0, 2, 1};
+  t1.prefix = p1;
+  t1.parent = from_p0;
+  st.pending = {t2, t2_block, t1, st.pending[0]};
+  const std::string path = dir.file("checkpoint.json");
+  write_checkpoint(path, st);
+
+  const std::string text = read_text_file(path, kMaxGraphFileBytes);
+  const auto j = nlohmann::ordered_json::parse(text);
+  EXPECT_EQ(j["version"], 5);
+  ASSERT_EQ(j["prefixes"].size(), 3u) << "p0 written once: as p1's base and as the last task's prefix";
+  EXPECT_EQ(j["prefixes"][0]["format"], "mugraph-ugraph");
+  EXPECT_EQ(
+      j["prefixes"][1].dump(),
+      R"({"extends":0,"appended":{"tensors":[{"shape":[4,64],"dtype":"f16"}],"ops":[{"op":"exp","inputs":[0],"outputs":[2]}]}})");
+  EXPECT_EQ(j["prefixes"][2]["extends"], 1);
+  EXPECT_EQ(j["pending"][0]["prefix"], 2);
+  EXPECT_EQ(j["pending"][1]["prefix"], 2);
+  EXPECT_EQ(j["pending"][2]["prefix"], 1);
+  EXPECT_EQ(j["pending"][3]["prefix"], 0);
+
+  CheckpointState back = read_checkpoint(path, default_target());
+  ASSERT_EQ(back.pending.size(), 4u);
+  EXPECT_EQ(prefix_of(back.pending[0]), g2);
+  EXPECT_EQ(prefix_of(back.pending[2]), g1);
+  EXPECT_EQ(prefix_of(back.pending[3]), *p0);
+  // What each prefix extends is known again, and shared as the graphs are.
+  ASSERT_TRUE(back.pending[0].parent && back.pending[2].parent);
+  EXPECT_EQ(back.pending[0].parent, back.pending[1].parent);
+  EXPECT_EQ(back.pending[0].parent->prefix, back.pending[2].prefix);
+  EXPECT_EQ(back.pending[2].parent->prefix, back.pending[3].prefix);
+  EXPECT_EQ(back.pending[2].parent->parent, nullptr);
+  EXPECT_EQ(back.pending[3].parent, nullptr);
+  // So writing what was read gives the same file.
+  write_checkpoint(dir.file("again.json"), back);
+  EXPECT_EQ(read_text_file(dir.file("again.json"), kMaxGraphFileBytes), text);
+  // A writer that keeps texts writes the same when a prefix's parent becomes unknown (whole).
+  CheckpointWriter kept;
+  kept.write(dir.file("kept.json"), st);
+  CheckpointState orphan = st;
+  orphan.pending[2].parent = nullptr;
+  kept.write(dir.file("kept.json"), orphan);
+  write_checkpoint(dir.file("fresh.json"), orphan);
+  EXPECT_EQ(read_text_file(dir.file("kept.json"), kMaxGraphFileBytes),
+            read_text_file(dir.file("fresh.json"), kMaxGraphFileBytes));
+
+  // A checkpoint of version 4 (every prefix whole) still reads.
+  CheckpointState whole = sample_state();
+  write_checkpoint(dir.file("whole.json"), whole);
+  auto v4 = nlohmann::ordered_json::parse(read_text_file(dir.file("whole.json"), kMaxGraphFileBytes));
+  v4["version"] = 4;
+  dir.write("v4.json", v4.dump());
+  EXPECT_EQ(read_checkpoint(dir.file("v4.json"), default_target()).pending.size(), whole.pending.size());
+  // ... but not with a prefix written as an extension, which version 4 did not have.
+  auto v4_extends = j;
+  v4_extends["version"] = 4;
+  dir.write("v4_extends.json", v4_extends.dump());
+  expect_user_error_naming_file(dir.file("v4_extends.json"), "/prefixes/1: unknown field \"extends\"");
+
+  auto variant = [&](const std::string& name, const std::string& detail, auto&& edit) {
+    auto v = j;
+    edit(v);
+    dir.write(name, v.dump());
+    expect_user_error_naming_file(dir.file(name), detail);
+  };
+  variant("forward.json", "/prefixes/1/extends: expected the index of an earlier prefix",
+          [](auto& v) { v["prefixes"][1]["extends"] = 1; });
+  variant("first.json", "/prefixes/0/extends: expected the index of an earlier prefix", [](auto& v) {
+    v["prefixes"][0] = {{"extends", 0}, {"appended", v["prefixes"][1]["appended"]}};
+  });
+  variant("no_appended.json", "/prefixes/1: missing field \"appended\"",
+          [](auto& v) { v["prefixes"][1].erase("appended"); });
+  variant("extra.json", "/prefixes/1: unknown field \"graph\"", [](auto& v) { v["prefixes"][1]["graph"] = 1; });
+  variant("bad_appended.json", "/prefixes/2/appended/ops/0/outputs/0: tensor 2 is already produced",
+          [](auto& v) { v["prefixes"][2]["appended"]["ops"][0]["outputs"][0] = 2; });
+  // Well-formed but not a valid prefix: mul of X's exp by itself transposed shape.
+  variant("invalid.json", "/prefixes/2: not a valid search state", [](auto& v) {
+    v["prefixes"][2]["appended"]["tensors"][0]["shape"] = {64, 4};
+  });
+}
+
 TEST(Checkpoint, WritingToAMissingDirectoryIsAUserError) {
   TempDir dir;
   EXPECT_THROW(write_checkpoint(dir.file("no/such/dir/checkpoint.json"), sample_state()), UserError);

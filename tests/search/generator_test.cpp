@@ -12,6 +12,7 @@
 
 #include "block_tasks.h"
 #include "example_graphs.h"
+#include "json_reader.h"
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
@@ -438,6 +439,45 @@ TEST(Generator, TasksCarryTheirPrefixesFloorExtra) {
     else
       EXPECT_EQ(nonzero, 0);
   }
+}
+
+TEST(Generator, TasksKnowThePrefixTheirsExtends) {
+  // Checkpoints write a prefix as the one it extends plus what it appends: a child's parent must
+  // be its maker's prefix (and that one's parent), a block task's its kernel task's, and the
+  // prefix must begin with the parent's ops.
+  Graph program = parse_program(kSmallRmsNormLinear);
+  SearchContext ctx(program, small_model_bound_options());
+  Generator gen(ctx);
+  std::atomic<bool> stop{false};
+  std::deque<Task> queue{ctx.root()};
+  EXPECT_EQ(queue.front().parent, nullptr);
+  int extended = 0, depth_two = 0;
+  for (int tasks = 0; !queue.empty() && tasks < 3000; ++tasks) {
+    Task t = std::move(queue.front());
+    queue.pop_front();
+    TaskOutput out;
+    ASSERT_TRUE(gen.run(t, out, stop));
+    for (Task& c : out.children) {
+      if (c.prefix == t.prefix) {
+        EXPECT_EQ(c.parent, t.parent) << "a task on its maker's prefix extends what that one does";
+      } else {
+        ++extended;
+        ASSERT_NE(c.parent, nullptr);
+        EXPECT_EQ(c.parent->prefix, t.prefix);
+        EXPECT_EQ(c.parent->parent, t.parent);
+        depth_two += c.parent->parent != nullptr;
+        const Graph& base = *t.prefix;
+        ASSERT_GT(c.prefix->ops.size(), base.ops.size());
+        for (size_t i = 0; i < base.ops.size(); ++i) ASSERT_EQ(c.prefix->ops[i], base.ops[i]);
+        // Its checkpoint form reads back as the same graph.
+        EXPECT_TRUE(json_reading::extended_from_value(base, json_reading::extension_value(*c.prefix, base), "", "") ==
+                    *c.prefix);
+      }
+      queue.push_back(std::move(c));
+    }
+  }
+  EXPECT_GT(extended, 100);
+  EXPECT_GT(depth_two, 0);
 }
 
 TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
