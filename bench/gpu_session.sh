@@ -83,8 +83,9 @@ if [[ "${1:-}" == "--pack" ]]; then
   mkdir -p "$dest"
   bin=${MUGRAPH_BIN:-$ROOT/build/bin/mugraph}
   cp "$bin" "$dest/mugraph"
-  # The libraries outside glibc and libstdc++ (a GPU image has those): BLAS and its runtime.
-  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'openblas|gfortran|quadmath|blas|lapack' |
+  # The libraries outside glibc and libstdc++ (a GPU image has those): BLAS and its runtime, and
+  # jemalloc where the binary was linked with it.
+  ldd "$bin" | awk '/=> \// {print $3}' | grep -E 'openblas|gfortran|quadmath|blas|lapack|jemalloc' |
     while read -r lib; do cp -L "$lib" "$dest/"; done
   # The Python package as built here (its extension module is for this Python's version).
   if [[ -d "$ROOT/build/python/mugraph" ]]; then

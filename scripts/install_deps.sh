@@ -8,6 +8,7 @@ DEB_PACKAGES=(
   nlohmann-json3-dev                    # JSON format
   libcli11-dev                          # command-line parsing
   libopenblas-dev                       # sgemm for the CPU interpreter
+  libjemalloc-dev                       # the mugraph command's allocator (the search's speed)
   libgtest-dev libbenchmark-dev         # tests and benchmarks
   libz3-dev                             # tests only: Z3 cross-checks the subexpression oracle
   clang libclang-rt-14-dev              # libFuzzer for the fuzz targets

@@ -579,6 +579,9 @@ std::string version_line() {
   line += ", AddressSanitizer";
 #endif
 #endif
+#ifdef MUGRAPH_WITH_JEMALLOC
+  line += ", jemalloc";
+#endif
   return line + ")";
 }
 

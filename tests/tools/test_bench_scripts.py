@@ -218,6 +218,11 @@ def test_gpu_session_packs_the_binary_with_its_libraries(mugraph_bin, tmp_path):
     v = subprocess.run([str(packed), "--version"], capture_output=True, text=True, timeout=60,
                        env={**os.environ, "LD_LIBRARY_PATH": str(tmp_path / "pack")})
     assert v.returncode == 0, v.stderr
+    # A GPU image lacks the Debian libraries: those the binary loads are packed beside it.
+    libs = subprocess.run(["ldd", str(mugraph_bin)], capture_output=True, text=True, timeout=60).stdout
+    for lib in ["libopenblas", "libjemalloc"]:
+        if lib in libs:
+            assert any(p.name.startswith(lib) for p in (tmp_path / "pack").iterdir()), (lib, libs)
 
 
 # A stand-in for mugraph in gpu_session.sh's tests: `bench --build-only --json` answers at once

@@ -1,5 +1,6 @@
 """check, export and run on the bundled examples, and program ⇄ μGraph JSON agreement."""
 import json
+import subprocess
 
 import numpy as np
 
@@ -55,3 +56,12 @@ def test_export_then_run_json_matches_program(mugraph_bin, tmp_path, source_dir)
     again = tmp_path / "again.json"
     assert run_cli(mugraph_bin, "export", out_json, "-o", again).returncode == 0
     assert again.read_text() == out_json.read_text()
+
+
+def test_version_names_the_allocator_the_binary_is_linked_with(mugraph_bin):
+    # The command links jemalloc where it is installed (tools/CMakeLists.txt); the version line
+    # says so, and says so only when the dynamic linker loads it.
+    v = run_cli(mugraph_bin, "--version")
+    assert v.returncode == 0 and v.stdout.startswith("mugraph "), v.stdout
+    libs = subprocess.run(["ldd", str(mugraph_bin)], capture_output=True, text=True, timeout=60).stdout
+    assert ("jemalloc" in v.stdout) == ("libjemalloc" in libs), (v.stdout, libs)
