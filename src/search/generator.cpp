@@ -11,7 +11,9 @@
 #include <tuple>
 
 #include "block_cache.h"
+#include "config_list_cache.h"
 #include "growth_floor.h"
+#include "memory.h"
 #include "mugraph/error.h"
 #include "mugraph/validate.h"
 #include "operand_rules.h"
@@ -222,6 +224,7 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     throw UserError("search: the block-search cache is " + std::to_string(options.block_cache_bytes) +
                     " bytes, expected 0 (off) or more");
   if (options.block_cache_bytes > 0) block_cache_ = std::make_unique<BlockCache>(options.block_cache_bytes);
+  config_lists_ = std::make_unique<ConfigListCache>(config_list_cache_bytes(effective_memory_limit(options)));
   std::set<OpKind> kinds;
   int matmuls = 0;
   for (const Op& op : program.ops) {
@@ -303,6 +306,7 @@ void SearchContext::use_model_bound() {
   model_bound_.store(true);
   // The bytes phase's block searches recorded no growth floors.
   if (block_cache_) block_cache_->clear();
+  config_lists_->clear();
 }
 
 Task SearchContext::root() const {
@@ -1896,8 +1900,10 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
     }
     configs_prefix_ = prefix;
     configs_operands_ = operands;
-    if (auto hit = list_cache_.find(key); hit != list_cache_.end()) {
-      configs_ = hit->second;
+    // Lists by what they depend on: kernel tasks make one per operand set, and the chained
+    // chunks of the model bound's search make theirs again; most recur.
+    if (std::shared_ptr<const ConfigList> hit = ctx_.config_lists().find(key)) {
+      configs_ = std::move(hit);
       return configs_;
     }
     auto list = std::make_shared<ConfigList>();
@@ -1918,8 +1924,7 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
       list->configs = std::move(sorted);
       list->by_floor = true;
     }
-    if (list_cache_.size() >= kListCacheEntries) list_cache_.clear();
-    list_cache_.emplace(std::move(key), list);
+    ctx_.config_lists().insert(key, list);
     configs_ = std::move(list);
   }
   return configs_;

@@ -155,6 +155,7 @@ struct TaskOutput {
 
 class SearchContext;
 class BlockCache;
+class ConfigListCache;
 
 /// Whether tensor t of kernel graph g (with its tensors' index labels and abstract expressions)
 /// can be program output j: the output's shape and labels, and an A_eq-equal expression (an
@@ -289,6 +290,8 @@ class SearchContext {
   /// The block searches' results shared by the workers (block_cache.h); null when
   /// SearchOptions::block_cache_bytes is 0.
   BlockCache* block_cache() const { return block_cache_.get(); }
+  /// The configuration lists shared by the workers (config_list_cache.h).
+  ConfigListCache& config_lists() const { return *config_lists_; }
   /// The GPU whose cost model ranks the candidates (the search's target).
   const GpuSpec& gpu() const { return gpu_; }
   /// Lower bound on (device bytes, kernels) of any complete μGraph extending `prefix` after it
@@ -325,6 +328,7 @@ class SearchContext {
   std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
   std::atomic<bool> model_bound_{false};
   std::unique_ptr<BlockCache> block_cache_;
+  std::unique_ptr<ConfigListCache> config_lists_;
 };
 
 /// What a block graph's growth reads of its kernel-graph prefix, computed once per prefix: the
@@ -403,11 +407,6 @@ class Generator {
   std::shared_ptr<const Graph> configs_prefix_;
   std::vector<TensorId> configs_operands_;
   std::shared_ptr<const ConfigList> configs_;
-  /// Lists by what they depend on (the operands' types and index use, and the bound): kernel
-  /// tasks make one per operand set, and the chained chunks of the model bound's search make
-  /// theirs again; most recur. Cleared when it holds kListCacheEntries.
-  std::unordered_map<std::string, std::shared_ptr<const ConfigList>> list_cache_;
-  static constexpr size_t kListCacheEntries = 4096;
   /// retile_kernel's prefix (compared by pointer: the caller keeps it alive) and its facts.
   std::shared_ptr<const Graph> retile_prefix_;
   PrefixFacts retile_facts_;

@@ -96,4 +96,9 @@ int64_t usable_memory_bytes(const std::string& root) {
   return usable;
 }
 
+int64_t effective_memory_limit(const SearchOptions& o) {
+  if (o.memory_limit_bytes > 0) return o.memory_limit_bytes;
+  return usable_memory_bytes() / 4 * 3;
+}
+
 }  // namespace mugraph::search_detail

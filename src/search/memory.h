@@ -5,7 +5,14 @@
 #include <cstdint>
 #include <string>
 
+#include "mugraph/search.h"
+
 namespace mugraph::search_detail {
+
+/// The memory limit a search runs under: the option, or three quarters of what the process may
+/// use (the physical memory, or its control group's limit where that is lower; 0, no limit, where
+/// neither is known).
+int64_t effective_memory_limit(const SearchOptions& options);
 
 /// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
 int64_t resident_bytes();

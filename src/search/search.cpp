@@ -31,14 +31,6 @@ namespace {
 using namespace search_detail;
 using Clock = std::chrono::steady_clock;
 
-/// The memory limit a search runs under: the option, or three quarters of what the process may
-/// use (the physical memory, or its control group's limit where that is lower; 0, no limit, where
-/// neither is known).
-int64_t effective_memory_limit(const SearchOptions& o) {
-  if (o.memory_limit_bytes > 0) return o.memory_limit_bytes;
-  return usable_memory_bytes() / 4 * 3;
-}
-
 std::string gib(int64_t bytes) {
   char s[32];
   std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
