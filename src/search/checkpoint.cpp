@@ -319,10 +319,11 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
     if (index > 0) out << ',';
     auto [it, fresh] = prefixes_.try_emplace(prefix);
     Text& text = it->second;
-    if (fresh || text.extends != extends) {
-      text.json = extends ? json_reading::extension_value(*prefix, *parent->prefix).dump()
+    const Graph* base_graph = extends ? parent->prefix.get() : nullptr;
+    if (fresh || text.base != base_graph) {
+      text.json = extends ? json_reading::extension_value(*prefix, *base_graph).dump()
                           : json_reading::ugraph_value(*prefix).dump();
-      text.extends = extends;
+      text.base = base_graph;
     }
     text.write = writes_;
     if (extends) {

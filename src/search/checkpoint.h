@@ -43,7 +43,8 @@ class CheckpointWriter {
  private:
   struct Text {
     std::string json;
-    bool extends = false;  ///< a prefix's: `json` is what it appends to the one it extends
+    /// A prefix's: the prefix `json` says what it appends to (null: `json` is the whole graph).
+    const Graph* base = nullptr;
     uint64_t write = 0;  ///< the last write that used it; older ones are dropped after a write
   };
   /// By the shared pointer itself: holding it keeps the prefix alive, so a key never comes to
