@@ -243,6 +243,22 @@ class Reader : public json_reading::ValueReader {
     return graph(field(doc, base, "graph"), base + "/graph", 1);
   }
 
+  /// Appends the tensors, ops and bodies of an extension value to `g`, a kernel graph.
+  Graph extension(Graph g, const Json& v, const std::string& path) const {
+    expect_object(v, path,
+                  "expected the tensors, ops and bodies appended to a graph: an object with \"tensors\" and \"ops\"");
+    allow_keys(v, path, {"tensors", "ops", "bodies"});
+    if (g.level != Level::kernel) fail(path, "only a kernel graph can be extended");
+    const size_t tensors_before = g.tensors.size();
+    const size_t bodies_before = g.bodies.size();
+    read_tensors(g, v, path);
+    const Json* bodies = optional(v, "bodies");
+    if (bodies) array(*bodies, path + "/bodies", "an array of graphs");
+    read_ops(g, v, path, bodies_before + (bodies ? bodies->size() : 0), tensors_before);
+    if (bodies) read_bodies(g, *bodies, path + "/bodies", 1);
+    return g;
+  }
+
  private:
   Shape shape(const Json& v, const std::string& path) const {
     array(v, path, "a shape: an array of extents");
@@ -431,28 +447,8 @@ class Reader : public json_reading::ValueReader {
     return g;
   }
 
-  // (public: the checkpoint's prefixes extend one another)
- public:
-  /// Appends the tensors, ops and bodies of an extension value to `g`, a kernel graph.
-  Graph extension(Graph g, const Json& v, const std::string& path) const {
-    expect_object(v, path,
-                  "expected the tensors, ops and bodies appended to a graph: an object with \"tensors\" and \"ops\"");
-    allow_keys(v, path, {"tensors", "ops", "bodies"});
-    if (g.level != Level::kernel) fail(path, "only a kernel graph can be extended");
-    const size_t tensors_before = g.tensors.size();
-    const size_t bodies_before = g.bodies.size();
-    read_tensors(g, v, path, tensors_before);
-    const Json* bodies = optional(v, "bodies");
-    if (bodies) array(*bodies, path + "/bodies", "an array of graphs");
-    read_ops(g, v, path, bodies_before + (bodies ? bodies->size() : 0), tensors_before);
-    if (bodies) read_bodies(g, *bodies, path + "/bodies", 1);
-    return g;
-  }
-
- private:
-  /// Appends the tensors of graph value `v` to `g`; tensor i of the array is tensor first + i.
-  void read_tensors(Graph& g, const Json& v, const std::string& path, size_t first = 0) const {
-    MUGRAPH_CHECK(first == g.tensors.size()) << "json: tensors are appended in order";
+  /// Appends the tensors of graph value `v` to `g`, after those it has.
+  void read_tensors(Graph& g, const Json& v, const std::string& path) const {
     const Json& tensors = array(field(v, path, "tensors"), path + "/tensors", "an array of tensors");
     for (size_t i = 0; i < tensors.size(); ++i) {
       std::string p = path + "/tensors/" + std::to_string(i);

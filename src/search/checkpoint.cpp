@@ -311,22 +311,20 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
   std::unordered_map<const Graph*, size_t> prefix_index;
   auto index_of = [&](auto& self, const std::shared_ptr<const Graph>& prefix, const PrefixParent* parent) -> size_t {
     if (auto it = prefix_index.find(prefix.get()); it != prefix_index.end()) return it->second;
-    constexpr size_t kWhole = SIZE_MAX;
-    const size_t base = parent ? self(self, parent->prefix, parent->parent.get()) : kWhole;
-    const bool extends = base != kWhole;
+    const Graph* base_graph = parent ? parent->prefix.get() : nullptr;
+    const size_t base = parent ? self(self, parent->prefix, parent->parent.get()) : 0;
     const size_t index = prefix_index.size();
     prefix_index.emplace(prefix.get(), index);
     if (index > 0) out << ',';
     auto [it, fresh] = prefixes_.try_emplace(prefix);
     Text& text = it->second;
-    const Graph* base_graph = extends ? parent->prefix.get() : nullptr;
     if (fresh || text.base != base_graph) {
-      text.json = extends ? json_reading::extension_value(*prefix, *base_graph).dump()
-                          : json_reading::ugraph_value(*prefix).dump();
+      text.json = base_graph ? json_reading::extension_value(*prefix, *base_graph).dump()
+                             : json_reading::ugraph_value(*prefix).dump();
       text.base = base_graph;
     }
     text.write = writes_;
-    if (extends) {
+    if (base_graph) {
       out << "{\"extends\":";
       out.integer(static_cast<int64_t>(base)) << ",\"appended\":" << text.json << '}';
     } else {
