@@ -520,7 +520,31 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
     std::cout << "  " << r.worse_key
               << " candidates found before the bytes bound tightened move more bytes or take more kernels than the "
                  "best verified one: not reported\n";
-  if (r.retile.seeds > 0)
+  if (!r.kept_ops.empty()) {
+    std::cout << "  searched in " << r.parts.size() << (r.parts.size() == 1 ? " part" : " parts") << " around "
+              << r.kept_ops.size() << (r.kept_ops.size() == 1 ? " op" : " ops")
+              << " the generator does not grow, each kept as a pre-defined kernel:";
+    for (size_t i = 0; i < r.kept_ops.size(); ++i) std::cout << (i ? ", " : " ") << r.kept_ops[i];
+    std::cout << "\n";
+    for (size_t i = 0; i < r.parts.size(); ++i) {
+      const SearchPartResult& p = r.parts[i];
+      std::string outs;
+      for (const std::string& o : p.outputs) outs += (outs.empty() ? "" : ", ") + o;
+      std::cout << "    part " << i + 1 << " (" << p.ops << (p.ops == 1 ? " op" : " ops") << " -> " << outs << "): ";
+      if (!p.searched) {
+        std::cout << "not searched, its ops run as they are\n";
+        continue;
+      }
+      std::cout << stop_reason_name(p.stop_reason) << " after " << sci(p.search_seconds) << " s, " << p.states
+                << " states; ";
+      if (p.best_estimated_us > 0)
+        std::cout << "best " << sci(p.best_estimated_us) << " us in " << p.kernels
+                  << (p.kernels == 1 ? " kernel" : " kernels") << "\n";
+      else
+        std::cout << "nothing verified, its ops run as they are\n";
+    }
+  }
+  if (r.retile.seeds > 0 && r.kept_ops.empty())
     std::cout << "  retiled " << r.retile.seeds << " structures in " << sci(r.retile.seconds)
               << " s: " << r.retile.configs << " configurations, " << r.retile.complete << " complete, "
               << r.retile.kept << " kept; best estimate " << sci(r.retile.best_before_us) << " -> "

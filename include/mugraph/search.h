@@ -249,6 +249,23 @@ struct RetileStats {
   bool stopped = false;  ///< a stop (interrupt) ended it early
 };
 
+/// One part of a program searched in parts (SearchResult::parts).
+struct SearchPartResult {
+  int ops = 0;                            ///< the program's ops it holds
+  std::vector<std::string> inputs;        ///< its inputs: program inputs, or values made outside it
+  std::vector<std::string> outputs;       ///< its values that a program output or another part reads
+  bool searched = false;                  ///< false: a stop came first (its ops are then kept as they are)
+  StopReason stop_reason = StopReason::exhausted;
+  std::string stop_detail;
+  double search_seconds = 0, verify_seconds = 0;
+  int64_t states = 0;
+  /// Its best verified μGraph's estimate on the search's target (µs); 0 when it has none, and
+  /// its ops then run as they are.
+  double best_estimated_us = 0;
+  int kernels = 0;  ///< that μGraph's kernels
+  bool resumed = false;
+};
+
 /// The outcome of a search.
 struct SearchResult {
   StopReason stop_reason = StopReason::exhausted;
@@ -272,6 +289,14 @@ struct SearchResult {
   /// reported because their (device bytes, kernels) are worse than the best verified one's
   /// (they were found before the bound, which rests on it, had tightened).
   int worse_key = 0;
+  /// A program with ops the generator does not grow (reshape, repeat, concat, sums to several
+  /// values) is searched in parts between them (docs/search.md, "Programs with layout ops"):
+  /// those ops, each kept as the pre-defined kernel it is ("reshape (Y)"), and each part's search.
+  /// Then `stats` and the times are the parts' together, and `top` holds the μGraphs that join
+  /// the parts' best ones, verified against the whole program. Empty for a program searched
+  /// whole.
+  std::vector<std::string> kept_ops;
+  std::vector<SearchPartResult> parts;
 };
 
 /// External control of a running search (signal handlers set `stop`).

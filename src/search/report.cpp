@@ -101,6 +101,27 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"bound_ratio", o.model_bound_ratio},
                   {"block_cache_bytes", o.block_cache_bytes},
                   {"verify_delta", o.verify.delta}};
+  if (!r.kept_ops.empty()) {
+    j["kept_ops"] = r.kept_ops;
+    nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+    for (const SearchPartResult& p : r.parts) {
+      nlohmann::ordered_json pj;
+      pj["ops"] = p.ops;
+      pj["inputs"] = p.inputs;
+      pj["outputs"] = p.outputs;
+      pj["searched"] = p.searched;
+      pj["stop_reason"] = p.searched ? nlohmann::ordered_json(stop_reason_name(p.stop_reason)) : nullptr;
+      pj["stop_detail"] = p.stop_detail;
+      pj["resumed"] = p.resumed;
+      pj["search_seconds"] = p.search_seconds;
+      pj["verify_seconds"] = p.verify_seconds;
+      pj["states_explored"] = p.states;
+      pj["best_estimated_us"] = p.best_estimated_us > 0 ? nlohmann::ordered_json(p.best_estimated_us) : nullptr;
+      pj["best_kernels"] = p.kernels;
+      parts.push_back(std::move(pj));
+    }
+    j["parts"] = std::move(parts);
+  }
   if (!r.top.empty())
     j["best"] = metrics_json(r.top.front());
   else

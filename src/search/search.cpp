@@ -22,6 +22,7 @@
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/json.h"
 #include "retile.h"
+#include "search_parts.h"
 #include "thread_pool.h"
 
 namespace mugraph {
@@ -739,6 +740,7 @@ class Driver {
 }  // namespace
 
 SearchResult search(const Graph& program, const SearchOptions& options, SearchControl* control) {
+  if (searched_in_parts(program)) return search_in_parts(program, options, control);
   SearchContext ctx(program, options);
   Driver driver(ctx, control);
   return driver.run();

@@ -89,6 +89,29 @@ def test_gated_mlp_function():
     assert_close_f16(best(x, w1, w2).float().numpy(), want)
 
 
+def test_a_module_with_reshapes_is_superoptimized_in_parts():
+    # Multi-head RMS norm after a projection, as PyTorch code writes it: the views are kept as
+    # pre-defined kernels and the projection and the norm are searched around them.
+    import torch
+
+    def heads_norm(x, w):
+        y = (x @ w).view(4, 4, 16)
+        return y / torch.sqrt((y * y).sum(-1, keepdim=True) / 16)
+
+    torch.manual_seed(2)
+    x = torch.randn(4, 64, dtype=torch.float16)
+    w = (torch.randn(64, 64) * 0.1).half()
+    p = mugraph.from_torch(heads_norm, (x, w))
+    assert "reshape(" in p.text
+    best = mugraph.superoptimize(p, time_limit=30, threads=2, top=2)
+    assert best.report["kept_ops"][0].startswith("reshape")
+    assert len(best.report["parts"]) == 2
+    assert all(part["searched"] for part in best.report["parts"])
+    want = heads_norm(x.float(), w.float()).numpy()
+    assert_close_f16(best(x, w).float().numpy(), want)
+    assert best.verify().verdict == "equivalent"
+
+
 def test_more_ops_map():
     import torch
 

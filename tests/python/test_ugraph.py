@@ -204,11 +204,18 @@ def test_superoptimize_errors():
         mugraph.superoptimize(rmsnorm_linear(), retile_seeds=65)
     with pytest.raises(mugraph.MugraphError, match="bound ratio is 0.5"):
         mugraph.superoptimize(rmsnorm_linear(), cost_bound="model", bound_ratio=0.5)
+
+
+def test_a_sum_to_several_values_is_kept_as_it_is():
+    # The generator grows no sum to several values: the search keeps it as a pre-defined kernel.
     p = mugraph.Program()
     X = p.input("X", [8, 64])
     p.output(mugraph.sum(X, dim=1, to=4), "E")
-    with pytest.raises(mugraph.MugraphError, match=r"sum\(\.\.\., to=4\) are not searched yet"):
-        mugraph.superoptimize(p)
+    best = mugraph.superoptimize(p, threads=2)
+    assert best.report["kept_ops"] == ["sum(..., to=4) (E)"] and best.report["parts"] == []
+    x = np.random.default_rng(0).standard_normal((8, 64))
+    want = x.astype(np.float16).astype(np.float64).reshape(8, 4, 16).sum(axis=2)
+    assert_close_f16(best(x), want)
 
 
 def test_load_ugraph_refuses_an_invalid_ugraph(rmsnorm_best, tmp_path):

@@ -459,14 +459,114 @@ TEST(Search, MatmulOfATensorWithItselfIsFound) {
 // ---------------------------------------------------------------------------------------------
 // Programs the search does not take
 
-TEST(Search, ProgramWithReshapeIsAUserError) {
-  Graph program = parse_program(R"(
+TEST(Search, AProgramWithLayoutOpsIsSearchedInPartsAroundThem) {
+  // The reshape and the repeat are kept as pre-defined kernels; the matmul before them and the
+  // norm after them are searched as programs of their own and joined around them.
+  const Graph program = parse_program(R"(
 input X[4, 64]
-Y = reshape(X, shape=[64, 4])
-O = exp(Y)
+input W[64, 64]
+Y = reshape(matmul(X, W), shape=[4, 4, 16])
+R = repeat(Y, dim=0, times=2)
+O = div(R, sqrt(div(sum(sqr(R), dim=2), 16)))
 output O
 )");
-  EXPECT_THROW(search(program, limits(1, 1, 4)), UserError);
+  SearchResult r = search(program, limits(2, 1, 8));
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  EXPECT_EQ(r.kept_ops, (std::vector<std::string>{"reshape (Y)", "repeat (R)"}));
+  ASSERT_EQ(r.parts.size(), 2u);
+  for (const SearchPartResult& p : r.parts) {
+    EXPECT_TRUE(p.searched);
+    EXPECT_EQ(p.stop_reason, StopReason::exhausted);
+    EXPECT_GT(p.best_estimated_us, 0);
+  }
+  EXPECT_EQ(r.parts[1].inputs, (std::vector<std::string>{"R"}));
+  EXPECT_EQ(r.parts[1].outputs, (std::vector<std::string>{"O"}));
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  expect_computes_program(program, r.top.front().graph);
+  // The norm is one graph-defined kernel; the kept ops are there as they were.
+  EXPECT_EQ(count_kind(r.top.front().graph, OpKind::reshape), 1);
+  EXPECT_EQ(count_kind(r.top.front().graph, OpKind::repeat), 1);
+  EXPECT_GE(count_kind(r.top.front().graph, OpKind::graph_kernel), 1);
+  // The report says what was kept and how each part went.
+  nlohmann::json report = nlohmann::json::parse(search_report_json(r, limits(2, 1, 8)));
+  EXPECT_EQ(report["kept_ops"].size(), 2u);
+  EXPECT_EQ(report["parts"][1]["outputs"][0], "O");
+  EXPECT_EQ(report["parts"][0]["stop_reason"], "exhausted");
+}
+
+TEST(Search, ASumToSeveralValuesAloneIsItsOwnBestMuGraph) {
+  // Nothing is left to search: the μGraph is the program's op as a pre-defined kernel.
+  const Graph program = parse_program("input X[8, 64]\nE = sum(X, dim=1, to=4)\noutput E\n");
+  SearchResult r = search(program, limits(1, 1, 4));
+  EXPECT_TRUE(r.parts.empty());
+  EXPECT_EQ(r.kept_ops, (std::vector<std::string>{"sum(..., to=4) (E)"}));
+  ASSERT_EQ(r.top.size(), 1u);
+  expect_sound_top(program, r);
+  expect_computes_program(program, r.top.front().graph);
+}
+
+TEST(Search, AProgramSearchedInPartsStopsWithWhatItsPartsKeep) {
+  const Graph program = parse_program(R"(
+input X[4, 64]
+Y = reshape(exp(X), shape=[64, 4])
+O = mul(Y, 2)
+output O
+)");
+  // Stopped before it starts: no part is searched, nothing verified, and the program has no
+  // checkpoint to resume from.
+  auto control = stop_at_once();
+  SearchResult r = search(program, limits(1, 1, 4), control.get());
+  EXPECT_EQ(r.stop_reason, StopReason::interrupted);
+  ASSERT_EQ(r.parts.size(), 2u);
+  EXPECT_FALSE(r.parts[0].searched);
+  EXPECT_TRUE(r.top.empty());
+  EXPECT_NE(r.stop_detail.find("part 1 of 2: not searched"), std::string::npos) << r.stop_detail;
+
+  // With a checkpoint, each part writes its own; a resume takes every one there is.
+  TempDir dir;
+  SearchOptions o = limits(1, 1, 4);
+  o.checkpoint_path = dir.file("checkpoint.json");
+  o.resume = true;
+  try {
+    search(program, o);
+    ADD_FAILURE() << "resumed with no checkpoint";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkpoint.part1.json"), std::string::npos) << e.what();
+  }
+  o.resume = false;
+  SearchResult first = search(program, o);
+  ASSERT_FALSE(first.top.empty());
+  EXPECT_TRUE(std::filesystem::exists(dir.file("checkpoint.part1.json")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("checkpoint.part2.json")));
+  o.resume = true;
+  SearchResult resumed = search(program, o);
+  EXPECT_TRUE(resumed.resumed);
+  EXPECT_TRUE(resumed.parts[0].resumed && resumed.parts[1].resumed);
+  EXPECT_EQ(top_json(resumed), top_json(first));
+}
+
+TEST(Search, APartedSearchSharesItsTimeLimitAmongTheParts) {
+  // Each part gets an even share of what the earlier ones left: the whole stays near the limit.
+  const Graph program = parse_program(R"(
+input X[4, 64]
+input W[64, 64]
+input G[64]
+Y = reshape(matmul(X, W), shape=[64, 4])
+O = matmul(reshape(Y, shape=[4, 64]), W)
+P = div(mul(O, G), sqrt(div(sum(sqr(O), dim=1), 64)))
+output P
+)");
+  SearchOptions o = limits(3, 2, 10);
+  o.time_limit_seconds = 0.2;
+  SearchResult r = search(program, o);
+  ASSERT_EQ(r.parts.size(), 2u);
+  double total = 0;
+  for (const SearchPartResult& p : r.parts) total += p.search_seconds;
+  EXPECT_DOUBLE_EQ(total, r.search_seconds);
+  // A part's time limit is checked between tasks (about every 50 ms at the latest).
+  EXPECT_LT(r.search_seconds, 0.2 + 2.0);
+  EXPECT_FALSE(r.top.empty());
 }
 
 TEST(Search, ProgramWithoutOutputsIsAUserError) {

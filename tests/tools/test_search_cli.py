@@ -329,18 +329,23 @@ def test_syntax_error_is_located(mugraph_bin, tmp_path):
     assert "p.mg:2:" in r.stderr
 
 
-def test_program_the_search_cannot_take(mugraph_bin, tmp_path):
+def test_program_with_layout_ops_is_searched_in_parts(mugraph_bin, tmp_path):
     prog = write_program(tmp_path, "input X[4, 64]\nY = reshape(X, shape=[64, 4])\nO = exp(Y)\noutput O\n")
     r = search(mugraph_bin, prog, tmp_path / "out", "--max-kernel-ops", "1")
-    no_crash(r)
-    assert r.returncode == 1
-    assert "reshape" in r.stderr
-    # A sum to several partial sums: refused with the reason, not an internal error.
+    assert r.returncode == 0, r.stderr
+    assert "searched in 1 part around 1 op the generator does not grow" in r.stdout
+    assert "reshape (Y)" in r.stdout and "part 1 (1 op -> O): exhausted" in r.stdout
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["kept_ops"] == ["reshape (Y)"] and report["parts"][0]["searched"]
+    assert (tmp_path / "out" / "checkpoint.part1.json").exists()
+    v = subprocess.run([mugraph_bin, "verify", str(prog), str(tmp_path / "out" / "best.json")],
+                       capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    # A sum to several partial sums: kept as it is, nothing left to search.
     prog = write_program(tmp_path, "input X[8, 64]\nE = sum(X, dim=1, to=4)\noutput E\n")
     r = search(mugraph_bin, prog, tmp_path / "out2")
-    no_crash(r)
-    assert r.returncode == 1
-    assert "sum(..., to=4) are not searched yet" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "searched in 0 parts around 1 op" in r.stdout and "sum(..., to=4) (E)" in r.stdout
     assert "internal error" not in r.stderr
 
 

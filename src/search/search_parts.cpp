@@ -1,0 +1,219 @@
+// search() for a program with ops the generator does not grow: each part between them is
+// searched as a program of its own, and the parts' best μGraphs are joined around those ops
+// (program_parts.h; docs/search.md, "Programs with layout ops").
+#include "search_parts.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <set>
+
+#include "mugraph/json.h"
+#include "program_parts.h"
+
+namespace mugraph::search_detail {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// The stop reason that says most about a search of several parts: an interruption, then the
+/// memory limit, then the time limit.
+int stop_severity(StopReason r) {
+  switch (r) {
+    case StopReason::exhausted: return 0;
+    case StopReason::time_limit: return 1;
+    case StopReason::memory_limit: return 2;
+    case StopReason::interrupted: return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool searched_in_parts(const Graph& program) {
+  return std::any_of(program.ops.begin(), program.ops.end(),
+                     [](const Op& op) { return op.kind != OpKind::input && !generator_grows(op); });
+}
+
+std::string part_checkpoint_path(const std::string& path, size_t part) {
+  if (path.empty()) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + ".part" + std::to_string(part + 1) + p.extension().string()))
+      .string();
+}
+
+SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control) {
+  if (program.outputs.empty()) throw UserError("search: the program has no outputs");
+  const ProgramSplit split = split_program(program);
+  const size_t n = split.parts.size();
+  SearchResult result;
+  for (OpId k : split.kept) result.kept_ops.push_back(kept_op_summary(program, k));
+  if (options.resume) {
+    bool any = false;
+    for (size_t p = 0; p < n; ++p) any |= std::filesystem::exists(part_checkpoint_path(options.checkpoint_path, p));
+    if (options.checkpoint_path.empty()) throw UserError("search: --resume needs a checkpoint file");
+    if (!any)
+      throw UserError(options.checkpoint_path + ": no checkpoint to resume from (this program is searched in parts, " +
+                      "whose checkpoints are " + part_checkpoint_path(options.checkpoint_path, 0) + " and on)");
+  }
+
+  // Each part in turn, with an even share of the time the earlier ones left.
+  std::vector<SearchResult> found(n);
+  std::vector<double> offset(n, 0);
+  double searched_seconds = 0;
+  for (size_t p = 0; p < n; ++p) {
+    const ProgramPart& part = split.parts[p];
+    SearchPartResult& pr = result.parts.emplace_back();
+    pr.ops = static_cast<int>(part.ops.size());
+    for (const Op& op : part.program.ops)
+      if (op.kind == OpKind::input) pr.inputs.push_back(op.attrs.name);
+    pr.outputs = part.program.output_names;
+    if (control && control->stop.load()) continue;
+    SearchOptions o = options;
+    if (options.time_limit_seconds > 0) {
+      const double left = std::max(options.time_limit_seconds - searched_seconds, 0.0);
+      // 0 would mean no limit; a part reached with no time left still gets a moment to find its
+      // first candidates.
+      o.time_limit_seconds = std::max(left / static_cast<double>(n - p), 1e-3);
+    }
+    o.checkpoint_path = part_checkpoint_path(options.checkpoint_path, p);
+    o.resume = options.resume && std::filesystem::exists(o.checkpoint_path);
+    offset[p] = searched_seconds;
+    if (options.on_progress)
+      o.on_progress = [&options, at = searched_seconds](const SearchProgress& progress) {
+        SearchProgress shifted = progress;
+        shifted.elapsed_seconds += at;
+        options.on_progress(shifted);
+      };
+    found[p] = search(part.program, o, control);
+    const SearchResult& r = found[p];
+    searched_seconds += r.search_seconds;
+    pr.searched = true;
+    pr.stop_reason = r.stop_reason;
+    pr.stop_detail = r.stop_detail;
+    pr.search_seconds = r.search_seconds;
+    pr.verify_seconds = r.verify_seconds;
+    pr.states = r.stats.states;
+    pr.resumed = r.resumed;
+    if (!r.top.empty()) {
+      pr.best_estimated_us = r.top.front().cost.total_us;
+      pr.kernels = r.top.front().metrics.kernels;
+    }
+    result.stats.add(r.stats);
+    result.search_seconds += r.search_seconds;
+    result.verify_seconds += r.verify_seconds;
+    result.background_verified += r.background_verified;
+    result.background_verify_seconds += r.background_verify_seconds;
+    result.worse_key += r.worse_key;
+    result.resumed |= r.resumed;
+    RetileStats& rt = result.retile;
+    rt.seeds += r.retile.seeds;
+    rt.configs += r.retile.configs;
+    rt.rebuilt += r.retile.rebuilt;
+    rt.complete += r.retile.complete;
+    rt.kept += r.retile.kept;
+    rt.seconds += r.retile.seconds;
+    rt.stopped |= r.retile.stopped;
+  }
+
+  // The stop reason and what each part that did not finish left.
+  for (size_t p = 0; p < n; ++p) {
+    const SearchPartResult& pr = result.parts[p];
+    const StopReason reason = pr.searched ? pr.stop_reason : StopReason::interrupted;
+    if (stop_severity(reason) > stop_severity(result.stop_reason)) result.stop_reason = reason;
+    if (reason == StopReason::exhausted) continue;
+    result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("part ") + std::to_string(p + 1) +
+                          " of " + std::to_string(n) + ": " +
+                          (pr.searched ? std::string(stop_reason_name(reason)) +
+                                             (pr.stop_detail.empty() ? "" : " (" + pr.stop_detail + ")")
+                                       : std::string("not searched"));
+  }
+
+  // The μGraphs: every part's best, and each part's other verified ones beside the others' best.
+  // A part with none (a stop came first) runs its own ops, which its program is as a μGraph.
+  std::vector<std::vector<const Graph*>> choices(n);
+  std::vector<std::vector<double>> found_at(n);
+  for (size_t p = 0; p < n; ++p) {
+    for (const SearchCandidate& c : found[p].top) {
+      choices[p].push_back(&c.graph);
+      found_at[p].push_back(offset[p] + c.found_seconds);
+    }
+    if (choices[p].empty()) {
+      choices[p].push_back(&split.parts[p].program);
+      found_at[p].push_back(0);
+    }
+  }
+  struct Joined {
+    Graph graph;
+    CostEstimate cost;
+    double found_seconds = 0;
+    std::string json;
+  };
+  std::vector<Joined> joined_graphs;
+  std::set<std::string> seen;
+  const GpuSpec& gpu = gpu_spec(options.target.name);
+  auto join = [&](size_t varied, size_t choice) {
+    std::vector<const Graph*> graphs(n);
+    double at = 0;
+    for (size_t p = 0; p < n; ++p) {
+      const size_t c = p == varied ? choice : 0;
+      graphs[p] = choices[p][c];
+      at = std::max(at, found_at[p][c]);
+    }
+    Joined j;
+    j.graph = join_parts(program, split, graphs);
+    j.json = to_json(j.graph);
+    if (!seen.insert(j.json).second) return;
+    j.cost = estimate_cost(j.graph, gpu);
+    j.found_seconds = at;
+    joined_graphs.push_back(std::move(j));
+  };
+  join(n, 0);
+  for (size_t p = 0; p < n; ++p)
+    for (size_t c = 1; c < choices[p].size(); ++c) join(p, c);
+  std::stable_sort(joined_graphs.begin(), joined_graphs.end(), [](const Joined& a, const Joined& b) {
+    return std::tie(a.cost.total_us, a.json) < std::tie(b.cost.total_us, b.json);
+  });
+  if (joined_graphs.size() > static_cast<size_t>(options.top_k)) joined_graphs.resize(static_cast<size_t>(options.top_k));
+  // The joined μGraphs are candidates of their own, verified below (stats: the parts' and theirs).
+  result.stats.candidates += static_cast<int64_t>(joined_graphs.size());
+
+  // Each part's μGraphs were verified against the part; the joined ones are verified against
+  // the whole program, which also checks the joining.
+  const auto began = Clock::now();
+  std::vector<const Graph*> batch;
+  for (const Joined& j : joined_graphs) batch.push_back(&j.graph);
+  const std::atomic<bool>* stop = control ? &control->stop : nullptr;
+  std::vector<VerifyResult> verdicts;
+  if (!(stop && stop->load())) verdicts = verify_all(program, batch, options.verify, nullptr, stop);
+  result.verify_seconds += std::chrono::duration<double>(Clock::now() - began).count();
+  if (verdicts.empty()) {
+    result.stop_reason = StopReason::interrupted;
+    result.stop_detail += (result.stop_detail.empty() ? "" : "; ") +
+                          std::string("stopped before the joined μGraphs were verified");
+    return result;
+  }
+  for (size_t i = 0; i < joined_graphs.size(); ++i) {
+    // Parts' μGraphs equivalent to their parts, joined around the kept ops, compute the program.
+    // The float filter can still refuse one: a part's values now come from earlier parts, not
+    // from the standard-normal inputs its own verification drew.
+    if (verdicts[i].verdict != Verdict::equivalent) {
+      ++result.stats.rejected;
+      result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") +
+                            verdicts[i].reason;
+      continue;
+    }
+    ++result.stats.verified;
+    SearchCandidate c;
+    c.graph = std::move(joined_graphs[i].graph);
+    c.metrics = candidate_metrics(c.graph, options.target);
+    c.cost = std::move(joined_graphs[i].cost);
+    c.verification = std::move(verdicts[i]);
+    c.found_seconds = joined_graphs[i].found_seconds;
+    result.top.push_back(std::move(c));
+  }
+  return result;
+}
+
+}  // namespace mugraph::search_detail

@@ -1,0 +1,25 @@
+// search() for programs the generator cannot grow whole (program_parts.h).
+#pragma once
+
+#include <string>
+
+#include "mugraph/search.h"
+
+namespace mugraph::search_detail {
+
+/// Whether `program` has ops the generator does not grow, so that search() takes it in parts.
+bool searched_in_parts(const Graph& program);
+
+/// The checkpoint file of part `part` (from 0) of a search whose checkpoint is `path`:
+/// "DIR/checkpoint.json" gives "DIR/checkpoint.part1.json" for the first. "" stays "".
+std::string part_checkpoint_path(const std::string& path, size_t part);
+
+/// search() of such a program: each part searched as a program of its own, in an order that
+/// makes what a part reads first, with an even share of the time the earlier parts left; then
+/// the μGraphs that join the parts' verified ones around the kept ops (each part's best, and
+/// each part's others beside the other parts' best), ranked by the cost model and verified
+/// against the whole program. A stop ends it after the part it stops (the later parts are not
+/// searched; each part's checkpoint resumes it).
+SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control);
+
+}  // namespace mugraph::search_detail

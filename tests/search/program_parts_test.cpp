@@ -1,0 +1,172 @@
+// Cutting a program at the ops the generator does not grow, and joining the parts' μGraphs
+// around them (src/search/program_parts.h).
+#include "program_parts.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "mugraph/frontend.h"
+#include "mugraph/interp.h"
+#include "mugraph/validate.h"
+#include "mugraph/verify.h"
+
+namespace mugraph::search_detail {
+namespace {
+
+std::vector<std::string> input_names(const Graph& g) {
+  std::vector<std::string> names;
+  for (const Op& op : g.ops)
+    if (op.kind == OpKind::input) names.push_back(op.attrs.name);
+  return names;
+}
+
+/// The split's order: each part and kept op once, and every tensor a unit reads made before it.
+void expect_order_computes_before_reading(const Graph& program, const ProgramSplit& split) {
+  ASSERT_EQ(split.order.size(), split.parts.size() + split.kept.size());
+  std::set<int> seen(split.order.begin(), split.order.end());
+  EXPECT_EQ(seen.size(), split.order.size());
+  std::vector<bool> made(program.tensors.size(), false);
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::input) made[op.outputs[0].index()] = true;
+  auto run = [&](OpId o) {
+    for (TensorId in : program.op(o).inputs) EXPECT_TRUE(made[in.index()]) << "op " << o.value << " reads too early";
+    for (TensorId out : program.op(o).outputs) made[out.index()] = true;
+  };
+  for (int unit : split.order) {
+    if (unit < 0) {
+      run(split.kept[static_cast<size_t>(-1 - unit)]);
+      continue;
+    }
+    const ProgramPart& part = split.parts[static_cast<size_t>(unit)];
+    for (TensorId in : part.inputs) EXPECT_TRUE(made[in.index()]) << "part " << unit << " reads too early";
+    for (OpId o : part.ops) run(o);
+  }
+}
+
+/// Joining the parts' own programs gives back the program's function: the same float outputs
+/// (the same ops on the same values) and the verifier's verdict.
+void expect_join_of_parts_computes_program(const Graph& program, const ProgramSplit& split) {
+  std::vector<const Graph*> parts;
+  for (const ProgramPart& p : split.parts) parts.push_back(&p.program);
+  const Graph joined = join_parts(program, split, parts);
+  auto rejection = validate(joined, default_target());
+  ASSERT_FALSE(rejection.has_value()) << rejection->str();
+  EXPECT_EQ(joined.output_names, program.output_names);
+  EXPECT_EQ(input_names(joined), input_names(program));
+  std::vector<HostTensor> inputs = random_inputs(program, 3);
+  std::vector<HostTensor> want = run_float(program, inputs), got = run_float(joined, inputs);
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(want[i].data, got[i].data) << "output " << i;
+  EXPECT_EQ(verify(program, joined).verdict, Verdict::equivalent);
+}
+
+TEST(ProgramParts, AReshapeBetweenAMatmulAndANormCutsTheProgramInTwo) {
+  const Graph program = parse_program(R"(
+input X[4, 64]
+input W[64, 64]
+Y = reshape(matmul(X, W), shape=[4, 4, 16])
+O = div(Y, sqrt(div(sum(sqr(Y), dim=2), 16)))
+output O
+)");
+  const ProgramSplit split = split_program(program);
+  ASSERT_EQ(split.parts.size(), 2u);
+  ASSERT_EQ(split.kept.size(), 1u);
+  EXPECT_EQ(kept_op_summary(program, split.kept[0]), "reshape (Y)");
+  EXPECT_EQ(split.order, (std::vector<int>{0, -1, 1}));
+  EXPECT_EQ(input_names(split.parts[0].program), (std::vector<std::string>{"X", "W"}));
+  EXPECT_EQ(split.parts[0].ops.size(), 1u);
+  ASSERT_EQ(split.parts[0].program.output_names.size(), 1u);
+  // The matmul's result has no name in the program; the part's output is named after its id.
+  EXPECT_EQ(split.parts[0].program.output_names[0], "t2");
+  EXPECT_EQ(input_names(split.parts[1].program), (std::vector<std::string>{"Y"}));
+  EXPECT_EQ(split.parts[1].program.output_names, (std::vector<std::string>{"O"}));
+  EXPECT_EQ(split.parts[1].ops.size(), 5u);
+  for (const ProgramPart& p : split.parts) EXPECT_FALSE(validate(p.program, default_target()).has_value());
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+}
+
+TEST(ProgramParts, AKeptOpBetweenAValueAndItsOwnReaderSeparatesThem) {
+  // add reads A directly and through two reshapes: exp and add are connected by A, but one part
+  // holding both would read what a kept op makes of its own value. They are two parts.
+  const Graph program = parse_program(R"(
+input X[8, 16]
+A = exp(X)
+R = reshape(reshape(A, shape=[16, 8]), shape=[8, 16])
+O = add(A, R)
+output O
+)");
+  const ProgramSplit split = split_program(program);
+  ASSERT_EQ(split.parts.size(), 2u);
+  EXPECT_EQ(split.kept.size(), 2u);
+  EXPECT_EQ(split.order, (std::vector<int>{0, -1, -2, 1}));
+  // A is read by the second part and by the first reshape: one output of the first part.
+  EXPECT_EQ(split.parts[0].program.output_names, (std::vector<std::string>{"A"}));
+  EXPECT_EQ(input_names(split.parts[1].program), (std::vector<std::string>{"A", "R"}));
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+}
+
+TEST(ProgramParts, IndependentChainsAreSeparatePartsAndProgramOutputsLeaveTheirParts) {
+  // Two outputs: the element-wise chain's value Y is both a program output and what the repeat
+  // reads; the sum to several values and the concat are kept; unused statements are left out.
+  const Graph program = parse_program(R"(
+input X[4, 32]
+input Z[4, 32]
+Y = mul(exp(X), 2)
+P = sum(Y, dim=1, to=4)
+Q = repeat(sqrt(exp(Z)), dim=0, times=2)
+unused = silu(Z)
+C = concat(P, P, dim=1)
+O = add(Q, 1)
+output Y, C, O
+)");
+  const ProgramSplit split = split_program(program);
+  ASSERT_EQ(split.parts.size(), 3u);
+  std::vector<std::string> kept;
+  for (OpId k : split.kept) kept.push_back(kept_op_summary(program, k));
+  EXPECT_EQ(kept, (std::vector<std::string>{"sum(..., to=4) (P)", "repeat (Q)", "concat (C)"}));
+  EXPECT_EQ(split.parts[0].program.output_names, (std::vector<std::string>{"Y"}));
+  // No part holds silu: it reaches no output.
+  for (const ProgramPart& p : split.parts)
+    for (OpId o : p.ops) EXPECT_NE(program.op(o).kind, OpKind::silu);
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+}
+
+TEST(ProgramParts, PartInputNamesNeverClashWithTheProgramsNames) {
+  // The program has an input called t2, which is the name an unnamed tensor 2 would get.
+  const Graph program = parse_program(R"(
+input t2[4, 16]
+input X[4, 16]
+Y = reshape(exp(X), shape=[16, 4])
+O = reshape(add(Y, reshape(t2, shape=[16, 4])), shape=[4, 16])
+output O
+)");
+  const ProgramSplit split = split_program(program);
+  std::set<std::string> names;
+  for (const ProgramPart& p : split.parts) {
+    std::vector<std::string> in = input_names(p.program);
+    EXPECT_EQ(std::set<std::string>(in.begin(), in.end()).size(), in.size());
+    for (const std::string& n : p.program.output_names) EXPECT_TRUE(names.insert(n).second) << n;
+  }
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+}
+
+TEST(ProgramParts, AProgramOfLayoutOpsOnlyHasNoParts) {
+  const Graph program = parse_program(R"(
+input X[4, 16]
+O = reshape(X, shape=[16, 4])
+output O
+)");
+  const ProgramSplit split = split_program(program);
+  EXPECT_TRUE(split.parts.empty());
+  EXPECT_EQ(split.order, (std::vector<int>{-1}));
+  expect_join_of_parts_computes_program(program, split);
+}
+
+}  // namespace
+}  // namespace mugraph::search_detail
