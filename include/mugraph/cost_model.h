@@ -139,7 +139,13 @@ LoadTerms load_terms(int64_t blocks, double bytes_per_block, const GpuSpec& gpu)
 /// whole make one run; every run costs ceil(bytes / 128) pieces.
 double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes);
 
-/// A kernel's compulsory device-memory traffic: the bytes of the distinct DTensors kernel op
+/// Whether kernel op `op` of `kernel_graph` moves nothing: a reshape whose result is no program
+/// output is a view of its operand (every DTensor is dense row-major, and a row-major reshape
+/// keeps the element order), for which the generated code launches nothing. It costs nothing,
+/// moves no bytes and is no kernel (CandidateMetrics::kernels).
+bool kernel_op_is_view(const Graph& kernel_graph, const Op& op);
+
+/// A kernel's compulsory device-memory traffic (0 for a view): the bytes of the distinct DTensors kernel op
 /// `op` of `kernel_graph` reads plus those it writes (re-reads by many blocks are taken to hit
 /// L2). CandidateMetrics::device_bytes sums it over the kernels, estimate_cost's dram terms too.
 int64_t kernel_device_bytes(const Graph& kernel_graph, const Op& op);

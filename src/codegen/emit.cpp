@@ -1794,6 +1794,11 @@ GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const
   int64_t ws_bytes = 0;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (!live[i]) continue;
+    // A reshape that is a view reads and writes its operand's buffer: no memory, no kernel.
+    if (kernel_op_is_view(g, g.ops[i])) {
+      buf[g.ops[i].outputs[0].index()] = buf[g.ops[i].inputs[0].index()];
+      continue;
+    }
     for (TensorId t : g.ops[i].outputs) {
       if (!buf[t.index()].empty()) continue;
       const TensorType& type = g.type(t);
@@ -1815,7 +1820,7 @@ GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const
   int index = 0;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
-    if (!live[i] || op.kind == OpKind::input) continue;
+    if (!live[i] || op.kind == OpKind::input || kernel_op_is_view(g, op)) continue;
     const std::string name = "kernel_" + std::to_string(index);
     if (op.kind == OpKind::graph_kernel) {
       const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];

@@ -354,6 +354,11 @@ KernelCost graph_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) 
 KernelCost pre_defined_cost(const Graph& g, const Op& op, const GpuSpec& gpu) {
   KernelCost k;
   k.kind = std::string(op_name(op.kind));
+  if (kernel_op_is_view(g, op)) {
+    k.kind += " (view)";
+    finish(k);
+    return k;
+  }
   k.blocks = gpu.sms;
   double tensor = 0, fma = 0;
   add_flops(g, op, 1.0, tensor, fma);
@@ -380,7 +385,13 @@ double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes)
   return static_cast<double>(tile.numel() / run) * static_cast<double>((run * element_bytes + 127) / 128);
 }
 
+bool kernel_op_is_view(const Graph& g, const Op& op) {
+  if (g.level != Level::kernel || op.kind != OpKind::reshape) return false;
+  return std::find(g.outputs.begin(), g.outputs.end(), op.outputs[0]) == g.outputs.end();
+}
+
 int64_t kernel_device_bytes(const Graph& g, const Op& op) {
+  if (kernel_op_is_view(g, op)) return 0;
   int64_t bytes = 0;
   std::set<int32_t> read;
   for (TensorId t : op.inputs)

@@ -16,7 +16,7 @@ CandidateMetrics candidate_metrics(const Graph& g, const Target& target) {
     return type.shape.numel() * dtype_bytes(type.dtype);
   };
   for (const Op& op : g.ops) {
-    if (op.kind == OpKind::input) continue;
+    if (op.kind == OpKind::input || kernel_op_is_view(g, op)) continue;
     ++m.kernels;
     m.device_bytes += kernel_device_bytes(g, op);
     if (op.kind != OpKind::graph_kernel) {

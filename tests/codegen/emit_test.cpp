@@ -255,6 +255,21 @@ output Y
   EXPECT_EQ(code.outputs.size(), 2u);
 }
 
+TEST(Codegen, AReshapeNoOutputTakesReadsItsOperandsBuffer) {
+  // exp, reshape, exp: the second exp reads the first's workspace buffer as the reshaped tensor.
+  // A reshape that is a program output is written there by a copy.
+  Graph program = parse_program("input X[4, 64]\nY = reshape(exp(X), shape=[64, 4])\nO = exp(Y)\noutput O\n");
+  GeneratedCode code = generate_cuda(program, find_cuda_target("sm_90a"));
+  EXPECT_EQ(code.kernels, 2);
+  EXPECT_EQ(code.workspace_bytes, 512);
+  EXPECT_EQ(count(code.source, "pre-defined reshape"), 0) << code.source;
+  EXPECT_EQ(count(code.source, "stream, d1, o0)"), 1) << code.source;  // the second exp reads d1
+  program = parse_program("input X[4, 64]\nY = reshape(exp(X), shape=[64, 4])\nO = exp(Y)\noutput O, Y\n");
+  code = generate_cuda(program, find_cuda_target("sm_90a"));
+  EXPECT_EQ(code.kernels, 3);
+  EXPECT_EQ(count(code.source, "pre-defined reshape"), 1) << code.source;
+}
+
 TEST(Codegen, PreDefinedMatmulsGoToCublas) {
   // B without batch dims broadcasts with stride 0; A's batch is dense (one 16×64 matrix apart).
   Graph program = parse_program("input A[3, 16, 64]\ninput B[64, 32]\nC = matmul(A, B)\noutput C\n");

@@ -71,6 +71,33 @@ TEST(CostModel, EachKernelCostsAtLeastItsLaunchAndItsCompulsoryTraffic) {
   }
 }
 
+TEST(CostModel, AReshapeNoOutputTakesIsAViewThatCostsNothing) {
+  // exp, reshape, exp: the reshape's result is read where it lies (every DTensor is dense
+  // row-major), so it moves nothing and is no kernel. Once it is a program output, it is a copy.
+  Graph g;
+  const TensorId x = g.add_input("X", {4, 64}, DType::f16);
+  OpAttrs shape;
+  shape.shape = Shape{64, 4};
+  const TensorId y = g.add(OpKind::reshape, {g.add(OpKind::exp, {x})}, shape);
+  g.mark_output(g.add(OpKind::exp, {y}), "O");
+  EXPECT_TRUE(kernel_op_is_view(g, g.ops[2]));
+  EXPECT_EQ(kernel_device_bytes(g, g.ops[2]), 0);
+  const GpuSpec& gpu = gpu_spec("h200");
+  const CostEstimate e = estimate_cost(g, gpu);
+  ASSERT_EQ(e.kernels.size(), 3u);
+  EXPECT_EQ(e.kernels[1].kind, "reshape (view)");
+  EXPECT_EQ(e.kernels[1].total_us, 0);
+  EXPECT_NEAR(e.total_us, e.kernels[0].total_us + e.kernels[2].total_us, 1e-12);
+  const CandidateMetrics m = candidate_metrics(g);
+  EXPECT_EQ(m.kernels, 2);
+  EXPECT_EQ(m.device_bytes, 4 * 512);  // each exp reads and writes 4·64 halves
+  g.mark_output(y, "Y");
+  EXPECT_FALSE(kernel_op_is_view(g, g.ops[2]));
+  EXPECT_EQ(estimate_cost(g, gpu).kernels[1].kind, "reshape");
+  EXPECT_GT(estimate_cost(g, gpu).kernels[1].total_us, gpu.launch_us);
+  EXPECT_EQ(candidate_metrics(g).kernels, 3);
+}
+
 TEST(CostModel, CublasMatmulsStreamAtTheShareMeasuredAndGeneratedKernelsAtThePeak) {
   const Graph g = test::gated_mlp_reference(8, 4096, 4096, DType::f16);
   for (const GpuSpec& gpu : gpu_specs()) {
