@@ -251,10 +251,10 @@ struct RetileStats {
 
 /// One part of a program searched in parts (SearchResult::parts).
 struct SearchPartResult {
-  int ops = 0;                            ///< the program's ops it holds
-  std::vector<std::string> inputs;        ///< its inputs: program inputs, or values made outside it
-  std::vector<std::string> outputs;       ///< its values that a program output or another part reads
-  bool searched = false;                  ///< false: a stop came first (its ops are then kept as they are)
+  int ops = 0;                       ///< the program's ops it holds
+  std::vector<std::string> inputs;   ///< its inputs: program inputs, or values made outside it
+  std::vector<std::string> outputs;  ///< its values that a program output or another part reads
+  bool searched = false;             ///< false: a stop came first (its ops are then kept as they are)
   StopReason stop_reason = StopReason::exhausted;
   std::string stop_detail;
   double search_seconds = 0, verify_seconds = 0;

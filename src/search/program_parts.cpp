@@ -19,7 +19,8 @@ bool generator_grows(const Op& op) {
 namespace {
 
 int find(std::vector<int>& parent, int a) {
-  while (parent[static_cast<size_t>(a)] != a) a = parent[static_cast<size_t>(a)] = parent[parent[static_cast<size_t>(a)]];
+  while (parent[static_cast<size_t>(a)] != a)
+    a = parent[static_cast<size_t>(a)] = parent[parent[static_cast<size_t>(a)]];
   return a;
 }
 
@@ -47,8 +48,8 @@ ProgramSplit split_program(const Graph& program) {
     if (!grown(o)) continue;
     for (TensorId in : op.inputs) {
       const size_t p = program.tensor(in).producer.index();
-      if (grown(p) && op_stage[p] == stage) parent[static_cast<size_t>(find(parent, static_cast<int>(p)))] =
-          find(parent, static_cast<int>(o));
+      if (grown(p) && op_stage[p] == stage)
+        parent[static_cast<size_t>(find(parent, static_cast<int>(p)))] = find(parent, static_cast<int>(o));
     }
   }
 
@@ -82,7 +83,8 @@ ProgramSplit split_program(const Graph& program) {
     }
   for (size_t o = 0; o < n_ops; ++o)
     for (TensorId in : program.ops[o].inputs)
-      if (!skipped(o) && made_by_op[in.index()] && tensor_unit[in.index()] != unit_of_op[o]) read_outside[in.index()] = true;
+      if (!skipped(o) && made_by_op[in.index()] && tensor_unit[in.index()] != unit_of_op[o])
+        read_outside[in.index()] = true;
   std::set<std::string> names;
   for (const Op& op : program.ops)
     if (op.kind == OpKind::input) names.insert(op.attrs.name);
@@ -140,8 +142,12 @@ ProgramSplit split_program(const Graph& program) {
 
   // Kahn's order over parts and kept ops; among those ready, the one whose first op comes first.
   const size_t units = split.parts.size() + split.kept.size();
-  auto slot = [&](int unit) { return unit >= 0 ? static_cast<size_t>(unit) : split.parts.size() + static_cast<size_t>(-1 - unit); };
-  auto unit_at = [&](size_t s) { return s < split.parts.size() ? static_cast<int>(s) : -1 - static_cast<int>(s - split.parts.size()); };
+  auto slot = [&](int unit) {
+    return unit >= 0 ? static_cast<size_t>(unit) : split.parts.size() + static_cast<size_t>(-1 - unit);
+  };
+  auto unit_at = [&](size_t s) {
+    return s < split.parts.size() ? static_cast<int>(s) : -1 - static_cast<int>(s - split.parts.size());
+  };
   std::vector<std::set<size_t>> successors(units);
   std::vector<int> waiting(units, 0);
   std::vector<int32_t> first_op(units, INT32_MAX);
@@ -174,7 +180,8 @@ Graph join_parts(const Graph& program, const ProgramSplit& split, const std::vec
   Graph g;
   std::vector<TensorId> at(program.tensors.size());
   for (const Op& op : program.ops)
-    if (op.kind == OpKind::input) at[op.outputs[0].index()] = g.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
+    if (op.kind == OpKind::input)
+      at[op.outputs[0].index()] = g.add_input(op.attrs.name, op.attrs.shape, op.attrs.dtype);
   for (int unit : split.order) {
     if (unit < 0) {
       const Op& op = program.op(split.kept[static_cast<size_t>(-1 - unit)]);
@@ -219,7 +226,8 @@ Graph join_parts(const Graph& program, const ProgramSplit& split, const std::vec
     }
     for (size_t i = 0; i < part.outputs.size(); ++i) at[part.outputs[i].index()] = local[u.outputs[i].index()];
   }
-  for (size_t i = 0; i < program.outputs.size(); ++i) g.mark_output(at[program.outputs[i].index()], program.output_names[i]);
+  for (size_t i = 0; i < program.outputs.size(); ++i)
+    g.mark_output(at[program.outputs[i].index()], program.output_names[i]);
   return g;
 }
 

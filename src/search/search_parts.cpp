@@ -21,10 +21,14 @@ using Clock = std::chrono::steady_clock;
 /// memory limit, then the time limit.
 int stop_severity(StopReason r) {
   switch (r) {
-    case StopReason::exhausted: return 0;
-    case StopReason::time_limit: return 1;
-    case StopReason::memory_limit: return 2;
-    case StopReason::interrupted: return 3;
+    case StopReason::exhausted:
+      return 0;
+    case StopReason::time_limit:
+      return 1;
+    case StopReason::memory_limit:
+      return 2;
+    case StopReason::interrupted:
+      return 3;
   }
   return 0;
 }
@@ -39,8 +43,7 @@ bool searched_in_parts(const Graph& program) {
 std::string part_checkpoint_path(const std::string& path, size_t part) {
   if (path.empty()) return path;
   const std::filesystem::path p(path);
-  return (p.parent_path() / (p.stem().string() + ".part" + std::to_string(part + 1) + p.extension().string()))
-      .string();
+  return (p.parent_path() / (p.stem().string() + ".part" + std::to_string(part + 1) + p.extension().string())).string();
 }
 
 SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control) {
@@ -175,7 +178,8 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   std::stable_sort(joined_graphs.begin(), joined_graphs.end(), [](const Joined& a, const Joined& b) {
     return std::tie(a.cost.total_us, a.json) < std::tie(b.cost.total_us, b.json);
   });
-  if (joined_graphs.size() > static_cast<size_t>(options.top_k)) joined_graphs.resize(static_cast<size_t>(options.top_k));
+  if (joined_graphs.size() > static_cast<size_t>(options.top_k))
+    joined_graphs.resize(static_cast<size_t>(options.top_k));
   // The joined μGraphs are candidates of their own, verified below (stats: the parts' and theirs).
   result.stats.candidates += static_cast<int64_t>(joined_graphs.size());
 
@@ -190,8 +194,8 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   result.verify_seconds += std::chrono::duration<double>(Clock::now() - began).count();
   if (verdicts.empty()) {
     result.stop_reason = StopReason::interrupted;
-    result.stop_detail += (result.stop_detail.empty() ? "" : "; ") +
-                          std::string("stopped before the joined μGraphs were verified");
+    result.stop_detail +=
+        (result.stop_detail.empty() ? "" : "; ") + std::string("stopped before the joined μGraphs were verified");
     return result;
   }
   for (size_t i = 0; i < joined_graphs.size(); ++i) {
@@ -200,8 +204,8 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
     // from the standard-normal inputs its own verification drew.
     if (verdicts[i].verdict != Verdict::equivalent) {
       ++result.stats.rejected;
-      result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") +
-                            verdicts[i].reason;
+      result.stop_detail +=
+          (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") + verdicts[i].reason;
       continue;
     }
     ++result.stats.verified;
