@@ -1710,13 +1710,28 @@ class BlockSearch {
   }
 
   /// Closes the block graph in every valid way: an output saver on every sink, each with every
-  /// omap; each closing appends the graph_kernel op to the kernel graph.
+  /// omap; each closing appends the graph_kernel op to the kernel graph. Without a loop, a
+  /// program output that the block graph also reads (Y of Y = X + R and rmsnorm(Y), replayed)
+  /// is saved as well in a second closing: one kernel then writes both outputs.
   void try_close() {
     if (static_cast<int>(bg_.ops.size()) == num_iterators_) return;
     if (ops_needed() > 0) return;
-    std::vector<int32_t> sinks;
-    for (size_t t = 0; t < state_.size(); ++t)
-      if (state_[t].uses == 0) sinks.push_back(static_cast<int32_t>(t));
+    std::vector<int32_t> sinks, read_outputs;
+    for (size_t t = 0; t < state_.size(); ++t) {
+      const TensorState& st = state_[t];
+      if (st.uses == 0)
+        sinks.push_back(static_cast<int32_t>(t));
+      else if (cfg_.forloop == 1 && !st.iterator && st.program_value >= 0 && ctx_.is_program_output(st.program_value))
+        read_outputs.push_back(static_cast<int32_t>(t));
+    }
+    close_saving(sinks);
+    if (read_outputs.empty()) return;
+    sinks.insert(sinks.end(), read_outputs.begin(), read_outputs.end());
+    close_saving(sinks);
+  }
+
+  /// Closes the block graph with an output saver on each of `sinks`, with every omap.
+  void close_saving(const std::vector<int32_t>& sinks) {
     if (saves_a_value_twice(sinks)) {
       ++prunes_[kDuplicateValue];
       return;

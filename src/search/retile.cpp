@@ -84,6 +84,7 @@ class Retiler {
         if (c == current) continue;
         ++stats_.configs;
         for (Graph& k : gen_.retile_kernel(prefix, op.inputs, c, body)) {
+          if (!same_outputs(k, op)) continue;
           ++stats_.rebuilt;
           if (std::optional<FoundCandidate> r = complete(std::move(k), p + 1)) found.push_back(std::move(*r));
         }
@@ -93,6 +94,11 @@ class Retiler {
   }
 
  private:
+  /// Whether kernel graph `k`'s last kernel writes as many tensors as the seed's kernel `op` it
+  /// retiles: a block graph can close with or without saving a program output it also reads
+  /// (generator.cpp, try_close), and the seed's later ops and outputs name its tensors by id.
+  static bool same_outputs(const Graph& k, const Op& op) { return k.ops.back().outputs.size() == op.outputs.size(); }
+
   /// Appends the seed's ops from `from` on to `g`, the seed's first `from` ops with one kernel
   /// retiled: each graph-defined kernel under the configuration that gives the best estimate.
   /// The best complete μGraph, or none.
@@ -123,6 +129,7 @@ class Retiler {
         if (stop_.load(std::memory_order_relaxed)) break;
         ++stats_.configs;
         for (Graph& k : gen_.retile_kernel(prefix, op.inputs, c, seed.bodies[static_cast<size_t>(op.attrs.body)])) {
+          if (!same_outputs(k, op)) continue;
           ++stats_.rebuilt;
           std::optional<FoundCandidate> r = complete(std::move(k), i + 1);
           if (r && (!best || r->estimated_us < best->estimated_us)) best = std::move(r);

@@ -459,6 +459,35 @@ TEST(Search, MatmulOfATensorWithItselfIsFound) {
 // ---------------------------------------------------------------------------------------------
 // Programs the search does not take
 
+TEST(Search, AProgramOutputThatTheProgramReadsOnIsSavedByTheKernelThatReadsIt) {
+  // Y = X + R is an output and the norm reads it: one kernel saves both. Before, only tensors
+  // nothing in the block graph read were saved, so no single kernel computed this program, and
+  // retiling (which rebuilds kernels with the same outputs) must not mix the two closings.
+  const Graph program = parse_program(R"(
+input X[4, 64]
+input R[4, 64]
+input G[64]
+Y = add(X, R)
+O = div(mul(Y, G), sqrt(div(sum(sqr(Y), dim=1), 64)))
+output Y, O
+)");
+  SearchResult r = search(program, limits(1, 1, 10));
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  const Graph& best = r.top.front().graph;
+  EXPECT_EQ(count_kind(best, OpKind::graph_kernel), 1);
+  EXPECT_EQ(r.top.front().metrics.kernels, 1);
+  expect_computes_program(program, best);
+  EXPECT_GT(r.retile.configs, 0);
+  // An element-wise chain with its first value as an output, the smallest such program.
+  const Graph chain = parse_program("input X[16, 256]\nY = exp(X)\nO = mul(Y, 2)\noutput Y, O\n");
+  SearchResult c = search(chain, limits(1, 1, 4));
+  ASSERT_FALSE(c.top.empty());
+  EXPECT_EQ(c.top.front().metrics.kernels, 1);
+  expect_computes_program(chain, c.top.front().graph);
+}
+
 TEST(Search, AProgramWithLayoutOpsIsSearchedInPartsAroundThem) {
   // The reshape and the repeat are kept as pre-defined kernels; the matmul before them and the
   // norm after them are searched as programs of their own and joined around them.
