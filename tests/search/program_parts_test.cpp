@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <set>
 
 #include "mugraph/frontend.h"
@@ -166,6 +167,79 @@ output O
   EXPECT_TRUE(split.parts.empty());
   EXPECT_EQ(split.order, (std::vector<int>{-1}));
   expect_join_of_parts_computes_program(program, split);
+}
+
+TEST(ProgramParts, RandomProgramsJoinBackToWhatTheyCompute) {
+  // Programs of random ops, grown and kept ones mixed, on random earlier tensors: every split
+  // orders its units, and its parts joined back compute the program.
+  std::mt19937 rng(12345);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  int with_parts = 0, with_kept = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    Graph g;
+    std::vector<TensorId> pool{g.add_input("A", {4, 8}, DType::f32), g.add_input("B", {4, 8}, DType::f32)};
+    const int n_ops = 3 + static_cast<int>(pick(10));
+    for (int i = 0; i < n_ops; ++i) {
+      // Mostly a recent tensor, so that chains through kept ops and back are common.
+      const TensorId a = pool[pick(2) ? pool.size() - 1 - pick(std::min<size_t>(pool.size(), 3)) : pick(pool.size())];
+      const Shape& sa = g.type(a).shape;
+      std::vector<TensorId> same;
+      for (TensorId t : pool)
+        if (g.type(t).shape == sa) same.push_back(t);
+      const TensorId b = same[pick(same.size())];
+      OpAttrs at;
+      switch (pick(9)) {
+        case 8: {  // there and back: a value of a's shape that kept ops made from a
+          OpAttrs flat, back;
+          flat.shape = Shape{sa.numel()};
+          back.shape = sa;
+          pool.push_back(g.add(OpKind::mul, {g.add(OpKind::reshape, {g.add(OpKind::reshape, {a}, flat)}, back), a}));
+          break;
+        }
+        case 0: pool.push_back(g.add(OpKind::exp, {g.add(OpKind::mul, {a}, attrs::scalar(Scalar(0.125)))})); break;
+        case 1: pool.push_back(g.add(OpKind::add, {a, b})); break;
+        case 2: pool.push_back(g.add(OpKind::sqr, {a})); break;
+        case 3:
+          at.shape = Shape{sa.numel()};
+          if (sa.rank() == 1) at.shape = Shape{4, sa.numel() / 4};
+          if (sa.numel() % 4 == 0) pool.push_back(g.add(OpKind::reshape, {a}, at));
+          break;
+        case 4:
+          at.dim = 0;
+          at.times = 2;
+          if (sa.numel() <= 256) pool.push_back(g.add(OpKind::repeat, {a}, at));
+          break;
+        case 5:
+          at.dim = 0;
+          if (sa.numel() <= 256) pool.push_back(g.add(OpKind::concat, {a, b}, at));
+          break;
+        case 6:
+          at.dim = sa.rank() - 1;
+          at.to = sa[sa.rank() - 1] % 2 == 0 ? 2 : 1;
+          pool.push_back(g.add(OpKind::sum, {a}, at));
+          break;
+        default: pool.push_back(g.add(OpKind::mul, {a, b})); break;
+      }
+    }
+    g.mark_output(pool.back(), "O");
+    const TensorId other = pool[2 + pick(pool.size() - 2)];
+    if (other != pool.back()) g.mark_output(other, "P");
+    ASSERT_FALSE(validate(g, default_target()).has_value()) << "trial " << trial;
+    const ProgramSplit split = split_program(g);
+    with_parts += !split.parts.empty();
+    with_kept += !split.kept.empty();
+    for (const ProgramPart& p : split.parts) {
+      EXPECT_FALSE(p.program.outputs.empty()) << "trial " << trial;
+      for (OpId o : p.ops) EXPECT_TRUE(generator_grows(g.op(o))) << "trial " << trial;
+    }
+    for (OpId k : split.kept) EXPECT_FALSE(generator_grows(g.op(k))) << "trial " << trial;
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    expect_order_computes_before_reading(g, split);
+    expect_join_of_parts_computes_program(g, split);
+  }
+  // The generator made both kinds often enough for the test to mean something.
+  EXPECT_GT(with_parts, 300);
+  EXPECT_GT(with_kept, 150);
 }
 
 }  // namespace
