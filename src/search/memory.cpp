@@ -101,4 +101,9 @@ int64_t effective_memory_limit(const SearchOptions& o) {
   return usable_memory_bytes() / 4 * 3;
 }
 
+int64_t verifier_kept_input_bytes(int64_t memory_limit_bytes) {
+  const int64_t most = ReferenceRuns::kDefaultKeptInputBytes;
+  return memory_limit_bytes > 0 ? std::min(memory_limit_bytes / 8, most) : most;
+}
+
 }  // namespace mugraph::search_detail

@@ -14,6 +14,13 @@ namespace mugraph::search_detail {
 /// neither is known).
 int64_t effective_memory_limit(const SearchOptions& options);
 
+/// The random inputs the verifier keeps between candidates (ReferenceRuns) under a memory limit
+/// of `memory_limit_bytes` (0: none known): an eighth of it, at most ReferenceRuns'
+/// 2-GiB default. Beyond, a test draws its inputs again for each candidate, which costs a few
+/// per cent of verifying at the paper's shapes, where the kept inputs were the largest item of an
+/// attention search's memory.
+int64_t verifier_kept_input_bytes(int64_t memory_limit_bytes);
+
 /// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
 int64_t resident_bytes();
 

@@ -724,7 +724,7 @@ class Driver {
   std::optional<std::pair<int64_t, int>> best_verified_key_;
   // The background verifier (verify_in_background); runs_ is shared with verify_and_rank,
   // which runs after the verifier has stopped.
-  ReferenceRuns runs_;
+  ReferenceRuns runs_{verifier_kept_input_bytes(effective_memory_limit(opt_))};
   std::condition_variable verifier_cv_;
   std::atomic<bool> verifier_stop_{false};
   double background_seconds_ = 0;

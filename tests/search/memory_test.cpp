@@ -78,5 +78,13 @@ TEST(UsableMemory, IsAtMostThePhysicalMemoryAndHonoursTheGroupsLimit) {
   EXPECT_GT(resident_bytes(), 0);
 }
 
+TEST(VerifierKeptInputs, AnEighthOfTheLimitAtMostTheDefault) {
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(verifier_kept_input_bytes(0), ReferenceRuns::kDefaultKeptInputBytes);
+  EXPECT_EQ(verifier_kept_input_bytes(4 * gib), gib / 2);
+  EXPECT_EQ(verifier_kept_input_bytes(16 * gib), 2 * gib);
+  EXPECT_EQ(verifier_kept_input_bytes(96 * gib), ReferenceRuns::kDefaultKeptInputBytes);
+}
+
 }  // namespace
 }  // namespace mugraph::search_detail
