@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <queue>
@@ -26,18 +27,81 @@ int find(std::vector<int>& parent, int a) {
 
 }  // namespace
 
+namespace {
+
+/// The units of a grouping (parts and kept ops) and the order that computes each before what
+/// reads it, or the units on a cycle where there is none.
+struct UnitOrder {
+  std::vector<int> order;                 ///< slots: parts first, then kept ops
+  std::vector<bool> on_cycle;             ///< per slot
+};
+
+/// Orders `units` slots given `successors` (Kahn, among the ready the one whose first op comes
+/// first); where that leaves some out, marks the slots on a cycle (Tarjan's strongly connected
+/// components of more than one slot).
+UnitOrder order_units(const std::vector<std::set<size_t>>& successors, const std::vector<int32_t>& first_op) {
+  const size_t units = successors.size();
+  UnitOrder r;
+  r.on_cycle.assign(units, false);
+  std::vector<int> waiting(units, 0);
+  for (size_t s = 0; s < units; ++s)
+    for (size_t next : successors[s]) ++waiting[next];
+  std::priority_queue<std::pair<int32_t, size_t>, std::vector<std::pair<int32_t, size_t>>, std::greater<>> ready;
+  for (size_t s = 0; s < units; ++s)
+    if (waiting[s] == 0) ready.push({first_op[s], s});
+  while (!ready.empty()) {
+    const size_t s = ready.top().second;
+    ready.pop();
+    r.order.push_back(static_cast<int>(s));
+    for (size_t next : successors[s])
+      if (--waiting[next] == 0) ready.push({first_op[next], next});
+  }
+  if (r.order.size() == units) return r;
+  // Tarjan, recursive: a program has few units.
+  std::vector<int> index(units, -1), low(units, 0);
+  std::vector<bool> on_stack(units, false);
+  std::vector<size_t> stack;
+  int next_index = 0;
+  std::function<void(size_t)> visit = [&](size_t v) {
+    index[v] = low[v] = next_index++;
+    stack.push_back(v);
+    on_stack[v] = true;
+    for (size_t w : successors[v]) {
+      if (index[w] < 0) {
+        visit(w);
+        low[v] = std::min(low[v], low[w]);
+      } else if (on_stack[w]) {
+        low[v] = std::min(low[v], index[w]);
+      }
+    }
+    if (low[v] != index[v]) return;
+    std::vector<size_t> component;
+    size_t w;
+    do {
+      w = stack.back();
+      stack.pop_back();
+      on_stack[w] = false;
+      component.push_back(w);
+    } while (w != v);
+    if (component.size() > 1)
+      for (size_t c : component) r.on_cycle[c] = true;
+  };
+  for (size_t v = 0; v < units; ++v)
+    if (index[v] < 0) visit(v);
+  return r;
+}
+
+}  // namespace
+
 ProgramSplit split_program(const Graph& program) {
   const size_t n_ops = program.ops.size(), n_tensors = program.tensors.size();
-  // A tensor's stage: how many kept ops lie on the longest path to it from the program's inputs.
-  // A grown op takes the largest stage of its operands, a kept op's results one more. Ops of a
-  // part share a stage, so a part never reads a kept op's result of its own values.
-  std::vector<int> tensor_stage(n_tensors, 0), op_stage(n_ops, 0);
-  std::vector<int> parent(n_ops);
-  std::iota(parent.begin(), parent.end(), 0);
   // Ops that reach no output are left out: a part of them would have no outputs to search for.
   const std::vector<bool> live = live_ops(program);
   auto skipped = [&](size_t o) { return program.ops[o].kind == OpKind::input || !live[o]; };
   auto grown = [&](size_t o) { return program.ops[o].kind != OpKind::input && generator_grows(program.ops[o]); };
+  // A tensor's stage: how many kept ops lie on the longest path to it from the program's inputs.
+  // A grown op takes the largest stage of its operands, a kept op's results one more.
+  std::vector<int> tensor_stage(n_tensors, 0), op_stage(n_ops, 0);
   for (size_t o = 0; o < n_ops; ++o) {
     const Op& op = program.ops[o];
     if (skipped(o)) continue;
@@ -45,42 +109,103 @@ ProgramSplit split_program(const Graph& program) {
     for (TensorId in : op.inputs) stage = std::max(stage, tensor_stage[in.index()]);
     op_stage[o] = stage;
     for (TensorId out : op.outputs) tensor_stage[out.index()] = grown(o) ? stage : stage + 1;
-    if (!grown(o)) continue;
-    for (TensorId in : op.inputs) {
-      const size_t p = program.tensor(in).producer.index();
-      if (grown(p) && op_stage[p] == stage)
-        parent[static_cast<size_t>(find(parent, static_cast<int>(p)))] = find(parent, static_cast<int>(o));
-    }
   }
-
+  // Grown ops that pass each other tensors make one part: a component. A component that would
+  // read, through kept ops, what it makes itself (its unit on a cycle) is cut by stage, which no
+  // such path stays within (a kept op on it raises the stage). Cut components are cut again
+  // until no cycle is left; with every component cut there is none.
+  std::vector<int> component(n_ops);
+  std::iota(component.begin(), component.end(), 0);
+  for (size_t o = 0; o < n_ops; ++o)
+    if (!skipped(o) && grown(o))
+      for (TensorId in : program.ops[o].inputs) {
+        const size_t p = program.tensor(in).producer.index();
+        if (grown(p)) component[static_cast<size_t>(find(component, static_cast<int>(p)))] = find(component, static_cast<int>(o));
+      }
+  std::vector<bool> cut(n_ops, false);  // by component root
+  std::vector<int> unit_of_op(n_ops, 0), tensor_unit(n_tensors, 0);
+  std::vector<bool> made_by_op(n_tensors, false);
+  for (size_t o = 0; o < n_ops; ++o)
+    for (TensorId out : program.ops[o].outputs) made_by_op[out.index()] = program.ops[o].kind != OpKind::input;
   ProgramSplit split;
-  std::vector<int> part_of_root(n_ops, -1), unit_of_op(n_ops, 0);
-  for (size_t o = 0; o < n_ops; ++o) {
-    if (skipped(o)) continue;
-    if (!grown(o)) {
-      unit_of_op[o] = -1 - static_cast<int>(split.kept.size());
-      split.kept.push_back(OpId(static_cast<int32_t>(o)));
-      continue;
+  for (;;) {
+    std::vector<int> parent(n_ops);
+    std::iota(parent.begin(), parent.end(), 0);
+    for (size_t o = 0; o < n_ops; ++o)
+      if (!skipped(o) && grown(o))
+        for (TensorId in : program.ops[o].inputs) {
+          const size_t p = program.tensor(in).producer.index();
+          if (!grown(p)) continue;
+          if (cut[static_cast<size_t>(find(component, static_cast<int>(o)))] && op_stage[p] != op_stage[o]) continue;
+          parent[static_cast<size_t>(find(parent, static_cast<int>(p)))] = find(parent, static_cast<int>(o));
+        }
+    split = ProgramSplit{};
+    std::vector<int> part_of_root(n_ops, -1);
+    for (size_t o = 0; o < n_ops; ++o) {
+      if (skipped(o)) continue;
+      if (!grown(o)) {
+        unit_of_op[o] = -1 - static_cast<int>(split.kept.size());
+        split.kept.push_back(OpId(static_cast<int32_t>(o)));
+        continue;
+      }
+      const size_t root = static_cast<size_t>(find(parent, static_cast<int>(o)));
+      if (part_of_root[root] < 0) {
+        part_of_root[root] = static_cast<int>(split.parts.size());
+        split.parts.emplace_back();
+      }
+      unit_of_op[o] = part_of_root[root];
+      split.parts[static_cast<size_t>(part_of_root[root])].ops.push_back(OpId(static_cast<int32_t>(o)));
     }
-    const size_t root = static_cast<size_t>(find(parent, static_cast<int>(o)));
-    if (part_of_root[root] < 0) {
-      part_of_root[root] = static_cast<int>(split.parts.size());
-      split.parts.emplace_back();
+    for (size_t o = 0; o < n_ops; ++o)
+      for (TensorId out : program.ops[o].outputs) tensor_unit[out.index()] = unit_of_op[o];
+    // Slots: parts first, then kept ops.
+    const size_t units = split.parts.size() + split.kept.size();
+    auto slot = [&](int unit) {
+      return unit >= 0 ? static_cast<size_t>(unit) : split.parts.size() + static_cast<size_t>(-1 - unit);
+    };
+    std::vector<std::set<size_t>> successors(units);
+    std::vector<int32_t> first_op(units, INT32_MAX);
+    for (size_t o = 0; o < n_ops; ++o) {
+      if (skipped(o)) continue;
+      const size_t s = slot(unit_of_op[o]);
+      first_op[s] = std::min(first_op[s], static_cast<int32_t>(o));
+      for (TensorId in : program.ops[o].inputs)
+        if (made_by_op[in.index()] && slot(tensor_unit[in.index()]) != s) successors[slot(tensor_unit[in.index()])].insert(s);
     }
-    unit_of_op[o] = part_of_root[root];
-    split.parts[static_cast<size_t>(part_of_root[root])].ops.push_back(OpId(static_cast<int32_t>(o)));
+    const UnitOrder order = order_units(successors, first_op);
+    if (order.order.size() == units) {
+      // Parts numbered in that order.
+      std::vector<int> renumber(split.parts.size());
+      std::vector<ProgramPart> parts;
+      for (int s : order.order)
+        if (static_cast<size_t>(s) < split.parts.size()) {
+          renumber[static_cast<size_t>(s)] = static_cast<int>(parts.size());
+          parts.push_back(std::move(split.parts[static_cast<size_t>(s)]));
+        }
+      split.parts = std::move(parts);
+      for (int s : order.order)
+        split.order.push_back(static_cast<size_t>(s) < renumber.size()
+                                  ? renumber[static_cast<size_t>(s)]
+                                  : -1 - static_cast<int>(static_cast<size_t>(s) - renumber.size()));
+      for (size_t o = 0; o < n_ops; ++o)
+        if (!skipped(o) && grown(o)) unit_of_op[o] = renumber[static_cast<size_t>(unit_of_op[o])];
+      for (size_t o = 0; o < n_ops; ++o)
+        for (TensorId out : program.ops[o].outputs) tensor_unit[out.index()] = unit_of_op[o];
+      break;
+    }
+    bool more = false;
+    for (size_t p = 0; p < split.parts.size(); ++p)
+      if (order.on_cycle[p]) {
+        const size_t root = static_cast<size_t>(find(component, split.parts[p].ops.front().value));
+        more |= !cut[root];
+        cut[root] = true;
+      }
+    MUGRAPH_CHECK(more) << "the program's parts depend on each other in a cycle that cutting by stage leaves";
   }
 
   // Each part's program: what it reads from outside becomes an input, what is read outside it (or
   // is a program output) an output.
   std::vector<bool> read_outside(n_tensors, false);
-  std::vector<int> tensor_unit(n_tensors, 0);
-  std::vector<bool> made_by_op(n_tensors, false);
-  for (size_t o = 0; o < n_ops; ++o)
-    for (TensorId out : program.ops[o].outputs) {
-      tensor_unit[out.index()] = unit_of_op[o];
-      made_by_op[out.index()] = program.ops[o].kind != OpKind::input;
-    }
   for (size_t o = 0; o < n_ops; ++o)
     for (TensorId in : program.ops[o].inputs)
       if (!skipped(o) && made_by_op[in.index()] && tensor_unit[in.index()] != unit_of_op[o])
@@ -140,38 +265,6 @@ ProgramSplit split_program(const Graph& program) {
         }
   }
 
-  // Kahn's order over parts and kept ops; among those ready, the one whose first op comes first.
-  const size_t units = split.parts.size() + split.kept.size();
-  auto slot = [&](int unit) {
-    return unit >= 0 ? static_cast<size_t>(unit) : split.parts.size() + static_cast<size_t>(-1 - unit);
-  };
-  auto unit_at = [&](size_t s) {
-    return s < split.parts.size() ? static_cast<int>(s) : -1 - static_cast<int>(s - split.parts.size());
-  };
-  std::vector<std::set<size_t>> successors(units);
-  std::vector<int> waiting(units, 0);
-  std::vector<int32_t> first_op(units, INT32_MAX);
-  for (size_t o = 0; o < n_ops; ++o) {
-    if (skipped(o)) continue;
-    const size_t s = slot(unit_of_op[o]);
-    first_op[s] = std::min(first_op[s], static_cast<int32_t>(o));
-    for (TensorId in : program.ops[o].inputs) {
-      if (!made_by_op[in.index()]) continue;
-      const size_t from = slot(tensor_unit[in.index()]);
-      if (from != s && successors[from].insert(s).second) ++waiting[s];
-    }
-  }
-  std::priority_queue<std::pair<int32_t, size_t>, std::vector<std::pair<int32_t, size_t>>, std::greater<>> ready;
-  for (size_t s = 0; s < units; ++s)
-    if (waiting[s] == 0) ready.push({first_op[s], s});
-  while (!ready.empty()) {
-    const size_t s = ready.top().second;
-    ready.pop();
-    split.order.push_back(unit_at(s));
-    for (size_t next : successors[s])
-      if (--waiting[next] == 0) ready.push({first_op[next], next});
-  }
-  MUGRAPH_CHECK(split.order.size() == units) << "the program's parts depend on each other in a cycle";
   return split;
 }
 

@@ -46,6 +46,45 @@ std::string part_checkpoint_path(const std::string& path, size_t part) {
   return (p.parent_path() / (p.stem().string() + ".part" + std::to_string(part + 1) + p.extension().string())).string();
 }
 
+VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std::vector<const VerifyResult*>& parts,
+                            const VerifyOptions& options) {
+  VerifyResult v;
+  v.verdict = Verdict::equivalent;
+  v.seed = options.seed;
+  v.per_test_bound = 0;
+  v.bound = 0;
+  v.guarantee = true;
+  v.tests_run = 0;
+  bool any = false;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    const VerifyResult* r = parts[p];
+    if (!r) continue;  // the part's own ops: the same function
+    MUGRAPH_CHECK(r->verdict == Verdict::equivalent) << "joined_verdict: part " << p << " was not verified";
+    v.tests_run = any ? std::min(v.tests_run, r->tests_run) : r->tests_run;
+    any = true;
+    v.redraws += r->redraws;
+    v.per_test_bound = std::max(v.per_test_bound, r->per_test_bound);
+    v.bound = std::min(1.0, v.bound + r->bound);
+    v.guarantee = v.guarantee && r->guarantee;
+    if (!r->guarantee_note.empty())
+      v.guarantee_note += (v.guarantee_note.empty() ? "" : "; ") + std::string("part ") + std::to_string(p + 1) +
+                          ": " + r->guarantee_note;
+  }
+  v.guarantee = v.guarantee && v.bound <= options.delta;
+  v.reference_lax = check_lax(program);
+  v.candidate_lax = check_lax(joined);
+  if (options.float_check) {
+    v.float_max_rel_error = float_max_relative_error(program, joined, options.seed, options.threads);
+    if (!(v.float_max_rel_error <= options.float_tolerance)) {
+      v.verdict = Verdict::not_equivalent;
+      v.guarantee = false;
+      v.reason = "numerically unstable: float relative error " + std::to_string(v.float_max_rel_error) +
+                 " > tolerance " + std::to_string(options.float_tolerance) + " (f32 run of the whole program)";
+    }
+  }
+  return v;
+}
+
 SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control) {
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
   const ProgramSplit split = split_program(program);
@@ -136,14 +175,17 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   // The μGraphs: every part's best, and each part's other verified ones beside the others' best.
   // A part with none (a stop came first) runs its own ops, which its program is as a μGraph.
   std::vector<std::vector<const Graph*>> choices(n);
+  std::vector<std::vector<const VerifyResult*>> verdict_of(n);  // null: the part's own ops
   std::vector<std::vector<double>> found_at(n);
   for (size_t p = 0; p < n; ++p) {
     for (const SearchCandidate& c : found[p].top) {
       choices[p].push_back(&c.graph);
+      verdict_of[p].push_back(&c.verification);
       found_at[p].push_back(offset[p] + c.found_seconds);
     }
     if (choices[p].empty()) {
       choices[p].push_back(&split.parts[p].program);
+      verdict_of[p].push_back(nullptr);
       found_at[p].push_back(0);
     }
   }
@@ -152,6 +194,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
     CostEstimate cost;
     double found_seconds = 0;
     std::string json;
+    std::vector<const VerifyResult*> part_verdicts;
   };
   std::vector<Joined> joined_graphs;
   std::set<std::string> seen;
@@ -165,6 +208,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
       at = std::max(at, found_at[p][c]);
     }
     Joined j;
+    for (size_t p = 0; p < n; ++p) j.part_verdicts.push_back(verdict_of[p][p == varied ? choice : 0]);
     j.graph = join_parts(program, split, graphs);
     j.json = to_json(j.graph);
     if (!seen.insert(j.json).second) return;
@@ -183,40 +227,34 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   // The joined μGraphs are candidates of their own, verified below (stats: the parts' and theirs).
   result.stats.candidates += static_cast<int64_t>(joined_graphs.size());
 
-  // Each part's μGraphs were verified against the part; the joined ones are verified against
-  // the whole program, which also checks the joining.
+  // Each part's μGraphs were verified against the part; a joined one's verdict follows from
+  // theirs (joined_verdict), and its float run checks the joining.
   const auto began = Clock::now();
-  std::vector<const Graph*> batch;
-  for (const Joined& j : joined_graphs) batch.push_back(&j.graph);
   const std::atomic<bool>* stop = control ? &control->stop : nullptr;
-  std::vector<VerifyResult> verdicts;
-  if (!(stop && stop->load())) verdicts = verify_all(program, batch, options.verify, nullptr, stop);
-  result.verify_seconds += std::chrono::duration<double>(Clock::now() - began).count();
-  if (verdicts.empty()) {
+  if (stop && stop->load()) {
     result.stop_reason = StopReason::interrupted;
-    result.stop_detail +=
-        (result.stop_detail.empty() ? "" : "; ") + std::string("stopped before the joined μGraphs were verified");
+    result.stop_detail += (result.stop_detail.empty() ? "" : "; ") +
+                          std::string("stopped before the joined μGraphs were verified");
     return result;
   }
-  for (size_t i = 0; i < joined_graphs.size(); ++i) {
-    // Parts' μGraphs equivalent to their parts, joined around the kept ops, compute the program.
-    // The float filter can still refuse one: a part's values now come from earlier parts, not
-    // from the standard-normal inputs its own verification drew.
-    if (verdicts[i].verdict != Verdict::equivalent) {
+  for (Joined& j : joined_graphs) {
+    VerifyResult v = joined_verdict(program, j.graph, j.part_verdicts, options.verify);
+    if (v.verdict != Verdict::equivalent) {
       ++result.stats.rejected;
-      result.stop_detail +=
-          (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") + verdicts[i].reason;
+      result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") +
+                            v.reason;
       continue;
     }
     ++result.stats.verified;
     SearchCandidate c;
-    c.graph = std::move(joined_graphs[i].graph);
+    c.graph = std::move(j.graph);
     c.metrics = candidate_metrics(c.graph, options.target);
-    c.cost = std::move(joined_graphs[i].cost);
-    c.verification = std::move(verdicts[i]);
-    c.found_seconds = joined_graphs[i].found_seconds;
+    c.cost = std::move(j.cost);
+    c.verification = std::move(v);
+    c.found_seconds = j.found_seconds;
     result.top.push_back(std::move(c));
   }
+  result.verify_seconds += std::chrono::duration<double>(Clock::now() - began).count();
   return result;
 }
 

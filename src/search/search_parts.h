@@ -14,11 +14,20 @@ bool searched_in_parts(const Graph& program);
 /// "DIR/checkpoint.json" gives "DIR/checkpoint.part1.json" for the first. "" stays "".
 std::string part_checkpoint_path(const std::string& path, size_t part);
 
+/// The verdict on `joined`, the parts' verified μGraphs joined around the kept ops (a null entry
+/// of `parts`: that part's own ops). Each part's μGraph computes its part's function, so the
+/// joined μGraph computes the program's (put each part's program in its place), and the chance
+/// that one of them does not is at most the sum of their bounds: the joined bound. The finite-
+/// field tests are not run again on the whole program (at attention's shapes they doubled the
+/// verification time); its f32 run against the program's (the float filter) checks the joining.
+VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std::vector<const VerifyResult*>& parts,
+                            const VerifyOptions& options);
+
 /// search() of such a program: each part searched as a program of its own, in an order that
 /// makes what a part reads first, with an even share of the time the earlier parts left; then
 /// the μGraphs that join the parts' verified ones around the kept ops (each part's best, and
 /// each part's others beside the other parts' best), ranked by the cost model and verified
-/// against the whole program. A stop ends it after the part it stops (the later parts are not
+/// by joined_verdict. A stop ends it after the part it stops (the later parts are not
 /// searched; each part's checkpoint resumes it).
 SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control);
 

@@ -1,6 +1,7 @@
 // Cutting a program at the ops the generator does not grow, and joining the parts' μGraphs
 // around them (src/search/program_parts.h).
 #include "program_parts.h"
+#include "search_parts.h"
 
 #include <gtest/gtest.h>
 
@@ -110,6 +111,45 @@ output O
   expect_join_of_parts_computes_program(program, split);
 }
 
+TEST(ProgramParts, AKeptOpOnAnInputDoesNotCutWhatReadsItFromTheRest) {
+  // Q is reshaped, K's norm is not: both norms and the product stay one part (QKNorm's fusion of
+  // both norms into the attention kernel needs them together), though the reshape comes first.
+  const Graph program = parse_program(R"(
+input Qf[8, 16]
+input K[16, 8]
+Q = reshape(Qf, shape=[4, 32])
+KN = div(K, sqrt(sum(sqr(K), dim=0)))
+QN = div(Q, sqrt(sum(sqr(Q), dim=1)))
+O = matmul(QN, reshape(KN, shape=[32, 4]))
+output O
+)");
+  const ProgramSplit split = split_program(program);
+  // KN reaches the product through a reshape: its ops are a part of their own, and the reshape of
+  // Qf does not cut QN from the product.
+  ASSERT_EQ(split.parts.size(), 2u);
+  EXPECT_EQ(split.parts[0].program.output_names, (std::vector<std::string>{"KN"}));
+  EXPECT_EQ(split.parts[1].program.output_names, (std::vector<std::string>{"O"}));
+  EXPECT_EQ(split.parts[1].ops.size(), 5u);  // sqr, sum, sqrt, div, matmul
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+
+  const Graph together = parse_program(R"(
+input Qf[8, 16]
+input K[32, 4]
+Q = reshape(Qf, shape=[4, 32])
+KN = div(K, sqrt(sum(sqr(K), dim=0)))
+QN = div(Q, sqrt(sum(sqr(Q), dim=1)))
+O = matmul(QN, KN)
+output O
+)");
+  const ProgramSplit one = split_program(together);
+  ASSERT_EQ(one.parts.size(), 1u);
+  EXPECT_EQ(one.parts[0].ops.size(), 9u);
+  EXPECT_EQ(input_names(one.parts[0].program), (std::vector<std::string>{"K", "Q"}));
+  EXPECT_EQ(one.order, (std::vector<int>{-1, 0}));
+  expect_join_of_parts_computes_program(together, one);
+}
+
 TEST(ProgramParts, IndependentChainsAreSeparatePartsAndProgramOutputsLeaveTheirParts) {
   // Two outputs: the element-wise chain's value Y is both a program output and what the repeat
   // reads; the sum to several values and the concat are kept; unused statements are left out.
@@ -167,6 +207,44 @@ output O
   EXPECT_TRUE(split.parts.empty());
   EXPECT_EQ(split.order, (std::vector<int>{-1}));
   expect_join_of_parts_computes_program(program, split);
+}
+
+TEST(ProgramParts, AJoinedVerdictSumsThePartsBoundsAndItsFloatRunChecksTheJoining) {
+  const Graph program = parse_program(R"(
+input X[4, 64]
+Y = reshape(exp(X), shape=[64, 4])
+O = mul(Y, 2)
+output O
+)");
+  const ProgramSplit split = split_program(program);
+  ASSERT_EQ(split.parts.size(), 2u);
+  std::vector<const Graph*> graphs{&split.parts[0].program, &split.parts[1].program};
+  const Graph joined = join_parts(program, split, graphs);
+  VerifyResult a, b;
+  a.verdict = b.verdict = Verdict::equivalent;
+  a.tests_run = 5, b.tests_run = 3;
+  a.bound = 1e-12, b.bound = 3e-12;
+  a.guarantee = b.guarantee = true;
+  VerifyOptions o;
+  VerifyResult v = joined_verdict(program, joined, {&a, &b}, o);
+  EXPECT_EQ(v.verdict, Verdict::equivalent);
+  EXPECT_DOUBLE_EQ(v.bound, 4e-12);
+  EXPECT_EQ(v.tests_run, 3);
+  EXPECT_TRUE(v.guarantee);
+  EXPECT_LE(v.float_max_rel_error, o.float_tolerance);
+  // A part whose μGraph is not its program's own ops counts as is (null: its own ops).
+  v = joined_verdict(program, joined, {nullptr, &b}, o);
+  EXPECT_DOUBLE_EQ(v.bound, 3e-12);
+  // Past delta, no guarantee.
+  b.bound = 1e-3;
+  EXPECT_FALSE(joined_verdict(program, joined, {&a, &b}, o).guarantee);
+  // A joining gone wrong (the second part given another function) fails the float run.
+  const Graph wrong_part = parse_program("input Y[64, 4]\nO = mul(Y, 3)\noutput O\n");
+  ASSERT_EQ(input_names(split.parts[1].program), input_names(wrong_part));
+  const Graph wrong = join_parts(program, split, {&split.parts[0].program, &wrong_part});
+  v = joined_verdict(program, wrong, {&a, &b}, o);
+  EXPECT_EQ(v.verdict, Verdict::not_equivalent);
+  EXPECT_NE(v.reason.find("float relative error"), std::string::npos) << v.reason;
 }
 
 TEST(ProgramParts, RandomProgramsJoinBackToWhatTheyCompute) {
