@@ -141,8 +141,10 @@ double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes)
 
 /// Whether kernel op `op` of `kernel_graph` moves nothing: a reshape whose result is no program
 /// output is a view of its operand (every DTensor is dense row-major, and a row-major reshape
-/// keeps the element order), for which the generated code launches nothing. It costs nothing,
-/// moves no bytes and is no kernel (CandidateMetrics::kernels).
+/// keeps the element order), for which the generated code launches nothing. So is a reshape
+/// that is a program output (once) of an operand that only it reads and that a kernel of its own
+/// makes (not an input, not another reshape): that kernel writes the output's buffer. It costs
+/// nothing, moves no bytes and is no kernel (CandidateMetrics::kernels).
 bool kernel_op_is_view(const Graph& kernel_graph, const Op& op);
 
 /// A kernel's compulsory device-memory traffic (0 for a view): the bytes of the distinct DTensors kernel op

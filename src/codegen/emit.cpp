@@ -1790,13 +1790,18 @@ GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const
       buf[t.index()] = "o" + std::to_string(j);
     }
   }
+  // A reshape that is an output and a view: the kernel that makes its operand writes the output.
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (live[i] && kernel_op_is_view(g, g.ops[i]) && output_of[g.ops[i].outputs[0].index()] >= 0)
+      buf[g.ops[i].inputs[0].index()] = buf[g.ops[i].outputs[0].index()];
   host << "  unsigned char* const ws = static_cast<unsigned char*>(workspace);\n  (void)ws;\n";
   int64_t ws_bytes = 0;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     if (!live[i]) continue;
-    // A reshape that is a view reads and writes its operand's buffer: no memory, no kernel.
+    // A reshape that is a view reads and writes its operand's buffer: no memory, no kernel (the
+    // buffers of one that is an output are already the output's).
     if (kernel_op_is_view(g, g.ops[i])) {
-      buf[g.ops[i].outputs[0].index()] = buf[g.ops[i].inputs[0].index()];
+      if (output_of[g.ops[i].outputs[0].index()] < 0) buf[g.ops[i].outputs[0].index()] = buf[g.ops[i].inputs[0].index()];
       continue;
     }
     for (TensorId t : g.ops[i].outputs) {

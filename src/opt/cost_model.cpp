@@ -387,7 +387,20 @@ double tile_pieces(const Shape& tile, const Shape& whole, int64_t element_bytes)
 
 bool kernel_op_is_view(const Graph& g, const Op& op) {
   if (g.level != Level::kernel || op.kind != OpKind::reshape) return false;
-  return std::find(g.outputs.begin(), g.outputs.end(), op.outputs[0]) == g.outputs.end();
+  const auto times_output = [&](TensorId t) { return std::count(g.outputs.begin(), g.outputs.end(), t); };
+  if (times_output(op.outputs[0]) == 0) return true;
+  // A program output: its operand can be made in the output's buffer instead, if a kernel of its
+  // own makes it (no input, no other view) and nothing else reads it.
+  const TensorId in = op.inputs[0];
+  const Op& maker = g.op(g.tensor(in).producer);
+  if (times_output(op.outputs[0]) != 1 || times_output(in) != 0 || maker.kind == OpKind::input ||
+      maker.kind == OpKind::reshape)
+    return false;
+  const std::vector<bool> live = live_ops(g);
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    if (live[i] && &g.ops[i] != &op && std::find(g.ops[i].inputs.begin(), g.ops[i].inputs.end(), in) != g.ops[i].inputs.end())
+      return false;
+  return true;
 }
 
 int64_t kernel_device_bytes(const Graph& g, const Op& op) {

@@ -257,14 +257,23 @@ output Y
 
 TEST(Codegen, AReshapeNoOutputTakesReadsItsOperandsBuffer) {
   // exp, reshape, exp: the second exp reads the first's workspace buffer as the reshaped tensor.
-  // A reshape that is a program output is written there by a copy.
   Graph program = parse_program("input X[4, 64]\nY = reshape(exp(X), shape=[64, 4])\nO = exp(Y)\noutput O\n");
   GeneratedCode code = generate_cuda(program, find_cuda_target("sm_90a"));
   EXPECT_EQ(code.kernels, 2);
   EXPECT_EQ(code.workspace_bytes, 512);
   EXPECT_EQ(count(code.source, "pre-defined reshape"), 0) << code.source;
   EXPECT_EQ(count(code.source, "stream, d1, o0)"), 1) << code.source;  // the second exp reads d1
+  // Y an output too: the first exp writes Y's buffer (o1), which the second reads.
   program = parse_program("input X[4, 64]\nY = reshape(exp(X), shape=[64, 4])\nO = exp(Y)\noutput O, Y\n");
+  code = generate_cuda(program, find_cuda_target("sm_90a"));
+  EXPECT_EQ(code.kernels, 2);
+  EXPECT_EQ(code.workspace_bytes, 0);
+  EXPECT_EQ(count(code.source, "pre-defined reshape"), 0) << code.source;
+  EXPECT_EQ(count(code.source, "stream, d0, o1)"), 1) << code.source;
+  EXPECT_EQ(count(code.source, "stream, o1, o0)"), 1) << code.source;
+  // The exp's result read by another op as well: the reshape copies it into the output.
+  program = parse_program(
+      "input X[4, 64]\nE = exp(X)\nY = reshape(E, shape=[64, 4])\nO = mul(E, 2)\noutput O, Y\n");
   code = generate_cuda(program, find_cuda_target("sm_90a"));
   EXPECT_EQ(code.kernels, 3);
   EXPECT_EQ(count(code.source, "pre-defined reshape"), 1) << code.source;
