@@ -1801,7 +1801,8 @@ GeneratedCode generate_cuda(const Graph& ugraph, const CudaTarget& target, const
     // A reshape that is a view reads and writes its operand's buffer: no memory, no kernel (the
     // buffers of one that is an output are already the output's).
     if (kernel_op_is_view(g, g.ops[i])) {
-      if (output_of[g.ops[i].outputs[0].index()] < 0) buf[g.ops[i].outputs[0].index()] = buf[g.ops[i].inputs[0].index()];
+      if (output_of[g.ops[i].outputs[0].index()] < 0)
+        buf[g.ops[i].outputs[0].index()] = buf[g.ops[i].inputs[0].index()];
       continue;
     }
     for (TensorId t : g.ops[i].outputs) {

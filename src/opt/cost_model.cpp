@@ -398,7 +398,8 @@ bool kernel_op_is_view(const Graph& g, const Op& op) {
     return false;
   const std::vector<bool> live = live_ops(g);
   for (size_t i = 0; i < g.ops.size(); ++i)
-    if (live[i] && &g.ops[i] != &op && std::find(g.ops[i].inputs.begin(), g.ops[i].inputs.end(), in) != g.ops[i].inputs.end())
+    if (live[i] && &g.ops[i] != &op &&
+        std::find(g.ops[i].inputs.begin(), g.ops[i].inputs.end(), in) != g.ops[i].inputs.end())
       return false;
   return true;
 }

@@ -32,8 +32,8 @@ namespace {
 /// The units of a grouping (parts and kept ops) and the order that computes each before what
 /// reads it, or the units on a cycle where there is none.
 struct UnitOrder {
-  std::vector<int> order;                 ///< slots: parts first, then kept ops
-  std::vector<bool> on_cycle;             ///< per slot
+  std::vector<int> order;      ///< slots: parts first, then kept ops
+  std::vector<bool> on_cycle;  ///< per slot
 };
 
 /// Orders `units` slots given `successors` (Kahn, among the ready the one whose first op comes
@@ -120,7 +120,8 @@ ProgramSplit split_program(const Graph& program) {
     if (!skipped(o) && grown(o))
       for (TensorId in : program.ops[o].inputs) {
         const size_t p = program.tensor(in).producer.index();
-        if (grown(p)) component[static_cast<size_t>(find(component, static_cast<int>(p)))] = find(component, static_cast<int>(o));
+        if (grown(p))
+          component[static_cast<size_t>(find(component, static_cast<int>(p)))] = find(component, static_cast<int>(o));
       }
   std::vector<bool> cut(n_ops, false);  // by component root
   std::vector<int> unit_of_op(n_ops, 0), tensor_unit(n_tensors, 0);
@@ -170,7 +171,8 @@ ProgramSplit split_program(const Graph& program) {
       const size_t s = slot(unit_of_op[o]);
       first_op[s] = std::min(first_op[s], static_cast<int32_t>(o));
       for (TensorId in : program.ops[o].inputs)
-        if (made_by_op[in.index()] && slot(tensor_unit[in.index()]) != s) successors[slot(tensor_unit[in.index()])].insert(s);
+        if (made_by_op[in.index()] && slot(tensor_unit[in.index()]) != s)
+          successors[slot(tensor_unit[in.index()])].insert(s);
     }
     const UnitOrder order = order_units(successors, first_op);
     if (order.order.size() == units) {

@@ -67,8 +67,8 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
     v.bound = std::min(1.0, v.bound + r->bound);
     v.guarantee = v.guarantee && r->guarantee;
     if (!r->guarantee_note.empty())
-      v.guarantee_note += (v.guarantee_note.empty() ? "" : "; ") + std::string("part ") + std::to_string(p + 1) +
-                          ": " + r->guarantee_note;
+      v.guarantee_note += (v.guarantee_note.empty() ? "" : "; ") + std::string("part ") + std::to_string(p + 1) + ": " +
+                          r->guarantee_note;
   }
   v.guarantee = v.guarantee && v.bound <= options.delta;
   v.reference_lax = check_lax(program);
@@ -233,16 +233,16 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   const std::atomic<bool>* stop = control ? &control->stop : nullptr;
   if (stop && stop->load()) {
     result.stop_reason = StopReason::interrupted;
-    result.stop_detail += (result.stop_detail.empty() ? "" : "; ") +
-                          std::string("stopped before the joined μGraphs were verified");
+    result.stop_detail +=
+        (result.stop_detail.empty() ? "" : "; ") + std::string("stopped before the joined μGraphs were verified");
     return result;
   }
   for (Joined& j : joined_graphs) {
     VerifyResult v = joined_verdict(program, j.graph, j.part_verdicts, options.verify);
     if (v.verdict != Verdict::equivalent) {
       ++result.stats.rejected;
-      result.stop_detail += (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") +
-                            v.reason;
+      result.stop_detail +=
+          (result.stop_detail.empty() ? "" : "; ") + std::string("a joined μGraph was rejected: ") + v.reason;
       continue;
     }
     ++result.stats.verified;

@@ -272,8 +272,7 @@ TEST(Codegen, AReshapeNoOutputTakesReadsItsOperandsBuffer) {
   EXPECT_EQ(count(code.source, "stream, d0, o1)"), 1) << code.source;
   EXPECT_EQ(count(code.source, "stream, o1, o0)"), 1) << code.source;
   // The exp's result read by another op as well: the reshape copies it into the output.
-  program = parse_program(
-      "input X[4, 64]\nE = exp(X)\nY = reshape(E, shape=[64, 4])\nO = mul(E, 2)\noutput O, Y\n");
+  program = parse_program("input X[4, 64]\nE = exp(X)\nY = reshape(E, shape=[64, 4])\nO = mul(E, 2)\noutput O, Y\n");
   code = generate_cuda(program, find_cuda_target("sm_90a"));
   EXPECT_EQ(code.kernels, 3);
   EXPECT_EQ(count(code.source, "pre-defined reshape"), 1) << code.source;

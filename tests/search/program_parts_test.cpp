@@ -1,7 +1,6 @@
 // Cutting a program at the ops the generator does not grow, and joining the parts' μGraphs
 // around them (src/search/program_parts.h).
 #include "program_parts.h"
-#include "search_parts.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +12,7 @@
 #include "mugraph/interp.h"
 #include "mugraph/validate.h"
 #include "mugraph/verify.h"
+#include "search_parts.h"
 
 namespace mugraph::search_detail {
 namespace {
@@ -274,9 +274,15 @@ TEST(ProgramParts, RandomProgramsJoinBackToWhatTheyCompute) {
           pool.push_back(g.add(OpKind::mul, {g.add(OpKind::reshape, {g.add(OpKind::reshape, {a}, flat)}, back), a}));
           break;
         }
-        case 0: pool.push_back(g.add(OpKind::exp, {g.add(OpKind::mul, {a}, attrs::scalar(Scalar(0.125)))})); break;
-        case 1: pool.push_back(g.add(OpKind::add, {a, b})); break;
-        case 2: pool.push_back(g.add(OpKind::sqr, {a})); break;
+        case 0:
+          pool.push_back(g.add(OpKind::exp, {g.add(OpKind::mul, {a}, attrs::scalar(Scalar(0.125)))}));
+          break;
+        case 1:
+          pool.push_back(g.add(OpKind::add, {a, b}));
+          break;
+        case 2:
+          pool.push_back(g.add(OpKind::sqr, {a}));
+          break;
         case 3:
           at.shape = Shape{sa.numel()};
           if (sa.rank() == 1) at.shape = Shape{4, sa.numel() / 4};
@@ -296,7 +302,9 @@ TEST(ProgramParts, RandomProgramsJoinBackToWhatTheyCompute) {
           at.to = sa[sa.rank() - 1] % 2 == 0 ? 2 : 1;
           pool.push_back(g.add(OpKind::sum, {a}, at));
           break;
-        default: pool.push_back(g.add(OpKind::mul, {a, b})); break;
+        default:
+          pool.push_back(g.add(OpKind::mul, {a, b}));
+          break;
       }
     }
     g.mark_output(pool.back(), "O");
