@@ -110,19 +110,24 @@ ProgramSplit split_program(const Graph& program) {
     op_stage[o] = stage;
     for (TensorId out : op.outputs) tensor_stage[out.index()] = grown(o) ? stage : stage + 1;
   }
+  // Sets of grown ops: each joined with the grown ops it reads where `joins(p, o)`.
+  auto join_grown = [&](std::vector<int>& sets, const std::function<bool(size_t, size_t)>& joins) {
+    sets.resize(n_ops);
+    std::iota(sets.begin(), sets.end(), 0);
+    for (size_t o = 0; o < n_ops; ++o)
+      if (!skipped(o) && grown(o))
+        for (TensorId in : program.ops[o].inputs) {
+          const size_t p = program.tensor(in).producer.index();
+          if (grown(p) && joins(p, o))
+            sets[static_cast<size_t>(find(sets, static_cast<int>(p)))] = find(sets, static_cast<int>(o));
+        }
+  };
   // Grown ops that pass each other tensors make one part: a component. A component that would
   // read, through kept ops, what it makes itself (its unit on a cycle) is cut by stage, which no
   // such path stays within (a kept op on it raises the stage). Cut components are cut again
   // until no cycle is left; with every component cut there is none.
-  std::vector<int> component(n_ops);
-  std::iota(component.begin(), component.end(), 0);
-  for (size_t o = 0; o < n_ops; ++o)
-    if (!skipped(o) && grown(o))
-      for (TensorId in : program.ops[o].inputs) {
-        const size_t p = program.tensor(in).producer.index();
-        if (grown(p))
-          component[static_cast<size_t>(find(component, static_cast<int>(p)))] = find(component, static_cast<int>(o));
-      }
+  std::vector<int> component;
+  join_grown(component, [](size_t, size_t) { return true; });
   std::vector<bool> cut(n_ops, false);  // by component root
   std::vector<int> unit_of_op(n_ops, 0), tensor_unit(n_tensors, 0);
   std::vector<bool> made_by_op(n_tensors, false);
@@ -130,16 +135,10 @@ ProgramSplit split_program(const Graph& program) {
     for (TensorId out : program.ops[o].outputs) made_by_op[out.index()] = program.ops[o].kind != OpKind::input;
   ProgramSplit split;
   for (;;) {
-    std::vector<int> parent(n_ops);
-    std::iota(parent.begin(), parent.end(), 0);
-    for (size_t o = 0; o < n_ops; ++o)
-      if (!skipped(o) && grown(o))
-        for (TensorId in : program.ops[o].inputs) {
-          const size_t p = program.tensor(in).producer.index();
-          if (!grown(p)) continue;
-          if (cut[static_cast<size_t>(find(component, static_cast<int>(o)))] && op_stage[p] != op_stage[o]) continue;
-          parent[static_cast<size_t>(find(parent, static_cast<int>(p)))] = find(parent, static_cast<int>(o));
-        }
+    std::vector<int> parent;
+    join_grown(parent, [&](size_t p, size_t o) {
+      return !cut[static_cast<size_t>(find(component, static_cast<int>(o)))] || op_stage[p] == op_stage[o];
+    });
     split = ProgramSplit{};
     std::vector<int> part_of_root(n_ops, -1);
     for (size_t o = 0; o < n_ops; ++o) {
