@@ -129,7 +129,9 @@ ProgramSplit split_program(const Graph& program) {
   std::vector<int> component;
   join_grown(component, [](size_t, size_t) { return true; });
   std::vector<bool> cut(n_ops, false);  // by component root
-  std::vector<int> unit_of_op(n_ops, 0), tensor_unit(n_tensors, 0);
+  std::vector<int> unit_of_op(n_ops, 0);
+  // The unit that makes a tensor: its producer's.
+  auto tensor_unit = [&](TensorId t) { return unit_of_op[program.tensor(t).producer.index()]; };
   std::vector<bool> made_by_op(n_tensors, false);
   for (size_t o = 0; o < n_ops; ++o)
     for (TensorId out : program.ops[o].outputs) made_by_op[out.index()] = program.ops[o].kind != OpKind::input;
@@ -156,8 +158,6 @@ ProgramSplit split_program(const Graph& program) {
       unit_of_op[o] = part_of_root[root];
       split.parts[static_cast<size_t>(part_of_root[root])].ops.push_back(OpId(static_cast<int32_t>(o)));
     }
-    for (size_t o = 0; o < n_ops; ++o)
-      for (TensorId out : program.ops[o].outputs) tensor_unit[out.index()] = unit_of_op[o];
     // Slots: parts first, then kept ops.
     const size_t units = split.parts.size() + split.kept.size();
     auto slot = [&](int unit) {
@@ -170,8 +170,7 @@ ProgramSplit split_program(const Graph& program) {
       const size_t s = slot(unit_of_op[o]);
       first_op[s] = std::min(first_op[s], static_cast<int32_t>(o));
       for (TensorId in : program.ops[o].inputs)
-        if (made_by_op[in.index()] && slot(tensor_unit[in.index()]) != s)
-          successors[slot(tensor_unit[in.index()])].insert(s);
+        if (made_by_op[in.index()] && slot(tensor_unit(in)) != s) successors[slot(tensor_unit(in))].insert(s);
     }
     const UnitOrder order = order_units(successors, first_op);
     if (order.order.size() == units) {
@@ -190,8 +189,6 @@ ProgramSplit split_program(const Graph& program) {
                                   : -1 - static_cast<int>(static_cast<size_t>(s) - renumber.size()));
       for (size_t o = 0; o < n_ops; ++o)
         if (!skipped(o) && grown(o)) unit_of_op[o] = renumber[static_cast<size_t>(unit_of_op[o])];
-      for (size_t o = 0; o < n_ops; ++o)
-        for (TensorId out : program.ops[o].outputs) tensor_unit[out.index()] = unit_of_op[o];
       break;
     }
     bool more = false;
@@ -209,8 +206,7 @@ ProgramSplit split_program(const Graph& program) {
   std::vector<bool> read_outside(n_tensors, false);
   for (size_t o = 0; o < n_ops; ++o)
     for (TensorId in : program.ops[o].inputs)
-      if (!skipped(o) && made_by_op[in.index()] && tensor_unit[in.index()] != unit_of_op[o])
-        read_outside[in.index()] = true;
+      if (!skipped(o) && made_by_op[in.index()] && tensor_unit(in) != unit_of_op[o]) read_outside[in.index()] = true;
   std::set<std::string> names;
   for (const Op& op : program.ops)
     if (op.kind == OpKind::input) names.insert(op.attrs.name);

@@ -92,9 +92,9 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   SearchResult result;
   for (OpId k : split.kept) result.kept_ops.push_back(kept_op_summary(program, k));
   if (options.resume) {
+    if (options.checkpoint_path.empty()) throw UserError("search: --resume needs a checkpoint file");
     bool any = false;
     for (size_t p = 0; p < n; ++p) any |= std::filesystem::exists(part_checkpoint_path(options.checkpoint_path, p));
-    if (options.checkpoint_path.empty()) throw UserError("search: --resume needs a checkpoint file");
     if (!any)
       throw UserError(options.checkpoint_path + ": no checkpoint to resume from (this program is searched in parts, " +
                       "whose checkpoints are " + part_checkpoint_path(options.checkpoint_path, 0) + " and on)");
