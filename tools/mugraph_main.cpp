@@ -520,7 +520,13 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
     std::cout << "  " << r.worse_key
               << " candidates found before the bytes bound tightened move more bytes or take more kernels than the "
                  "best verified one: not reported\n";
-  if (!r.kept_ops.empty()) {
+  if (!r.lifted_repeats.empty()) {
+    std::cout << "  read as broadcasts, never copied:";
+    for (size_t i = 0; i < r.lifted_repeats.size(); ++i) std::cout << (i ? ", " : " ") << r.lifted_repeats[i];
+    std::cout << "\n";
+  }
+  for (const std::string& k : r.kept_repeats) std::cout << "  kept as a copy: " << k << "\n";
+  if (!r.kept_ops.empty() || !r.parts.empty()) {
     std::cout << "  searched in " << r.parts.size() << (r.parts.size() == 1 ? " part" : " parts") << " around "
               << r.kept_ops.size() << (r.kept_ops.size() == 1 ? " op" : " ops")
               << " the generator does not grow, each kept as a pre-defined kernel:";
@@ -544,7 +550,7 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
         std::cout << "nothing verified, its ops run as they are\n";
     }
   }
-  if (r.retile.seeds > 0 && r.kept_ops.empty())
+  if (r.retile.seeds > 0 && r.parts.empty())
     std::cout << "  retiled " << r.retile.seeds << " structures in " << sci(r.retile.seconds)
               << " s: " << r.retile.configs << " configurations, " << r.retile.complete << " complete, "
               << r.retile.kept << " kept; best estimate " << sci(r.retile.best_before_us) << " -> "

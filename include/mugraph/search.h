@@ -297,6 +297,14 @@ struct SearchResult {
   /// whole.
   std::vector<std::string> kept_ops;
   std::vector<SearchPartResult> parts;
+  /// Repeats the search read as broadcasts ("repeat (KR)"): the program was rewritten so that
+  /// what reads them reads the unrepeated tensor, and the copies are never written
+  /// (docs/search.md, "Repeats as broadcasts"). The rewrite is searched in parts around its
+  /// views, and `top` is verified against the program as it was given.
+  std::vector<std::string> lifted_repeats;
+  /// Repeats read by ops the generator grows that stayed copies, each with why: "repeat (R):
+  /// sum (S) sums over the repeated dimension".
+  std::vector<std::string> kept_repeats;
 };
 
 /// External control of a running search (signal handlers set `stop`).

@@ -4,6 +4,7 @@ optimized μGraph is called with the function's own arguments."""
 
 from __future__ import annotations
 
+import math
 import operator
 import re
 from typing import Callable, Optional
@@ -183,7 +184,8 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     """Captures fn (a function or torch.nn.Module) with torch.fx, runs it on example_inputs (a
     tuple of tensors) to learn every shape, and maps its ops to a Program: matmul and @, + − × ÷
     (with tensors or numbers), exp, sqrt, rsqrt, square and ** 2, sum and mean, silu, relu,
-    gelu, reshape and view, repeat, cat, nn.Linear, nn.RMSNorm and F.rms_norm. Module parameters
+    gelu, reshape and view (and unsqueeze, squeeze, flatten, x[:, None]), repeat, expand,
+    repeat_interleave, cat, nn.Linear, nn.RMSNorm and F.rms_norm. Module parameters
     become program inputs bound to the module (Program.bindings). An op outside that list raises
     MugraphError naming the op and the source line it came from."""
     import torch
@@ -298,6 +300,12 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             return result
         if name == "repeat":
             return repeat(x, args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1])
+        if name in ("unsqueeze", "squeeze", "flatten", "unflatten"):
+            return mg.reshape(x, list(result.shape))  # the same elements in the same order
+        if name == "expand":
+            return expand(x, list(result.shape))
+        if name == "repeat_interleave":
+            return repeat_interleave(n, *args, **kwargs)
         if name in METHODS:
             return METHODS[name](n, *args, **kwargs)
         raise _Unsupported(f"method Tensor.{name} is not supported")
@@ -310,6 +318,27 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             if t != 1:
                 x = mg.repeat(x, dim=d, times=t)
         return x
+
+    def expand(x, shape):
+        # Extent-1 dims (and new leading ones) broadcast to the result's: copies, as repeat
+        # makes them; the search reads them back as broadcasts where it can.
+        if len(shape) > x.ndim:
+            x = mg.reshape(x, [1] * (len(shape) - x.ndim) + list(x.shape))
+        for d, (have, want) in enumerate(zip(list(x.shape), shape)):
+            if have != want:
+                x = mg.repeat(x, dim=d, times=want)
+        return x
+
+    def repeat_interleave(n, x, repeats, dim=None, output_size=None):
+        # Each element `repeats` times in a row along dim: a unit dim after it, repeated, merged.
+        if not isinstance(repeats, int):
+            raise _Unsupported("repeat_interleave with a tensor of repeats is not supported (an int is)")
+        if dim is None:
+            x, dim = mg.reshape(x, [math.prod(x.shape)]), 0
+        dim %= x.ndim
+        s = list(x.shape)
+        x = mg.repeat(mg.reshape(x, s[:dim + 1] + [1] + s[dim + 1:]), dim=dim + 1, times=repeats)
+        return mg.reshape(x, s[:dim] + [s[dim] * repeats] + s[dim + 1:])
 
     def pow_(n, x, e):
         if not isinstance(x, Tensor) and not isinstance(e, Tensor):
@@ -360,7 +389,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
 
     def getitem(n, x, i):
         if isinstance(x, Tensor):
-            raise _Unsupported("indexing a tensor is not supported")
+            raise _Unsupported("indexing a tensor is not supported (beyond full slices and None)")
         return x[i]
 
     def linear(n, x, weight, bias=None):
@@ -396,8 +425,15 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     }
 
     def convert_function(n, target, args, kwargs, result):
-        if target is torch.reshape:
+        if target in (torch.reshape, torch.unsqueeze, torch.squeeze, torch.flatten):
             return mg.reshape(args[0], list(result.shape))
+        if target is operator.getitem and isinstance(args[0], Tensor):
+            # x[:, :, None] and the like: full slices, new axes and ellipses alone are a reshape.
+            index = args[1] if isinstance(args[1], tuple) else (args[1],)
+            if all(k is None or k is Ellipsis or k == slice(None) for k in index):
+                return mg.reshape(args[0], list(result.shape))
+        if target is torch.repeat_interleave:
+            return repeat_interleave(n, *args, **kwargs)
         if target is getattr and not isinstance(args[0], Tensor):
             return result
         if target is getattr and args[1] in ("T", "mT", "H", "mH"):

@@ -101,7 +101,9 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"bound_ratio", o.model_bound_ratio},
                   {"block_cache_bytes", o.block_cache_bytes},
                   {"verify_delta", o.verify.delta}};
-  if (!r.kept_ops.empty()) {
+  if (!r.lifted_repeats.empty()) j["lifted_repeats"] = r.lifted_repeats;
+  if (!r.kept_repeats.empty()) j["kept_repeats"] = r.kept_repeats;
+  if (!r.kept_ops.empty() || !r.parts.empty()) {
     j["kept_ops"] = r.kept_ops;
     nlohmann::ordered_json parts = nlohmann::ordered_json::array();
     for (const SearchPartResult& p : r.parts) {

@@ -17,6 +17,7 @@
 
 #include "checkpoint.h"
 #include "generator.h"
+#include "lift_repeats.h"
 #include "memory.h"
 #include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
@@ -740,7 +741,15 @@ class Driver {
 }  // namespace
 
 SearchResult search(const Graph& program, const SearchOptions& options, SearchControl* control) {
-  if (searched_in_parts(program)) return search_in_parts(program, options, control);
+  // Repeats become broadcasts first where they can (lift_repeats.h): the rewritten program is
+  // searched, and its μGraphs are checked against this one.
+  RepeatLift lift = lift_repeats(program);
+  if (!lift.lifted.empty() || searched_in_parts(lift.program)) {
+    SearchResult r = search_in_parts(lift.program, options, control, program);
+    r.lifted_repeats = std::move(lift.lifted);
+    r.kept_repeats = std::move(lift.kept);
+    return r;
+  }
   SearchContext ctx(program, options);
   Driver driver(ctx, control);
   return driver.run();

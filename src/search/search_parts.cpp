@@ -85,7 +85,8 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
   return v;
 }
 
-SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control) {
+SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control,
+                             const Graph& reference) {
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
   const ProgramSplit split = split_program(program);
   const size_t n = split.parts.size();
@@ -238,7 +239,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
     return result;
   }
   for (Joined& j : joined_graphs) {
-    VerifyResult v = joined_verdict(program, j.graph, j.part_verdicts, options.verify);
+    VerifyResult v = joined_verdict(reference, j.graph, j.part_verdicts, options.verify);
     if (v.verdict != Verdict::equivalent) {
       ++result.stats.rejected;
       result.stop_detail +=

@@ -27,8 +27,10 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
 /// makes what a part reads first, with an even share of the time the earlier parts left; then
 /// the μGraphs that join the parts' verified ones around the kept ops (each part's best, and
 /// each part's others beside the other parts' best), ranked by the cost model and verified
-/// by joined_verdict. A stop ends it after the part it stops (the later parts are not
-/// searched; each part's checkpoint resumes it).
-SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control);
+/// by joined_verdict against `reference` (the program as the user gave it, of which `program`
+/// is a rewrite: lift_repeats.h). A stop ends it after the part it stops (the later parts are
+/// not searched; each part's checkpoint resumes it).
+SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control,
+                             const Graph& reference);
 
 }  // namespace mugraph::search_detail

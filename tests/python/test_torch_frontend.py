@@ -112,6 +112,36 @@ def test_a_module_with_reshapes_is_superoptimized_in_parts():
     assert best.verify().verdict == "equivalent"
 
 
+@pytest.mark.parametrize("form", ["expand", "repeat_interleave"])
+def test_group_query_attention_with_repeated_keys_is_one_kernel(form):
+    # Hugging Face's repeat_kv (x[:, :, None].expand(...).reshape(...)) and repeat_interleave:
+    # the search reads the key/value heads through a broadcast and never writes the copies.
+    import torch
+
+    def repeat_kv(x, n_rep):
+        b, h, s, d = x.shape
+        if form == "expand":
+            return x[:, :, None, :, :].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+        return torch.repeat_interleave(x, n_rep, dim=1)
+
+    def attention(q, k_t, v):  # K stored transposed: the program format has no transpose op
+        s = torch.exp((q @ repeat_kv(k_t, 4)) * 0.125)
+        return (s @ repeat_kv(v, 4)) / s.sum(-1, keepdim=True)
+
+    torch.manual_seed(3)
+    q = torch.randn(1, 8, 16, 32, dtype=torch.float16)
+    k_t = torch.randn(1, 2, 32, 64, dtype=torch.float16)
+    v = torch.randn(1, 2, 64, 32, dtype=torch.float16)
+    p = mugraph.from_torch(attention, (q, k_t, v))
+    assert "repeat(" in p.text
+    best = mugraph.superoptimize(p, time_limit=30, threads=2, top=2)
+    assert len(best.report["lifted_repeats"]) == 2
+    assert best.report["top"][0]["kernels"] == 1
+    want = attention(q.float(), k_t.float(), v.float()).numpy()
+    assert_close_f16(best(q, k_t, v).float().numpy(), want)
+    assert best.verify().verdict == "equivalent"
+
+
 def test_more_ops_map():
     import torch
 

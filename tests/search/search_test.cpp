@@ -489,19 +489,22 @@ output Y, O
 }
 
 TEST(Search, AProgramWithLayoutOpsIsSearchedInPartsAroundThem) {
-  // The reshape and the repeat are kept as pre-defined kernels; the matmul before them and the
-  // norm after them are searched as programs of their own and joined around them.
+  // The reshape and the repeat are kept as pre-defined kernels (the norm sums over the
+  // repeated dim, so the repeat is no broadcast); the matmul before them and the norm after them
+  // are searched as programs of their own and joined around them.
   const Graph program = parse_program(R"(
 input X[4, 64]
 input W[64, 64]
 Y = reshape(matmul(X, W), shape=[4, 4, 16])
-R = repeat(Y, dim=0, times=2)
-O = div(R, sqrt(div(sum(sqr(R), dim=2), 16)))
+R = repeat(Y, dim=2, times=2)
+O = div(R, sqrt(div(sum(sqr(R), dim=2), 32)))
 output O
 )");
   SearchResult r = search(program, limits(2, 1, 8));
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   EXPECT_EQ(r.kept_ops, (std::vector<std::string>{"reshape (Y)", "repeat (R)"}));
+  EXPECT_TRUE(r.lifted_repeats.empty());
+  EXPECT_EQ(r.kept_repeats, (std::vector<std::string>{"repeat (R): sum sums over the repeated dimension"}));
   ASSERT_EQ(r.parts.size(), 2u);
   for (const SearchPartResult& p : r.parts) {
     EXPECT_TRUE(p.searched);
@@ -522,6 +525,38 @@ output O
   EXPECT_EQ(report["kept_ops"].size(), 2u);
   EXPECT_EQ(report["parts"][1]["outputs"][0], "O");
   EXPECT_EQ(report["parts"][0]["stop_reason"], "exhausted");
+  EXPECT_EQ(report["kept_repeats"].size(), 1u);
+  EXPECT_FALSE(report.contains("lifted_repeats"));
+}
+
+TEST(Search, RepeatedKeysAndValuesAreReadThroughABroadcastAndTheAttentionIsOneKernel) {
+  // Group-query attention with its 2 key/value heads tiled to 8: searched as the rewrite that
+  // reads them through a broadcast (lift_repeats.h), so no kernel writes the copies; the μGraphs
+  // are verified against the program as written.
+  const Graph program = parse_program(R"(
+input Q[8, 16, 32]
+input K[2, 32, 64]
+input V[2, 64, 32]
+KR = repeat(K, dim=0, times=4)
+VR = repeat(V, dim=0, times=4)
+S = exp(mul(matmul(Q, KR), 0.125))
+O = div(matmul(S, VR), sum(S, dim=2))
+output O
+)");
+  const SearchOptions options = limits(2, 1, 8);
+  SearchResult r = search(program, options);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  EXPECT_EQ(r.lifted_repeats, (std::vector<std::string>{"repeat (KR)", "repeat (VR)"}));
+  EXPECT_TRUE(r.kept_repeats.empty());
+  ASSERT_EQ(r.parts.size(), 1u);
+  EXPECT_EQ(r.parts[0].outputs, (std::vector<std::string>{"O_split"}));
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  expect_computes_program(program, r.top.front().graph);
+  EXPECT_EQ(count_kind(r.top.front().graph, OpKind::repeat), 0);
+  EXPECT_EQ(r.top.front().metrics.kernels, 1);
+  nlohmann::json report = nlohmann::json::parse(search_report_json(r, options));
+  EXPECT_EQ(report["lifted_repeats"].size(), 2u);
 }
 
 TEST(Search, ASumToSeveralValuesAloneIsItsOwnBestMuGraph) {
