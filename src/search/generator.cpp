@@ -399,9 +399,17 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
   }
   std::vector<Dim3> grids;
   for (int64_t x : xs) grids.push_back(Dim3{x, 1, 1});
+  // An input's batch dim: its first dim before the two matrix dims that is more than 1, so that
+  // a program with leading unit dims (batch size 1 in PyTorch's [b, h, s, d]) has the same
+  // grids as the one without them.
+  auto batch_dim = [](const Shape& s) {
+    for (int d = 0; d + 2 < s.rank(); ++d)
+      if (s[d] > 1) return d;
+    return -1;
+  };
   std::set<int64_t> batches;
   for (const Shape& s : shapes)
-    if (s.rank() >= 3 && s[0] > 1) batches.insert(s[0]);
+    if (batch_dim(s) >= 0) batches.insert(s[batch_dim(s)]);
   for (int64_t b : batches)
     for (int64_t x : xs)
       if (x * b <= kMaxBlocks) grids.push_back(Dim3{x, b, 1});
@@ -439,7 +447,7 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
           dims[static_cast<size_t>(ax)] = {static_cast<int8_t>(kPhi)};
           if (grid[ax] == 1) continue;
           if (ax == 1 && grid.z > 1) {
-            if (s.rank() >= 3 && s[0] == grid.y) dims[1] = {0};
+            if (batch_dim(s) >= 0 && s[batch_dim(s)] == grid.y) dims[1] = {static_cast<int8_t>(batch_dim(s))};
             continue;
           }
           for (int d = 0; d < s.rank(); ++d)

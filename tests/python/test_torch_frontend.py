@@ -142,6 +142,25 @@ def test_group_query_attention_with_repeated_keys_is_one_kernel(form):
     assert best.verify().verdict == "equivalent"
 
 
+def test_views_expand_and_repeat_interleave_map():
+    import torch
+
+    def f(x):
+        a = x[:, None].expand(4, 3, 8).flatten(0, 1)  # each row 3 times in a row
+        b = torch.repeat_interleave(x, 3, dim=0)
+        c = x.unsqueeze(0).expand(3, 4, 8).reshape(12, 8)  # x tiled 3 times
+        return (a + b.unsqueeze(1).squeeze(1)) * c, x.repeat_interleave(2)
+
+    x = torch.randn(4, 8)
+    p = mugraph.from_torch(f, (x,))
+    for got, want in zip(p(x), f(x)):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+
+    with pytest.raises(mugraph.MugraphError, match="indexing a tensor is not supported"):
+        mugraph.from_torch(lambda y: y[0] * 2, (x,))
+
+
 def test_more_ops_map():
     import torch
 

@@ -147,6 +147,28 @@ TEST(KernelConfigs, BatchedInputsGetThreeDimensionalGrids) {
   }
 }
 
+TEST(KernelConfigs, LeadingUnitDimsLeaveTheGridsOfTheBatchDimAfterThem) {
+  // PyTorch's [batch 1, heads, queries, head dim]: the heads are the batch dim the (x, heads, z)
+  // grids split, as they are without the unit dim.
+  Graph g;
+  g.add_input("Q", {1, 2, 16, 8}, DType::f16);
+  g.add_input("K", {1, 2, 8, 64}, DType::f16);
+  OperandIndexUse use;
+  use.contracted = {{false, false, false, true}, {false, false, true, false}};
+  use.index = {{0, 1, 2, 3}, {0, 1, 3, 4}};  // batch, heads, queries, head dim, keys
+  use.stack_slot = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+  std::vector<KernelConfig> configs = kernel_configs(g, {TensorId(0), TensorId(1)}, &use);
+  constexpr int8_t P = kPhi;
+  EXPECT_TRUE(std::any_of(configs.begin(), configs.end(), [&](const KernelConfig& c) {
+    return c.grid == Dim3{8, 2, 2} && c.imaps[0] == std::array<int8_t, 3>{P, 1, 2} &&
+           c.imaps[1] == std::array<int8_t, 3>{3, 1, P};
+  }));
+  for (const KernelConfig& c : configs) {
+    if (c.grid.z == 1) continue;
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(c.imaps[i][1], 1) << "y splits every operand's heads";
+  }
+}
+
 TEST(OpRank, OrdersByLargestOperandThenKind) {
   Graph g = parse_program("input X[4, 64]\ninput G[64]\nA = exp(X)\nB = mul(X, G)\nC = exp(G)\nD = sqr(X)\noutput B\n");
   auto rank_of = [&](int op) { return op_rank(g, g.ops[static_cast<size_t>(op)]); };
