@@ -170,7 +170,12 @@ TensorId append_or_check(Graph& g, OpKind kind, std::vector<TensorId> ins, const
   return g.op(*made).outputs[0];
 }
 
+/// `t` viewed at `shape`. A reshape of a reshape reads the first one's operand: the chain is
+/// one view, and a program output made by one reshape of a kernel's result is written in
+/// place by that kernel (a chain of two would be copied).
 TensorId reshaped(Graph& g, TensorId t, const Shape& shape) {
+  const Op& producer = g.op(g.tensor(t).producer);
+  if (producer.kind == OpKind::reshape) t = producer.inputs[0];
   if (g.type(t).shape == shape) return t;
   OpAttrs a;
   a.shape = shape;
@@ -217,8 +222,10 @@ Graph apply_lift(const Graph& g, const Source& src, const Plan& plan) {
       // As it was (the source too: dead unless something still reads it merged).
       std::vector<TensorId> ins;
       for (TensorId in : op.inputs) ins.push_back(as_was[in.index()]);
-      const TensorId t = append_or_check(out, op.kind, ins, op.attrs);
-      out.tensors[t.index()].name = g.tensor(op.outputs[0]).name;
+      const TensorId t = op.kind == OpKind::reshape && plan.dim.count(op.inputs[0])
+                             ? reshaped(out, ins[0], op.attrs.shape)  // reads a value merged back
+                             : append_or_check(out, op.kind, ins, op.attrs);
+      if (out.tensors[t.index()].name.empty()) out.tensors[t.index()].name = g.tensor(op.outputs[0]).name;
       as_was[op.outputs[0].index()] = t;
       if (OpId{static_cast<int32_t>(o)} == src.op) {
         split[src.m.index()] = view(src.x, src.x_shape);

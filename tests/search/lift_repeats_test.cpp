@@ -110,6 +110,25 @@ output O
   EXPECT_EQ(r.program.output_names, (std::vector<std::string>{"O"}));
 }
 
+TEST(LiftRepeats, AValueMergedBackIntoAReshapeIsOneView) {
+  // O merged back and reshaped to V: one reshape of the repeat, which the repeat's kernel writes
+  // in place as the output (two reshapes in a row would make the second a copy).
+  const Graph program = parse_program(R"(
+input Z[4, 32]
+Q = repeat(sqrt(exp(Z)), dim=0, times=2)
+O = add(Q, 1)
+V = reshape(O, shape=[4, 64])
+output V
+)");
+  const RepeatLift r = lift_repeats(program);
+  EXPECT_EQ(r.lifted, (std::vector<std::string>{"repeat (Q)"}));
+  expect_same_function(program, r.program);
+  const Op& last = r.program.op(r.program.tensor(r.program.outputs[0]).producer);
+  ASSERT_EQ(last.kind, OpKind::reshape);
+  EXPECT_EQ(r.program.op(r.program.tensor(last.inputs[0]).producer).kind, OpKind::repeat);
+  EXPECT_EQ(count_kind(r.program, OpKind::reshape), 2);  // the view of sqrt(exp(Z)), and V
+}
+
 TEST(LiftRepeats, ARepeatReadAlongItsRepeatedDimensionIsKeptWithTheReason) {
   const Graph sum_over = parse_program(R"(
 input X[4, 16]
