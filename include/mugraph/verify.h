@@ -103,7 +103,9 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
                                      const std::atomic<bool>* stop = nullptr);
 
 /// The floating-point filter alone: both graphs on the same standard-normal inputs (in f32),
-/// max over outputs of max|a − b| / max|b|.
-double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads = 0);
+/// max over outputs of max|a − b| / max|b|. `runs` (optional) keeps the reference's inputs and
+/// outputs for the next candidate.
+double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads = 0,
+                                ReferenceRuns* runs = nullptr);
 
 }  // namespace mugraph

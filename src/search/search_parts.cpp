@@ -47,7 +47,7 @@ std::string part_checkpoint_path(const std::string& path, size_t part) {
 }
 
 VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std::vector<const VerifyResult*>& parts,
-                            const VerifyOptions& options) {
+                            const VerifyOptions& options, ReferenceRuns* runs) {
   VerifyResult v;
   v.verdict = Verdict::equivalent;
   v.seed = options.seed;
@@ -74,7 +74,7 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
   v.reference_lax = check_lax(program);
   v.candidate_lax = check_lax(joined);
   if (options.float_check) {
-    v.float_max_rel_error = float_max_relative_error(program, joined, options.seed, options.threads);
+    v.float_max_rel_error = float_max_relative_error(program, joined, options.seed, options.threads, runs);
     if (!(v.float_max_rel_error <= options.float_tolerance)) {
       v.verdict = Verdict::not_equivalent;
       v.guarantee = false;
@@ -238,8 +238,9 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
         (result.stop_detail.empty() ? "" : "; ") + std::string("stopped before the joined μGraphs were verified");
     return result;
   }
+  ReferenceRuns runs;  // the program's float run, once for every joined μGraph
   for (Joined& j : joined_graphs) {
-    VerifyResult v = joined_verdict(reference, j.graph, j.part_verdicts, options.verify);
+    VerifyResult v = joined_verdict(reference, j.graph, j.part_verdicts, options.verify, &runs);
     if (v.verdict != Verdict::equivalent) {
       ++result.stats.rejected;
       result.stop_detail +=

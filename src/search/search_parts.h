@@ -20,8 +20,9 @@ std::string part_checkpoint_path(const std::string& path, size_t part);
 /// that one of them does not is at most the sum of their bounds: the joined bound. The finite-
 /// field tests are not run again on the whole program (at attention's shapes they doubled the
 /// verification time); its f32 run against the program's (the float filter) checks the joining.
+/// `runs` (optional) keeps the program's float run for the next joined μGraph.
 VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std::vector<const VerifyResult*>& parts,
-                            const VerifyOptions& options);
+                            const VerifyOptions& options, ReferenceRuns* runs = nullptr);
 
 /// search() of such a program: each part searched as a program of its own, in an order that
 /// makes what a part reads first, with an even share of the time the earlier parts left; then

@@ -323,11 +323,13 @@ ReferenceRuns::ReferenceRuns(int64_t kept_input_bytes) : impl_(std::make_unique<
 }
 ReferenceRuns::~ReferenceRuns() = default;
 
-double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads) {
+double float_max_relative_error(const Graph& reference, const Graph& candidate, uint64_t seed, int threads,
+                                ReferenceRuns* runs) {
   std::vector<size_t> perm;
   std::string why = comparability(reference, candidate, perm);
   if (!why.empty()) throw UserError("cannot compare the graphs: " + why);
-  return float_error(reference, candidate, perm, seed, threads);
+  if (runs) runs->impl().bind(reference);
+  return float_error(reference, candidate, perm, seed, threads, runs ? &runs->impl().flt[{seed, threads}] : nullptr);
 }
 
 namespace {
