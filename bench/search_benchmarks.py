@@ -93,7 +93,8 @@ def retile_cell(rep):
         return "—"
     before, after = rt.get("best_before_us"), rt.get("best_after_us")
     if rep.get("parts"):  # each part retiled its own; the whole program has no one estimate
-        return f"{sc.fmt_seconds(rt.get('seconds'))} s, in {len(rep['parts'])} parts"
+        n = len(rep["parts"])
+        return f"{sc.fmt_seconds(rt.get('seconds'))} s, in {n} part{'s' if n != 1 else ''}"
     gain = f" ({before / after:.2f}×)" if before and after and after < before else ""
     return f"{sc.fmt_seconds(rt.get('seconds'))} s: {before:.2f} → {after:.2f} µs{gain}"
 
