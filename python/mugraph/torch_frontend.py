@@ -254,9 +254,15 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             if n.op == "output":
                 outs = self.arg(n.args[0])
                 outs = outs if isinstance(outs, (list, tuple)) else [outs]
+                results = result if isinstance(result, (list, tuple)) else [result]
                 for i, t in enumerate(outs):
                     if not isinstance(t, Tensor):
                         raise _Unsupported(f"output {i} is not a tensor")
+                    if isinstance(results[i], torch.Tensor) and _dtype_of(results[i]) != t.dtype:
+                        raise _Unsupported(
+                            f"output {i} is {results[i].dtype} in PyTorch but {t.dtype} in the program: a cast "
+                            f"(.to, .float, .half) is no op of the program format, so it cannot change an output's "
+                            f"dtype; cast the result after the call")
                     p.output(t, "out" if len(outs) == 1 else f"out{i}")
                 return None
             args = [self.arg(a) for a in n.args]
@@ -294,8 +300,14 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         x = args[0]
         if name in ("view", "reshape"):
             return mg.reshape(x, list(result.shape))
-        if name in ("contiguous", "float", "half", "to") and isinstance(x, Tensor) and _dtype_of(result) == x.dtype:
-            return x
+        if name in ("contiguous", "float", "half", "bfloat16", "to", "type") and isinstance(x, Tensor):
+            # A cast between f16, bf16 and f32 (LlamaRMSNorm's upcast) maps to nothing: the
+            # program format has no cast, each value keeps the dtype its operands give it, and
+            # kernels compute in f32 registers whatever the dtype. An output it would change is
+            # refused below. Other dtypes raise here (_dtype_of).
+            if isinstance(result, torch.Tensor):
+                _dtype_of(result)
+                return x
         if name in ("size",):
             return result
         if name == "repeat":

@@ -74,6 +74,48 @@ def test_rmsnorm_linear_module_becomes_a_program_with_bound_weights():
     assert_close_f16(best(x).float().numpy(), 2 * want)
 
 
+def test_hugging_face_rmsnorm_with_its_float32_upcast_is_superoptimized():
+    # LlamaRMSNorm's forward casts to float32 and back: the casts map to nothing (kernels compute
+    # in f32 registers), and the norm with its projection fuses as the plain form does.
+    import torch
+
+    class LlamaRMSNorm(torch.nn.Module):
+        def __init__(self, hidden_size, eps=1e-6):
+            super().__init__()
+            self.weight = torch.nn.Parameter(1 + 0.1 * torch.randn(hidden_size))
+            self.variance_epsilon = eps
+
+        def forward(self, hidden_states):
+            input_dtype = hidden_states.dtype
+            hidden_states = hidden_states.to(torch.float32)
+            variance = hidden_states.pow(2).mean(-1, keepdim=True)
+            hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+            return self.weight * hidden_states.to(input_dtype)
+
+    class NormProj(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = LlamaRMSNorm(256)
+            self.proj = torch.nn.Linear(256, 64, bias=False)
+
+        def forward(self, x):
+            return self.proj(self.norm(x))
+
+    torch.manual_seed(4)
+    m = NormProj().half()
+    x = torch.randn(16, 256, dtype=torch.float16)
+    p = mugraph.from_torch(m, (x,))
+    assert p.outputs() == [("out", [16, 64], "f16")]
+    best = mugraph.superoptimize(p, time_limit=30, threads=2, top=2)
+    assert best.report["top"][0]["kernels"] == 1
+    want = m.float()(x.float()).detach().numpy()
+    assert_close_f16(best(x).float().numpy(), want)
+
+    # A cast that would change an output's dtype cannot be honoured: refused with the reason.
+    with pytest.raises(mugraph.MugraphError, match="output 0 is torch.float32 in PyTorch but f16"):
+        mugraph.from_torch(lambda y: (y * 2).float(), (x,))
+
+
 def test_gated_mlp_function():
     import torch
 
