@@ -526,11 +526,19 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
     std::cout << "\n";
   }
   for (const std::string& k : r.kept_repeats) std::cout << "  kept as a copy: " << k << "\n";
+  if (!r.cut_at.empty()) {
+    std::cout << "  no candidate for the whole program in " << sci(r.whole_search_seconds)
+              << " s: cut before its chained matmuls at";
+    for (size_t i = 0; i < r.cut_at.size(); ++i) std::cout << (i ? ", " : " ") << r.cut_at[i];
+    std::cout << "\n";
+  }
   if (!r.kept_ops.empty() || !r.parts.empty()) {
-    std::cout << "  searched in " << r.parts.size() << (r.parts.size() == 1 ? " part" : " parts") << " around "
-              << r.kept_ops.size() << (r.kept_ops.size() == 1 ? " op" : " ops")
-              << " the generator does not grow, each kept as a pre-defined kernel:";
-    for (size_t i = 0; i < r.kept_ops.size(); ++i) std::cout << (i ? ", " : " ") << r.kept_ops[i];
+    std::cout << "  searched in " << r.parts.size() << (r.parts.size() == 1 ? " part" : " parts");
+    if (!r.kept_ops.empty()) {
+      std::cout << " around " << r.kept_ops.size() << (r.kept_ops.size() == 1 ? " op" : " ops")
+                << " the generator does not grow, each kept as a pre-defined kernel:";
+      for (size_t i = 0; i < r.kept_ops.size(); ++i) std::cout << (i ? ", " : " ") << r.kept_ops[i];
+    }
     std::cout << "\n";
     for (size_t i = 0; i < r.parts.size(); ++i) {
       const SearchPartResult& p = r.parts[i];

@@ -75,6 +75,10 @@ struct SearchOptions {
   int max_kernel_inputs = 4;
   /// Wall-clock limit in seconds; 0: none.
   double time_limit_seconds = 0;
+  /// The search stops (StopReason::time_limit) if it has found no candidate after this many
+  /// seconds; 0: never. search() sets it for a program it can cut in parts if the whole takes
+  /// too long (docs/search.md, "Programs too large to search whole").
+  double give_up_without_candidate_seconds = 0;
   /// The search stops (StopReason::memory_limit, keeping what it found, as at a time limit) once
   /// the process's resident memory reaches this many bytes. Pending tasks accumulate in a long
   /// search (QKNorm: about 5 GB after 4 minutes on 2 threads), and the kernel's OOM killer would
@@ -305,6 +309,12 @@ struct SearchResult {
   /// Repeats read by ops the generator grows that stayed copies, each with why: "repeat (R):
   /// sum (S) sums over the repeated dimension".
   std::vector<std::string> kept_repeats;
+  /// A program whose whole search found no candidate (in half the time limit, or within the
+  /// limits at all) is searched in parts cut before its chained matmuls (docs/search.md, "Programs too large to search
+  /// whole"): the tensors it was cut at ("t12"), and the seconds the whole search took (also in
+  /// search_seconds). Empty and 0 otherwise.
+  std::vector<std::string> cut_at;
+  double whole_search_seconds = 0;
 };
 
 /// External control of a running search (signal handlers set `stop`).

@@ -93,8 +93,10 @@ UnitOrder order_units(const std::vector<std::set<size_t>>& successors, const std
 
 }  // namespace
 
-ProgramSplit split_program(const Graph& program) {
+ProgramSplit split_program(const Graph& program, const std::vector<TensorId>& cuts) {
   const size_t n_ops = program.ops.size(), n_tensors = program.tensors.size();
+  std::vector<bool> is_cut(n_tensors, false);
+  for (TensorId t : cuts) is_cut[t.index()] = true;
   // Ops that reach no output are left out: a part of them would have no outputs to search for.
   const std::vector<bool> live = live_ops(program);
   auto skipped = [&](size_t o) { return program.ops[o].kind == OpKind::input || !live[o]; };
@@ -108,7 +110,7 @@ ProgramSplit split_program(const Graph& program) {
     int stage = 0;
     for (TensorId in : op.inputs) stage = std::max(stage, tensor_stage[in.index()]);
     op_stage[o] = stage;
-    for (TensorId out : op.outputs) tensor_stage[out.index()] = grown(o) ? stage : stage + 1;
+    for (TensorId out : op.outputs) tensor_stage[out.index()] = grown(o) && !is_cut[out.index()] ? stage : stage + 1;
   }
   // Sets of grown ops: each joined with the grown ops it reads where `joins(p, o)`.
   auto join_grown = [&](std::vector<int>& sets, const std::function<bool(size_t, size_t)>& joins) {
@@ -118,7 +120,7 @@ ProgramSplit split_program(const Graph& program) {
       if (!skipped(o) && grown(o))
         for (TensorId in : program.ops[o].inputs) {
           const size_t p = program.tensor(in).producer.index();
-          if (grown(p) && joins(p, o))
+          if (grown(p) && !is_cut[in.index()] && joins(p, o))
             sets[static_cast<size_t>(find(sets, static_cast<int>(p)))] = find(sets, static_cast<int>(o));
         }
   };
@@ -319,6 +321,24 @@ Graph join_parts(const Graph& program, const ProgramSplit& split, const std::vec
   for (size_t i = 0; i < program.outputs.size(); ++i)
     g.mark_output(at[program.outputs[i].index()], program.output_names[i]);
   return g;
+}
+
+std::vector<TensorId> chained_matmul_operands(const Graph& program) {
+  std::vector<bool> after_matmul(program.tensors.size(), false);
+  std::vector<TensorId> cuts;
+  for (const Op& op : program.ops) {
+    bool after = op.kind == OpKind::matmul;
+    for (TensorId in : op.inputs) after = after || after_matmul[in.index()];
+    for (TensorId out : op.outputs) after_matmul[out.index()] = after;
+    if (op.kind != OpKind::matmul) continue;
+    for (TensorId in : op.inputs) {
+      const Op& producer = program.op(program.tensor(in).producer);
+      if (after_matmul[in.index()] && producer.kind != OpKind::input && generator_grows(producer) &&
+          std::find(cuts.begin(), cuts.end(), in) == cuts.end())
+        cuts.push_back(in);
+    }
+  }
+  return cuts;
 }
 
 std::string kept_op_summary(const Graph& program, OpId op) {

@@ -43,7 +43,15 @@ struct ProgramSplit {
 /// can be searched, and later computed, in one go). A program every op of which the generator
 /// grows is one part. Part inputs are named after the program's inputs, or after the tensor
 /// ("t" and its id where it has no name or its name is taken).
-ProgramSplit split_program(const Graph& program);
+/// `cuts`: tensors the parts are cut at as well, as if a kept op sat on each (its reader is in
+/// another part than its producer unless a path that avoids the cuts joins them).
+ProgramSplit split_program(const Graph& program, const std::vector<TensorId>& cuts = {});
+
+/// The operands of the program's matmuls that a matmul computed, directly or through other
+/// grown ops (the input of a down projection after a gated MLP): where a program too large to
+/// search whole is cut (search.cpp), so that a part chains two matmuls only where other values
+/// join them.
+std::vector<TensorId> chained_matmul_operands(const Graph& program);
 
 /// The μGraph that computes `program` from its split: the kept ops as pre-defined kernels and
 /// each part as `part_graphs[p]`, a μGraph equivalent to parts[p].program (its inputs matched by

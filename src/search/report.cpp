@@ -103,6 +103,10 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"verify_delta", o.verify.delta}};
   if (!r.lifted_repeats.empty()) j["lifted_repeats"] = r.lifted_repeats;
   if (!r.kept_repeats.empty()) j["kept_repeats"] = r.kept_repeats;
+  if (!r.cut_at.empty()) {
+    j["cut_at"] = r.cut_at;
+    j["whole_search_seconds"] = r.whole_search_seconds;
+  }
   if (!r.kept_ops.empty() || !r.parts.empty()) {
     j["kept_ops"] = r.kept_ops;
     nlohmann::ordered_json parts = nlohmann::ordered_json::array();

@@ -22,6 +22,7 @@
 #include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
 #include "mugraph/json.h"
+#include "program_parts.h"
 #include "retile.h"
 #include "search_parts.h"
 #include "thread_pool.h"
@@ -156,6 +157,9 @@ class Driver {
   std::optional<StopReason> limit_reached() const {
     if (control_ && control_->stop.load()) return StopReason::interrupted;
     if (opt_.time_limit_seconds > 0 && elapsed() >= opt_.time_limit_seconds) return StopReason::time_limit;
+    if (opt_.give_up_without_candidate_seconds > 0 && !any_candidate_.load() &&
+        elapsed() >= opt_.give_up_without_candidate_seconds)
+      return StopReason::time_limit;
     if (over_memory_limit()) return StopReason::memory_limit;
     return std::nullopt;
   }
@@ -508,6 +512,7 @@ class Driver {
 
   /// Whether the pool kept it (it was new, and not the worst of a full pool).
   bool add_candidate(FoundCandidate c) {
+    any_candidate_.store(true);
     RankedCandidate r{std::move(c), {}};
     r.json = to_json(r.found.graph);
     const std::pair<int64_t, int> key = bytes_key(r);
@@ -700,6 +705,7 @@ class Driver {
   std::condition_variable cv_;          ///< workers: tasks to take, or the end
   std::condition_variable monitor_cv_;  ///< the monitor: no task runs any more (or an error)
   std::atomic<bool> stop_{false};
+  std::atomic<bool> any_candidate_{false};  ///< for give_up_without_candidate_seconds
   StopReason stop_reason_ = StopReason::exhausted;
   std::exception_ptr error_;
   /// Tasks to run, by floor (Task::floor_us), then by path. The bytes bound gives every task the
@@ -750,9 +756,42 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
     r.kept_repeats = std::move(lift.kept);
     return r;
   }
-  SearchContext ctx(program, options);
-  Driver driver(ctx, control);
-  return driver.run();
+  // A program with chained matmuls (a norm, a gated MLP and its down projection) may be too
+  // large to search whole in the time given, or within the limits: the whole search gives up if
+  // it has found nothing in half the time, and a program whose whole search found nothing is
+  // searched in parts cut before its chained matmuls (docs/search.md, "Programs too large to
+  // search whole"). A resume with part checkpoints goes to the parts at once.
+  std::vector<TensorId> cuts = chained_matmul_operands(program);
+  // Cuts that other values bridge leave one part, the program again: no fallback then.
+  if (!cuts.empty() && split_program(program, cuts).parts.size() < 2) cuts.clear();
+  auto searched_in_parts_before = [&] {
+    return options.resume && !options.checkpoint_path.empty() &&
+           std::filesystem::exists(part_checkpoint_path(options.checkpoint_path, 0));
+  };
+  SearchResult whole;
+  if (cuts.empty() || !searched_in_parts_before()) {
+    SearchOptions o = options;
+    if (!cuts.empty() && options.time_limit_seconds > 0)
+      o.give_up_without_candidate_seconds = options.time_limit_seconds / 2;
+    SearchContext ctx(program, o);
+    Driver driver(ctx, control);
+    whole = driver.run();
+    // Nothing in half the time, or nothing within the limits at all: the parts may fit them.
+    const bool nothing = !cuts.empty() && whole.stats.candidates == 0 &&
+                         (whole.stop_reason == StopReason::time_limit || whole.stop_reason == StopReason::exhausted) &&
+                         !(control && control->stop.load());
+    if (!nothing) return whole;
+  }
+  SearchOptions rest = options;
+  if (options.time_limit_seconds > 0)
+    rest.time_limit_seconds = std::max(options.time_limit_seconds - whole.search_seconds, 1e-3);
+  SearchResult r = search_in_parts(program, rest, control, program, cuts);
+  r.whole_search_seconds = whole.search_seconds;
+  r.search_seconds += whole.search_seconds;
+  r.stats.add(whole.stats);
+  for (TensorId t : cuts)
+    r.cut_at.push_back(program.tensor(t).name.empty() ? "t" + std::to_string(t.value) : program.tensor(t).name);
+  return r;
 }
 
 }  // namespace mugraph

@@ -86,9 +86,9 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
 }
 
 SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control,
-                             const Graph& reference) {
+                             const Graph& reference, const std::vector<TensorId>& cuts) {
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
-  const ProgramSplit split = split_program(program);
+  const ProgramSplit split = split_program(program, cuts);
   const size_t n = split.parts.size();
   SearchResult result;
   for (OpId k : split.kept) result.kept_ops.push_back(kept_op_summary(program, k));
@@ -101,8 +101,11 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
                       "whose checkpoints are " + part_checkpoint_path(options.checkpoint_path, 0) + " and on)");
   }
 
-  // Each part in turn, with an even share of the time the earlier ones left.
+  // Each part in turn, with a share of the time the earlier ones left by its number of ops:
+  // a norm with a gated MLP takes longer to search than the down projection after it.
   std::vector<SearchResult> found(n);
+  size_t ops_left = 0;
+  for (const ProgramPart& part : split.parts) ops_left += part.ops.size();
   std::vector<double> offset(n, 0);
   double searched_seconds = 0;
   for (size_t p = 0; p < n; ++p) {
@@ -118,8 +121,10 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
       const double left = std::max(options.time_limit_seconds - searched_seconds, 0.0);
       // 0 would mean no limit; a part reached with no time left still gets a moment to find its
       // first candidates.
-      o.time_limit_seconds = std::max(left / static_cast<double>(n - p), 1e-3);
+      o.time_limit_seconds =
+          std::max(left * static_cast<double>(part.ops.size()) / static_cast<double>(ops_left), 1e-3);
     }
+    ops_left -= part.ops.size();
     o.checkpoint_path = part_checkpoint_path(options.checkpoint_path, p);
     o.resume = options.resume && std::filesystem::exists(o.checkpoint_path);
     offset[p] = searched_seconds;

@@ -29,9 +29,10 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
 /// the μGraphs that join the parts' verified ones around the kept ops (each part's best, and
 /// each part's others beside the other parts' best), ranked by the cost model and verified
 /// by joined_verdict against `reference` (the program as the user gave it, of which `program`
-/// is a rewrite: lift_repeats.h). A stop ends it after the part it stops (the later parts are
+/// is a rewrite: lift_repeats.h). `cuts`: tensors the parts are cut at besides the kept ops
+/// (split_program). A stop ends it after the part it stops (the later parts are
 /// not searched; each part's checkpoint resumes it).
 SearchResult search_in_parts(const Graph& program, const SearchOptions& options, SearchControl* control,
-                             const Graph& reference);
+                             const Graph& reference, const std::vector<TensorId>& cuts = {});
 
 }  // namespace mugraph::search_detail

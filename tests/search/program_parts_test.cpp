@@ -247,6 +247,48 @@ output O
   EXPECT_NE(v.reason.find("float relative error"), std::string::npos) << v.reason;
 }
 
+TEST(ProgramParts, CutsBeforeChainedMatmulsSeparateWhatNoOtherValueJoins) {
+  // A norm, a gated MLP and its down projection with a residual: cut at the down projection's
+  // operand, two parts.
+  const Graph program = parse_program(R"(
+input X[8, 64]
+input G[64]
+input W1[64, 128]
+input W2[64, 128]
+input W3[128, 64]
+N = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))
+M = mul(silu(matmul(N, W1)), matmul(N, W2))
+O = add(X, matmul(M, W3))
+output O
+)");
+  const std::vector<TensorId> cuts = chained_matmul_operands(program);
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(program.tensor(cuts[0]).name, "M");
+  const ProgramSplit split = split_program(program, cuts);
+  ASSERT_EQ(split.parts.size(), 2u);
+  EXPECT_EQ(split.parts[0].program.output_names, (std::vector<std::string>{"M"}));
+  EXPECT_EQ(input_names(split.parts[1].program), (std::vector<std::string>{"M", "W3", "X"}));
+  EXPECT_TRUE(split.kept.empty());
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+
+  // A value that also reads the first matmul directly joins the parts again.
+  const Graph bridged = parse_program(R"(
+input X[8, 64]
+input W1[64, 64]
+input W2[64, 64]
+H = matmul(X, W1)
+O = add(matmul(exp(H), W2), H)
+output O
+)");
+  const std::vector<TensorId> bridged_cuts = chained_matmul_operands(bridged);
+  ASSERT_EQ(bridged_cuts.size(), 1u);
+  EXPECT_EQ(split_program(bridged, bridged_cuts).parts.size(), 1u);
+  // Inputs and matmuls of inputs alone are never cut.
+  EXPECT_TRUE(
+      chained_matmul_operands(parse_program("input X[8, 64]\ninput W[64, 64]\nO = matmul(X, W)\noutput O\n")).empty());
+}
+
 TEST(ProgramParts, RandomProgramsJoinBackToWhatTheyCompute) {
   // Programs of random ops, grown and kept ones mixed, on random earlier tensors: every split
   // orders its units, and its parts joined back compute the program.

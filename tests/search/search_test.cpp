@@ -633,6 +633,39 @@ output P
   EXPECT_FALSE(r.top.empty());
 }
 
+TEST(Search, AProgramWithNoWholeCandidateIsSearchedInPartsCutBeforeItsChainedMatmuls) {
+  // One kernel op reading at most 2 tensors cannot compute both matmuls (3 inputs), so the whole
+  // search finds nothing; cut before the second matmul, each part is one such kernel.
+  const Graph program = parse_program(R"(
+input X[8, 64]
+input W1[64, 64]
+input W2[64, 64]
+H = exp(mul(matmul(X, W1), 0.125))
+O = matmul(H, W2)
+output O
+)");
+  SearchOptions options = limits(1, 1, 12);
+  options.max_kernel_inputs = 2;
+  SearchResult r = search(program, options);
+  EXPECT_EQ(r.cut_at, (std::vector<std::string>{"H"}));
+  ASSERT_EQ(r.parts.size(), 2u);
+  EXPECT_EQ(r.parts[0].outputs, (std::vector<std::string>{"H"}));
+  EXPECT_TRUE(r.kept_ops.empty());
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  expect_computes_program(program, r.top.front().graph);
+  EXPECT_EQ(r.top.front().metrics.kernels, 2);
+  EXPECT_GE(r.top.front().metrics.graph_defined_kernels, 1);
+  nlohmann::json report = nlohmann::json::parse(search_report_json(r, options));
+  EXPECT_EQ(report["cut_at"][0], "H");
+
+  // Where the whole search finds a μGraph, nothing is cut.
+  SearchResult whole = search(program, limits(1, 1, 12));
+  EXPECT_TRUE(whole.cut_at.empty());
+  EXPECT_TRUE(whole.parts.empty());
+  EXPECT_FALSE(whole.top.empty());
+}
+
 TEST(Search, ProgramWithoutOutputsIsAUserError) {
   Graph g;
   TensorId x = g.add_input("X", {4, 64}, DType::f16);
