@@ -25,8 +25,8 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
                             const VerifyOptions& options, ReferenceRuns* runs = nullptr);
 
 /// search() of such a program: each part searched as a program of its own, in an order that
-/// makes what a part reads first, with an even share of the time the earlier parts left; then
-/// the μGraphs that join the parts' verified ones around the kept ops (each part's best, and
+/// makes what a part reads first, with a share (by its number of ops) of the time the earlier
+/// parts left; then the μGraphs that join the parts' verified ones around the kept ops (each part's best, and
 /// each part's others beside the other parts' best), ranked by the cost model and verified
 /// by joined_verdict against `reference` (the program as the user gave it, of which `program`
 /// is a rewrite: lift_repeats.h). `cuts`: tensors the parts are cut at besides the kept ops

@@ -611,7 +611,7 @@ output O
 }
 
 TEST(Search, APartedSearchSharesItsTimeLimitAmongTheParts) {
-  // Each part gets an even share of what the earlier ones left: the whole stays near the limit.
+  // Each part gets a share of what the earlier ones left: the whole stays near the limit.
   const Graph program = parse_program(R"(
 input X[4, 64]
 input W[64, 64]
