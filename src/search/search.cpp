@@ -777,7 +777,7 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
     Driver driver(ctx, control);
     whole = driver.run();
     // Nothing in half the time, or nothing within the limits at all: the parts may fit them.
-    const bool nothing = !cuts.empty() && whole.stats.candidates == 0 &&
+    const bool nothing = !cuts.empty() && whole.top.empty() &&
                          (whole.stop_reason == StopReason::time_limit || whole.stop_reason == StopReason::exhausted) &&
                          !(control && control->stop.load());
     if (!nothing) return whole;

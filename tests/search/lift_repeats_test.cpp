@@ -9,6 +9,7 @@
 #include "mugraph/interp.h"
 #include "mugraph/validate.h"
 #include "mugraph/verify.h"
+#include "search_fixtures.h"
 
 namespace mugraph::search_detail {
 namespace {
@@ -43,23 +44,13 @@ void expect_same_function(const Graph& program, const Graph& lifted) {
 }
 
 TEST(LiftRepeats, GroupQueryAttentionReadsKeysAndValuesThroughABroadcast) {
-  // 8 query heads, 2 key/value heads tiled to 8: head h reads K[h mod 2].
-  const Graph program = parse_program(R"(
-input Q[8, 32, 64]
-input K[2, 64, 128]
-input V[2, 128, 64]
-KR = repeat(K, dim=0, times=4)
-VR = repeat(V, dim=0, times=4)
-S = exp(mul(matmul(Q, KR), 0.125))
-O = div(matmul(S, VR), sum(S, dim=2))
-output O
-)");
+  const Graph program = parse_program(search_testing::kTiledGqaSmall);
   const RepeatLift r = lift_repeats(program);
   EXPECT_EQ(r.lifted, (std::vector<std::string>{"repeat (KR)", "repeat (VR)"}));
   EXPECT_TRUE(r.kept.empty());
   expect_same_function(program, r.program);
-  // No copies: Q viewed as [4, 2, 32, 64], K and V as [1, 2, ...], O merged back from
-  // [4, 2, 32, 64]. The four reshapes are views.
+  // No copies: Q viewed as [4, 2, 16, 32], K and V as [1, 2, ...], O merged back from
+  // [4, 2, 16, 32]. The four reshapes are views.
   EXPECT_EQ(count_kind(r.program, OpKind::repeat), 0);
   EXPECT_EQ(count_kind(r.program, OpKind::reshape), 4);
   for (const Op& op : r.program.ops) {

@@ -23,6 +23,19 @@ O = matmul(Y, W)
 output O
 )";
 
+/// Group-query attention with its 2 key/value heads tiled to 8 query heads (head h reads
+/// K[h mod 2]), at a small shape: what lift_repeats reads through a broadcast.
+inline constexpr const char* kTiledGqaSmall = R"(
+input Q[8, 16, 32]
+input K[2, 32, 64]
+input V[2, 64, 32]
+KR = repeat(K, dim=0, times=4)
+VR = repeat(V, dim=0, times=4)
+S = exp(mul(matmul(Q, KR), 0.125))
+O = div(matmul(S, VR), sum(S, dim=2))
+output O
+)";
+
 /// The paper's nTrans at a small shape: norm(X + α ⊙ norm(H − X)), norm(v) = v / sqrt(sum(v²,
 /// dim=1) / 64).
 inline constexpr const char* kNTransSmall = R"(

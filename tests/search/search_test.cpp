@@ -533,16 +533,7 @@ TEST(Search, RepeatedKeysAndValuesAreReadThroughABroadcastAndTheAttentionIsOneKe
   // Group-query attention with its 2 key/value heads tiled to 8: searched as the rewrite that
   // reads them through a broadcast (lift_repeats.h), so no kernel writes the copies; the μGraphs
   // are verified against the program as written.
-  const Graph program = parse_program(R"(
-input Q[8, 16, 32]
-input K[2, 32, 64]
-input V[2, 64, 32]
-KR = repeat(K, dim=0, times=4)
-VR = repeat(V, dim=0, times=4)
-S = exp(mul(matmul(Q, KR), 0.125))
-O = div(matmul(S, VR), sum(S, dim=2))
-output O
-)");
+  const Graph program = parse_program(search_testing::kTiledGqaSmall);
   const SearchOptions options = limits(2, 1, 8);
   SearchResult r = search(program, options);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
