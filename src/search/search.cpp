@@ -785,12 +785,7 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
   SearchOptions rest = options;
   if (options.time_limit_seconds > 0)
     rest.time_limit_seconds = std::max(options.time_limit_seconds - whole.search_seconds, 1e-3);
-  if (options.on_progress)  // the parts' clock continues the whole search's
-    rest.on_progress = [&options, at = whole.search_seconds](const SearchProgress& progress) {
-      SearchProgress shifted = progress;
-      shifted.elapsed_seconds += at;
-      options.on_progress(shifted);
-    };
+  rest.on_progress = progress_after(options, whole.search_seconds);  // the parts continue its clock
   SearchResult r = search_in_parts(program, rest, control, program, cuts);
   r.whole_search_seconds = whole.search_seconds;
   r.search_seconds += whole.search_seconds;

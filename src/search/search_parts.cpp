@@ -35,6 +35,15 @@ int stop_severity(StopReason r) {
 
 }  // namespace
 
+std::function<void(const SearchProgress&)> progress_after(const SearchOptions& options, double seconds) {
+  if (!options.on_progress) return {};
+  return [&options, seconds](const SearchProgress& progress) {
+    SearchProgress shifted = progress;
+    shifted.elapsed_seconds += seconds;
+    options.on_progress(shifted);
+  };
+}
+
 bool searched_in_parts(const Graph& program) {
   return std::any_of(program.ops.begin(), program.ops.end(),
                      [](const Op& op) { return op.kind != OpKind::input && !generator_grows(op); });
@@ -128,12 +137,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
     o.checkpoint_path = part_checkpoint_path(options.checkpoint_path, p);
     o.resume = options.resume && std::filesystem::exists(o.checkpoint_path);
     offset[p] = searched_seconds;
-    if (options.on_progress)
-      o.on_progress = [&options, at = searched_seconds](const SearchProgress& progress) {
-        SearchProgress shifted = progress;
-        shifted.elapsed_seconds += at;
-        options.on_progress(shifted);
-      };
+    o.on_progress = progress_after(options, searched_seconds);
     found[p] = search(part.program, o, control);
     const SearchResult& r = found[p];
     searched_seconds += r.search_seconds;

@@ -1,11 +1,16 @@
 // search() for programs the generator cannot grow whole (program_parts.h).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "mugraph/search.h"
 
 namespace mugraph::search_detail {
+
+/// `options`' progress callback with its clock moved on by `seconds` (a search that follows
+/// another reports the time since the first began); empty where `options` has none.
+std::function<void(const SearchProgress&)> progress_after(const SearchOptions& options, double seconds);
 
 /// Whether `program` has ops the generator does not grow, so that search() takes it in parts.
 bool searched_in_parts(const Graph& program);
