@@ -1,6 +1,6 @@
 # A transformer block's MLP half as Hugging Face's Llama writes it (LlamaRMSNorm, LlamaMLP, the
 # residual add), at a small hidden size: 3 matmuls, the down projection chained after the gated
-# MLP. Too large to search whole in 20 s here: searched in parts cut before the down projection.
+# MLP. Its search runs to its time limit; its best, 2 kernels, comes in about 3 s here.
 input X[8, 256]
 input G[256]
 input W_gate[256, 512]

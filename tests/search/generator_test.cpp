@@ -322,6 +322,36 @@ O = add(matmul(X, W), matmul(matmul(X, A), B))
 output O
 )");
   EXPECT_TRUE(SearchContext(lora, SearchOptions{}).uses_concat());
+  // A scaled adapter still adds two contractions.
+  Graph scaled = parse_program(R"(
+input X[4, 64]
+input W[64, 64]
+input A[64, 16]
+input B[16, 64]
+O = add(matmul(X, W), mul(matmul(matmul(X, A), B), 0.5))
+output O
+)");
+  EXPECT_TRUE(SearchContext(scaled, SearchOptions{}).uses_concat());
+  // Two matmuls and an add, but no sum of two contractions: the add of an RMSNorm's ε (a
+  // scalar) before a gated MLP, and a residual add of an input.
+  Graph norm_mlp = parse_program(R"(
+input X[8, 64]
+input G[64]
+input W1[64, 128]
+input W2[64, 128]
+N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
+O = mul(silu(matmul(N, W1)), matmul(N, W2))
+output O
+)");
+  EXPECT_FALSE(SearchContext(norm_mlp, SearchOptions{}).uses_concat());
+  Graph residual = parse_program(R"(
+input X[8, 64]
+input W1[64, 128]
+input W2[128, 64]
+O = add(X, matmul(silu(matmul(X, W1)), W2))
+output O
+)");
+  EXPECT_FALSE(SearchContext(residual, SearchOptions{}).uses_concat());
 }
 
 using search_testing::kSmallGqa;

@@ -351,6 +351,32 @@ TEST(Search, GatedMlpFindsOneKernelWithTwoMatmuls) {
   expect_computes_program(program, best.graph);
 }
 
+TEST(Search, AnRmsNormBeforeAGatedMlpIsOneKernelAndItsSearchEnds) {
+  // Llama's MLP input: the norm's ε is an add, but of a scalar, so no concat is enumerated
+  // (SearchContext::uses_concat). With them, this search grew concats of concats for minutes
+  // without ending; without, it ends in about a second (Release, 2 threads). The time limit is a
+  // safety net far above that.
+  const Graph program = parse_program(R"(
+input X[8, 64]
+input G[64]
+input W1[64, 128]
+input W2[64, 128]
+N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
+O = mul(silu(matmul(N, W1)), matmul(N, W2))
+output O
+)");
+  SearchOptions options;
+  options.threads = 2;
+  options.time_limit_seconds = 300;
+  SearchResult r = search(program, options);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  expect_computes_program(program, r.top.front().graph);
+  EXPECT_EQ(r.top.front().metrics.kernels, 1);
+  EXPECT_EQ(count_kind(only_body(r.top.front().graph), OpKind::matmul), 2);
+}
+
 TEST(Search, LoraPrefersOneMatmulOverConcatenatedOperands) {
   // X·W + (X·A)·B = (X‖X·A)·(W‖B) (the paper's Figure 9b): both one kernel with the same device
   // bytes and block ops, but the concat form does one matmul instead of two and an add.
