@@ -108,8 +108,11 @@ class FFBufferReuse {
   FFBufferReuse& operator=(const FFBufferReuse&) = delete;
 };
 
-/// Uniform inputs for every `input` op (p and q parts independent), from a seed.
-std::vector<FFTensor> random_ff_inputs(const Graph& kernel_graph, uint64_t seed);
+/// Uniform inputs for every `input` op (p and q parts independent), from a seed. The values
+/// depend on the seed alone, not on `threads` (0: all hardware threads), which only spreads the
+/// drawing: at real shapes (the three [4096, 14336] weights of a Llama MLP) one draw is a third
+/// of a billion residues.
+std::vector<FFTensor> random_ff_inputs(const Graph& kernel_graph, uint64_t seed, int threads = 1);
 
 /// A uniform q-th root of unity in Z_p from a seed.
 uint64_t random_root_of_unity(uint64_t seed);

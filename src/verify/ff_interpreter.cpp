@@ -88,7 +88,7 @@ FFBufferReuse::~FFBufferReuse() {
 
 namespace ff_detail {
 
-std::vector<uint32_t> take_buffer(size_t n) {
+std::vector<uint32_t> take_buffer(size_t n, bool zeroed) {
   std::vector<uint32_t> buffer;
   if (n >= KeptBuffers::kSmallest) {
     KeptBuffers& k = kept_buffers();
@@ -105,7 +105,10 @@ std::vector<uint32_t> take_buffer(size_t n) {
       k.bytes -= buffer.capacity() * sizeof(uint32_t);
     }
   }
-  buffer.assign(n, 0);
+  if (zeroed)
+    buffer.assign(n, 0);
+  else
+    buffer.resize(n);  // a kept buffer keeps its size: no element is written when it held n or more
   return buffer;
 }
 
@@ -310,20 +313,89 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
   return run;
 }
 
-std::vector<FFTensor> random_ff_inputs(const Graph& g, uint64_t seed) {
+namespace {
+
+/// splitmix64's output function: a bijective mix of a 64-bit word.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// Elements of one input's field that one task of random_ff_inputs draws.
+constexpr int64_t kDrawChunk = int64_t{1} << 16;
+
+/// Element i of `out` (one field of one input, stream `key`) is the i-th 32-bit half of the
+/// splitmix64 sequence of `key` (counter-based: word w is mix64(key + (w + 1)·γ)), reduced mod M
+/// if it lies below the largest multiple of M under 2^32. A half above it (probability under
+/// 4·10⁻⁹ for p and q) is replaced by a rejection-sampled draw from a stream of its own index.
+/// Either way the element is uniform and independent of the others, and each element is a
+/// function of (key, i) alone: chunks run in any order on any thread and give the same values.
+template <uint64_t M>
+void draw_residues(uint64_t key, uint32_t* out, int64_t begin, int64_t end) {
+  constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
+  constexpr uint64_t kLimit = (uint64_t{1} << 32) / M * M;
+  // begin is even (chunks are), so element i is half i % 2 of word i / 2.
+  for (int64_t i = begin; i < end; i += 2) {
+    const uint64_t z = mix64(key + (static_cast<uint64_t>(i / 2) + 1) * kGamma);
+    out[i] = static_cast<uint32_t>(z);
+    if (i + 1 < end) out[i + 1] = static_cast<uint32_t>(z >> 32);
+  }
+  for (int64_t i = begin; i < end; ++i) {
+    uint64_t v = out[i];
+    if (v >= kLimit) [[unlikely]] {
+      uint64_t state = mix64(key ^ 0x2545f4914f6cdd1dull) + static_cast<uint64_t>(i) * 0xd1342543de82ef95ull;
+      do v = splitmix64(state) & 0xffffffffu;
+      while (v >= kLimit);
+    }
+    out[i] = static_cast<uint32_t>(v % M);
+  }
+}
+
+}  // namespace
+
+std::vector<FFTensor> random_ff_inputs(const Graph& g, uint64_t seed, int threads) {
   std::vector<FFTensor> result;
-  uint64_t k = 0;
   for (const Op& op : g.ops) {
     if (op.kind != OpKind::input) continue;
-    FFTensor t(g.type(op.outputs.at(0)).shape);
-    uint64_t sp = seed ^ (0x632be59bd9b4e019ull * (2 * k + 1));
-    uint64_t sq = seed ^ (0x632be59bd9b4e019ull * (2 * k + 2));
-    splitmix64(sp);
-    splitmix64(sq);
-    for (auto& v : t.p) v = uniform_residue(sp, ff::kP);
-    for (auto& v : t.q) v = uniform_residue(sq, ff::kQ);
-    result.push_back(std::move(t));
-    ++k;
+    // Every element is drawn below: the buffers of an earlier draw serve as they are (a Llama
+    // MLP's weights are 1.4 GB of residues; zeroing fresh pages cost a third of a draw).
+    FFTensor& t = result.emplace_back();
+    t.shape = g.type(op.outputs.at(0)).shape;
+    t.p = ff_detail::take_buffer(static_cast<size_t>(t.shape.numel()), /*zeroed=*/false);
+    t.q = ff_detail::take_buffer(static_cast<size_t>(t.shape.numel()), /*zeroed=*/false);
+  }
+  // The tasks: (input, field, chunk), each a stream key's elements [begin, end).
+  struct Task {
+    uint32_t* out;
+    uint64_t key;
+    bool p;
+    int64_t begin, end;
+  };
+  std::vector<Task> tasks;
+  for (size_t k = 0; k < result.size(); ++k) {
+    FFTensor& t = result[k];
+    const int64_t n = static_cast<int64_t>(t.p.size());
+    for (int field = 0; field < 2; ++field) {
+      uint64_t key_state = seed ^ (0x632be59bd9b4e019ull * (2 * k + 1 + static_cast<uint64_t>(field)));
+      const uint64_t key = splitmix64(key_state);
+      for (int64_t b = 0; b < n; b += kDrawChunk)
+        tasks.push_back(Task{field == 0 ? t.p.data() : t.q.data(), key, field == 0, b, std::min(n, b + kDrawChunk)});
+    }
+  }
+  auto run = [&](int64_t i) {
+    const Task& t = tasks[static_cast<size_t>(i)];
+    if (t.p)
+      draw_residues<ff::kP>(t.key, t.out, t.begin, t.end);
+    else
+      draw_residues<ff::kQ>(t.key, t.out, t.begin, t.end);
+  };
+  const int workers = std::min<int64_t>(ff_detail::resolve_threads(threads), static_cast<int64_t>(tasks.size()));
+  if (workers > 1) {
+    interp::ThreadPool pool(workers);
+    pool.parallel_for(static_cast<int64_t>(tasks.size()), [&](int, int64_t i) { run(i); });
+  } else {
+    for (size_t i = 0; i < tasks.size(); ++i) run(static_cast<int64_t>(i));
   }
   return result;
 }

@@ -42,7 +42,9 @@ struct FFMutView {
 };
 
 /// `n` zero residues, in a buffer given back by an earlier run where one fits (FFBufferReuse).
-std::vector<uint32_t> take_buffer(size_t n);
+/// `zeroed` false: whatever the buffer held (for a caller that writes every element; a fresh
+/// buffer is zero all the same).
+std::vector<uint32_t> take_buffer(size_t n, bool zeroed = true);
 /// Keeps `buffer` for a later take_buffer while an FFBufferReuse is alive (else frees it).
 void give_buffer(std::vector<uint32_t>&& buffer);
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "ff_ops.h"
 #include "lax_forms.h"
 #include "mugraph/ff_interp.h"
 #include "mugraph/ffield.h"
@@ -447,7 +448,7 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
     bool fresh = true;
     if (cache) std::tie(ref, fresh) = cache->entry(s);
     std::vector<FFTensor> drawn;
-    if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s);
+    if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s, options.threads);
     if (fresh) {
       ref->run = run_ff(reference, drawn, ctx, options.threads, &shared);
       if (cache) cache->keep_inputs(*ref, drawn);
@@ -489,6 +490,10 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
         conclude(reference, c, options);
         c.done = true;
       }
+    }
+    for (FFTensor& t : drawn) {  // the next draw's inputs (kept by the cache: none here)
+      ff_detail::give_buffer(std::move(t.p));
+      ff_detail::give_buffer(std::move(t.q));
     }
   }
 

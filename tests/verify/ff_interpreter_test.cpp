@@ -1,6 +1,7 @@
 // The finite-field interpreter (ff_interp.h): every kernel-level op against a brute-force
 // reference written here with plain % arithmetic, and the core property that equivalent μGraphs
 // give identical residues (Figure 3b, GatedMLP, the examples/ugraphs pairs).
+#include <array>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -105,6 +106,33 @@ TEST(FFInterp, RandomInputsAreDeterministicResidues) {
       EXPECT_LT(t.q[i], kQ);
     }
   EXPECT_NE(a[0].p, a[0].q) << "p and q parts are independent draws";
+}
+
+TEST(FFInterp, RandomInputsDoNotDependOnTheThreadsAndAreUniform) {
+  // Large enough for several draw chunks (2^16 elements each) per field and an odd length, so
+  // the last chunk ends on half a word.
+  Graph g;
+  g.mark_output(g.add_input("W", {301, 1001}), "W");
+  g.add_input("B", {5});
+  const auto one = random_ff_inputs(g, 9, 1);
+  EXPECT_EQ(one, random_ff_inputs(g, 9, 2));
+  EXPECT_EQ(one, random_ff_inputs(g, 9, 3));
+  EXPECT_NE(one[0].p, random_ff_inputs(g, 10, 1)[0].p);
+  // Uniform: 16 equal ranges of each field get their share (chi-square with 15 degrees of
+  // freedom; 60 is beyond its 99.999th percentile), and the two inputs are not one stream.
+  for (int f = 0; f < 2; ++f) {
+    const std::vector<uint32_t>& v = f == 0 ? one[0].p : one[0].q;
+    std::array<double, 16> counts{};
+    for (uint32_t x : v) {
+      ASSERT_LT(x, modulus(f));
+      counts[static_cast<size_t>(uint64_t{x} * 16 / modulus(f))] += 1;
+    }
+    const double expect = static_cast<double>(v.size()) / 16;
+    double chi2 = 0;
+    for (double c : counts) chi2 += (c - expect) * (c - expect) / expect;
+    EXPECT_LT(chi2, 60) << "field " << f;
+  }
+  EXPECT_NE(std::vector<uint32_t>(one[0].p.begin(), one[0].p.begin() + 5), one[1].p);
 }
 
 TEST(FFInterp, RootOfUnity) {
