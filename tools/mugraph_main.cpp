@@ -87,7 +87,7 @@ std::pair<std::string, std::string> split_assignment(const std::string& text) {
 /// standard deviation `scale` by seed.
 std::vector<HostTensor> load_inputs(const Graph& g, const std::vector<std::string>& input_args, uint64_t seed,
                                     double scale = 1.0) {
-  std::vector<HostTensor> inputs = random_inputs_scaled(g, seed, scale);
+  std::vector<HostTensor> inputs = random_inputs_scaled(g, seed, scale, kDefaultMaxHostBytes, /*threads=*/0);
   // Map input names to their positions among the input ops.
   std::map<std::string, size_t> position;
   std::string names;

@@ -66,16 +66,17 @@ std::vector<HostTensor> run_float(const Graph& kernel_graph, const std::vector<H
 
 /// Standard-normal inputs for every `input` op of a kernel graph from a seed (deterministic
 /// across platforms: splitmix64 and Box–Muller with hand-written log/sin/cos), rounded to each
-/// input's dtype. Input k's values depend only on the seed, k and its element count. Throws
-/// UserError if the inputs together need more than max_bytes of host memory.
+/// input's dtype. Input k's values depend only on the seed, k and its element count, not on
+/// `threads` (0: all hardware threads), which only spreads the drawing. Throws UserError if the
+/// inputs together need more than max_bytes of host memory.
 std::vector<HostTensor> random_inputs(const Graph& kernel_graph, uint64_t seed,
-                                      int64_t max_bytes = kDefaultMaxHostBytes);
+                                      int64_t max_bytes = kDefaultMaxHostBytes, int threads = 1);
 
 /// random_inputs at standard deviation `scale`: each draw times `scale`, then rounded to the
 /// input's dtype (attention's f16 reference overflows on standard normal inputs: bench.h,
 /// kCheckInputScale).
 std::vector<HostTensor> random_inputs_scaled(const Graph& kernel_graph, uint64_t seed, double scale,
-                                             int64_t max_bytes = kDefaultMaxHostBytes);
+                                             int64_t max_bytes = kDefaultMaxHostBytes, int threads = 1);
 
 /// Reads an NPY file (format 1.0, 2.0 or 3.0; float16/float32/float64 stored little-endian:
 /// '<', or '=' / '|' which NumPy reads as native order; C order; rank ≤ kMaxRank, every extent

@@ -54,7 +54,9 @@ MeasuredSelection measure_candidates(const std::vector<std::pair<Graph, double>>
   s.emulated = options.emulate;
   s.device = options.emulate ? "host emulation" : "";
   if (candidates.empty()) return s;
-  const std::vector<HostTensor> inputs = random_inputs_scaled(candidates.front().first, seed, kCheckInputScale);
+  const std::vector<HostTensor> inputs =
+      random_inputs_scaled(candidates.front().first, seed, kCheckInputScale, kDefaultMaxHostBytes,
+                           /*threads=*/0);
   // One batch: the candidates' libraries built several at once, then timed in one process.
   std::vector<Graph> graphs;
   for (const auto& [graph, predicted] : candidates) graphs.push_back(graph);

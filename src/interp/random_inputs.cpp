@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "half.h"
 #include "mugraph/interp.h"
+#include "thread_pool.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF  // no fused multiply-adds: they would change the roundings
@@ -120,11 +123,12 @@ void det_cos_sin_2pi(double u, double& c, double& s) {
 
 }  // namespace
 
-std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed, int64_t max_bytes) {
-  return random_inputs_scaled(g, seed, 1.0, max_bytes);
+std::vector<HostTensor> random_inputs(const Graph& g, uint64_t seed, int64_t max_bytes, int threads) {
+  return random_inputs_scaled(g, seed, 1.0, max_bytes, threads);
 }
 
-std::vector<HostTensor> random_inputs_scaled(const Graph& g, uint64_t seed, double scale, int64_t max_bytes) {
+std::vector<HostTensor> random_inputs_scaled(const Graph& g, uint64_t seed, double scale, int64_t max_bytes,
+                                             int threads) {
   // Check the total before allocating anything, saturating instead of overflowing.
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t bytes = 0;
@@ -137,27 +141,53 @@ std::vector<HostTensor> random_inputs_scaled(const Graph& g, uint64_t seed, doub
   if (bytes > max_bytes)
     throw UserError("the graph's inputs need " + std::to_string(bytes) + " bytes of host memory; the limit is " +
                     std::to_string(max_bytes));
+  if (threads < 0 || threads > 4096)
+    throw UserError("random_inputs: the thread count must be between 0 (all hardware threads) and 4096; got " +
+                    std::to_string(threads));
+  // Each pair of values (Box–Muller) takes two draws of its input's stream, and splitmix64's
+  // state after m draws is the stream's start plus m·γ: pair p begins at start + 2p·γ. So the
+  // pairs are drawn in chunks on any number of threads, each chunk jumping to its first pair,
+  // and give the values a single sequential pass gives.
+  struct Chunk {
+    HostTensor* t;
+    uint64_t stream;
+    size_t begin, end;  // elements (even begin)
+  };
+  constexpr size_t kChunk = size_t{1} << 16;
   std::vector<HostTensor> result;
-  uint64_t index = 0;
+  std::vector<uint64_t> streams;
   for (const Op& op : g.ops) {
     if (op.kind != OpKind::input) continue;
-    HostTensor t(g.type(op.outputs.at(0)));
+    result.emplace_back(g.type(op.outputs.at(0)));
     // One stream per input, so that adding an input leaves the others' values unchanged.
     SplitMix64 mix{seed};
-    uint64_t stream = mix.next() ^ (0xd1b54a32d192ed03ull * (index + 1));
-    SplitMix64 rng{stream};
-    const size_t n = t.data.size();
-    for (size_t j = 0; j < n; j += 2) {
+    streams.push_back(mix.next() ^ (0xd1b54a32d192ed03ull * (streams.size() + 1)));
+  }
+  std::vector<Chunk> chunks;
+  for (size_t k = 0; k < result.size(); ++k)
+    for (size_t b = 0; b < result[k].data.size(); b += kChunk)
+      chunks.push_back(Chunk{&result[k], streams[k], b, std::min(result[k].data.size(), b + kChunk)});
+  auto draw = [&](const Chunk& c) {
+    HostTensor& t = *c.t;
+    SplitMix64 rng{c.stream + static_cast<uint64_t>(c.begin) * 0x9e3779b97f4a7c15ull};
+    for (size_t j = c.begin; j < c.end; j += 2) {
       double u1 = 1.0 - rng.uniform();  // (0, 1]
       double u2 = rng.uniform();
       double r = std::sqrt(-2.0 * det_log(u1));
-      double c, s;
-      det_cos_sin_2pi(u2, c, s);
-      t.data[j] = interp::round_to(static_cast<float>(scale * (r * c)), t.type.dtype);
-      if (j + 1 < n) t.data[j + 1] = interp::round_to(static_cast<float>(scale * (r * s)), t.type.dtype);
+      double co, si;
+      det_cos_sin_2pi(u2, co, si);
+      t.data[j] = interp::round_to(static_cast<float>(scale * (r * co)), t.type.dtype);
+      if (j + 1 < c.end) t.data[j + 1] = interp::round_to(static_cast<float>(scale * (r * si)), t.type.dtype);
     }
-    result.push_back(std::move(t));
-    ++index;
+  };
+  if (threads == 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), chunks.size()));
+  if (workers > 1) {
+    interp::ThreadPool pool(workers);
+    pool.parallel_for(static_cast<int64_t>(chunks.size()),
+                      [&](int, int64_t i) { draw(chunks[static_cast<size_t>(i)]); });
+  } else {
+    for (const Chunk& c : chunks) draw(c);
   }
   return result;
 }

@@ -239,7 +239,7 @@ double float_error(const Graph& reference, const Graph& candidate, const std::ve
   auto& [inputs, ref_out] = cached ? *cached : local;  // the cache holds one seed's: kept whole
   if (inputs.empty()) {
     Graph ref32 = retype(reference, DType::f32);
-    inputs = random_inputs(ref32, seed);
+    inputs = random_inputs(ref32, seed, kDefaultMaxHostBytes, threads);
     ref_out = run_float(ref32, inputs, options);
   }
   // The cached inputs serve the next candidates too: permuted, they are copied, not moved.
