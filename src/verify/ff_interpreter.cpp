@@ -173,6 +173,28 @@ struct FFOpCache::Impl {
   std::unordered_map<OpKey, int64_t, OpKeyHash> ids;
   std::deque<Graph> bodies;                                     ///< the bodies of kept keys (stable addresses)
   std::vector<std::vector<std::shared_ptr<FFTensor>>> results;  ///< by op id; empty: not kept
+  /// Kept results of graph-defined kernels by content (hash_ff): value ids. Two tilings of one
+  /// kernel compute the same values under different keys; the later one's value takes the
+  /// earlier one's id (same_as), so the ops that read it are shared too (the down projection
+  /// after a gated MLP kernel, in every retiled candidate of a Llama MLP).
+  std::unordered_multimap<uint64_t, int64_t> by_content;
+  std::unordered_map<int64_t, int64_t> same_as;  ///< value id → the id of an equal kept value
+
+  /// The kept result with value id v (op id · kMaxOutputs + output index).
+  const FFTensor& kept_value(int64_t v) const {
+    return *results[static_cast<size_t>(v / kMaxOutputs)][static_cast<size_t>(v % kMaxOutputs)];
+  }
+
+  /// The id the value `v`, kept, is known by: an earlier kept value of the same content, or v.
+  int64_t by_value(int64_t v) {
+    if (auto it = same_as.find(v); it != same_as.end()) return it->second;
+    const FFTensor& t = kept_value(v);
+    const uint64_t h = hash_ff(t);
+    for (auto [it, end] = by_content.equal_range(h); it != end; ++it)
+      if (kept_value(it->second) == t) return same_as[v] = it->second;
+    by_content.emplace(h, v);
+    return same_as[v] = v;
+  }
 
   /// The kept results' buffers go back for the next draw's runs (FFBufferReuse).
   ~Impl() {
@@ -268,7 +290,11 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
         value[op.outputs[k].index()] = id * kMaxOutputs + static_cast<int64_t>(k);
       const auto& kept = shared->results[static_cast<size_t>(id)];
       if (!kept.empty()) {
-        for (size_t k = 0; k < op.outputs.size(); ++k) views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
+        for (size_t k = 0; k < op.outputs.size(); ++k) {
+          views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
+          if (op.kind == OpKind::graph_kernel)
+            value[op.outputs[k].index()] = shared->by_value(id * kMaxOutputs + static_cast<int64_t>(k));
+        }
         ++shared->hits;
         continue;
       }
@@ -290,6 +316,9 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
         shared->kept_bytes += bytes;
         for (TensorId t : op.outputs)
           shared->results[static_cast<size_t>(id)].push_back(std::make_shared<FFTensor>(std::move(store[t.index()])));
+        if (op.kind == OpKind::graph_kernel)
+          for (size_t k = 0; k < op.outputs.size(); ++k)
+            value[op.outputs[k].index()] = shared->by_value(id * kMaxOutputs + static_cast<int64_t>(k));
       }
     }
   }

@@ -546,6 +546,28 @@ TEST(FFInterp, OpCacheSharesAKernelBetweenGraphs) {
   EXPECT_EQ(expect_cache_changes_nothing({&fused, &more}, 1), 1);
 }
 
+TEST(FFInterp, OpCacheSharesWhatReadsEqualValuesOfDifferentlyTiledKernels) {
+  // Figure 3b under two grids, each followed by the same op: the kernels are different ops,
+  // but their results are equal, so the op after them is computed once (one hit) and its
+  // output is what it computes alone. A kernel that computes something else shares nothing.
+  auto then_square = [](Graph g) {
+    const TensorId o = g.outputs[0];
+    EXPECT_TRUE(g.append(OpKind::mul, {o, o}).ok());
+    g.outputs[0] = g.ops.back().outputs[0];
+    EXPECT_FALSE(validate(g).has_value()) << validate(g)->str();
+    return g;
+  };
+  Graph four = then_square(test::rmsnorm_fig3b(4, 64, 32, 4, 4));
+  Graph two = then_square(test::rmsnorm_fig3b(4, 64, 32, 2, 4));
+  EXPECT_EQ(expect_cache_changes_nothing({&four, &two}, 1), 1);
+  EXPECT_EQ(expect_cache_changes_nothing({&four, &two, &four}, 1), 3);  // the third: its kernel and the mul
+  Graph added = test::rmsnorm_fig3b(4, 64, 32, 2, 4);                   // X + G where the norm has X · G
+  for (Op& op : added.bodies.at(0).ops)
+    if (op.kind == OpKind::mul) op.kind = OpKind::add;
+  Graph other = then_square(added);
+  EXPECT_EQ(expect_cache_changes_nothing({&four, &other}, 1), 0);
+}
+
 TEST(FFInterp, OpCacheMatchesOpsExactly) {
   // The same matmul of the same inputs is shared; on other inputs, with another constant, or
   // with other residues read (Q·K^T read only by an exp is computed in Z_q alone) it is not.
