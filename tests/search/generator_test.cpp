@@ -334,15 +334,7 @@ output O
   EXPECT_TRUE(SearchContext(scaled, SearchOptions{}).uses_concat());
   // Two matmuls and an add, but no sum of two contractions: the add of an RMSNorm's ε (a
   // scalar) before a gated MLP, and a residual add of an input.
-  Graph norm_mlp = parse_program(R"(
-input X[8, 64]
-input G[64]
-input W1[64, 128]
-input W2[64, 128]
-N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
-O = mul(silu(matmul(N, W1)), matmul(N, W2))
-output O
-)");
+  Graph norm_mlp = parse_program(search_testing::kRmsNormGatedMlpSmall);
   EXPECT_FALSE(SearchContext(norm_mlp, SearchOptions{}).uses_concat());
   Graph residual = parse_program(R"(
 input X[8, 64]

@@ -36,6 +36,18 @@ O = div(matmul(S, VR), sum(S, dim=2))
 output O
 )";
 
+/// Llama's MLP input at a small shape: an RMS norm with its ε (an add of a scalar), then a gated
+/// MLP. Two matmuls and an add, but no sum of two contractions: no concats are enumerated.
+inline constexpr const char* kRmsNormGatedMlpSmall = R"(
+input X[8, 64]
+input G[64]
+input W1[64, 128]
+input W2[64, 128]
+N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
+O = mul(silu(matmul(N, W1)), matmul(N, W2))
+output O
+)";
+
 /// The paper's nTrans at a small shape: norm(X + α ⊙ norm(H − X)), norm(v) = v / sqrt(sum(v²,
 /// dim=1) / 64).
 inline constexpr const char* kNTransSmall = R"(

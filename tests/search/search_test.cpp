@@ -356,15 +356,7 @@ TEST(Search, AnRmsNormBeforeAGatedMlpIsOneKernelAndItsSearchEnds) {
   // (SearchContext::uses_concat). With them, this search grew concats of concats for minutes
   // without ending; without, it ends in about a second (Release, 2 threads). The time limit is a
   // safety net far above that.
-  const Graph program = parse_program(R"(
-input X[8, 64]
-input G[64]
-input W1[64, 128]
-input W2[64, 128]
-N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
-O = mul(silu(matmul(N, W1)), matmul(N, W2))
-output O
-)");
+  const Graph program = parse_program(search_testing::kRmsNormGatedMlpSmall);
   SearchOptions options;
   options.threads = 2;
   options.time_limit_seconds = 300;
