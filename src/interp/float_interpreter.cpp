@@ -5,7 +5,6 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "block_program.h"
 #include "mugraph/interp.h"
@@ -21,7 +20,6 @@ namespace {
 using interp::MutView;
 using interp::View;
 
-constexpr int kMaxThreads = 4096;
 /// Blocks per task of a graph-defined kernel (see BlockProgram::run_blocks).
 constexpr int64_t kBlockGroup = 16;
 
@@ -215,11 +213,7 @@ std::vector<HostTensor> run_float(const Graph& g, const std::vector<HostTensor>&
                       " has " + std::to_string(want.shape.numel()) + " elements");
     ++k;
   }
-  if (options.threads < 0 || options.threads > kMaxThreads)
-    throw UserError("the interpreter's thread count must be between 0 (all hardware threads) and " +
-                    std::to_string(kMaxThreads) + "; got " + std::to_string(options.threads));
-  int threads = options.threads;
-  if (threads == 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = interp::resolve_threads(options.threads, "the interpreter's");
   interp::init_blas();
   interp::ThreadPool pool(threads);
   return KernelRunner(g, inputs, options, pool).run();

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "half.h"
@@ -141,9 +140,7 @@ std::vector<HostTensor> random_inputs_scaled(const Graph& g, uint64_t seed, doub
   if (bytes > max_bytes)
     throw UserError("the graph's inputs need " + std::to_string(bytes) + " bytes of host memory; the limit is " +
                     std::to_string(max_bytes));
-  if (threads < 0 || threads > 4096)
-    throw UserError("random_inputs: the thread count must be between 0 (all hardware threads) and 4096; got " +
-                    std::to_string(threads));
+  threads = interp::resolve_threads(threads, "random_inputs: the");
   // Each pair of values (Box–Muller) takes two draws of its input's stream, and splitmix64's
   // state after m draws is the stream's start plus m·γ: pair p begins at start + 2p·γ. So the
   // pairs are drawn in chunks on any number of threads, each chunk jumping to its first pair,
@@ -180,7 +177,6 @@ std::vector<HostTensor> random_inputs_scaled(const Graph& g, uint64_t seed, doub
       if (j + 1 < c.end) t.data[j + 1] = interp::round_to(static_cast<float>(scale * (r * si)), t.type.dtype);
     }
   };
-  if (threads == 0) threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), chunks.size()));
   if (workers > 1) {
     interp::ThreadPool pool(workers);

@@ -1,8 +1,19 @@
 #include "thread_pool.h"
 
+#include <algorithm>
+#include <string>
+
 #include "mugraph/error.h"
 
 namespace mugraph::interp {
+
+int resolve_threads(int threads, const char* whose) {
+  constexpr int kMaxThreads = 4096;
+  if (threads < 0 || threads > kMaxThreads)
+    throw UserError(std::string(whose) + " thread count must be between 0 (all hardware threads) and " +
+                    std::to_string(kMaxThreads) + "; got " + std::to_string(threads));
+  return threads == 0 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency())) : threads;
+}
 
 ThreadPool::ThreadPool(int workers) {
   MUGRAPH_CHECK(workers >= 1) << "a thread pool needs at least one worker, got " << workers;

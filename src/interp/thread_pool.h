@@ -12,6 +12,10 @@
 
 namespace mugraph::interp {
 
+/// The workers for a thread count given by a user (0: all hardware threads). Throws UserError,
+/// "WHOSE thread count must be between 0 (all hardware threads) and 4096; got N", outside that.
+int resolve_threads(int threads, const char* whose);
+
 /// Runs index ranges on a fixed set of workers; the calling thread is worker 0. Which worker runs
 /// which index depends on timing, so callers make each index's result independent of the worker
 /// (per-worker scratch only, disjoint outputs): results are then the same for any pool size.

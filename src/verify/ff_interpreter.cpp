@@ -4,7 +4,6 @@
 #include <deque>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 
 #include "ff_ops.h"
@@ -15,14 +14,14 @@ namespace mugraph {
 
 namespace {
 
-constexpr int kMaxThreads = 4096;
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+/// splitmix64's output function: a bijective mix of a 64-bit word.
+uint64_t mix64(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+uint64_t splitmix64(uint64_t& state) { return mix64(state += 0x9e3779b97f4a7c15ull); }
 
 /// A uniform residue mod m (< 2^32) by rejection sampling 32-bit draws.
 uint32_t uniform_residue(uint64_t& state, uint64_t m) {
@@ -37,12 +36,7 @@ uint32_t uniform_residue(uint64_t& state, uint64_t m) {
 }  // namespace
 
 namespace ff_detail {
-int resolve_threads(int threads) {
-  if (threads < 0 || threads > kMaxThreads)
-    throw UserError("the thread count must be between 0 (all hardware threads) and " + std::to_string(kMaxThreads) +
-                    "; got " + std::to_string(threads));
-  return threads == 0 ? std::max(1, static_cast<int>(std::thread::hardware_concurrency())) : threads;
-}
+int resolve_threads(int threads) { return interp::resolve_threads(threads, "the"); }
 
 }  // namespace ff_detail
 
@@ -200,10 +194,7 @@ struct FFOpCache::Impl {
   ~Impl() {
     for (auto& op : results)
       for (auto& t : op)
-        if (t.use_count() == 1) {
-          ff_detail::give_buffer(std::move(t->p));
-          ff_detail::give_buffer(std::move(t->q));
-        }
+        if (t.use_count() == 1) ff_detail::give_buffers(*t);
   }
 
   /// The op id of `key`, made if new (its body copied into the cache).
@@ -280,6 +271,12 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
   };
   if (shared)
     for (size_t i : input_ops) value[g.ops[i].outputs[0].index()] = shared->intern(op_key(g.ops[i])) * kMaxOutputs;
+  // A graph-defined kernel's kept results go by their content (FFOpCache::Impl::by_value).
+  auto known_by_content = [&](const Op& op, int64_t id) {
+    if (op.kind != OpKind::graph_kernel) return;
+    for (size_t k = 0; k < op.outputs.size(); ++k)
+      value[op.outputs[k].index()] = shared->by_value(id * kMaxOutputs + static_cast<int64_t>(k));
+  };
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
     if (!live[i] || op.kind == OpKind::input) continue;
@@ -290,11 +287,8 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
         value[op.outputs[k].index()] = id * kMaxOutputs + static_cast<int64_t>(k);
       const auto& kept = shared->results[static_cast<size_t>(id)];
       if (!kept.empty()) {
-        for (size_t k = 0; k < op.outputs.size(); ++k) {
-          views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
-          if (op.kind == OpKind::graph_kernel)
-            value[op.outputs[k].index()] = shared->by_value(id * kMaxOutputs + static_cast<int64_t>(k));
-        }
+        for (size_t k = 0; k < op.outputs.size(); ++k) views[op.outputs[k].index()] = ff_detail::view_of(*kept[k]);
+        known_by_content(op, id);
         ++shared->hits;
         continue;
       }
@@ -316,9 +310,7 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
         shared->kept_bytes += bytes;
         for (TensorId t : op.outputs)
           shared->results[static_cast<size_t>(id)].push_back(std::make_shared<FFTensor>(std::move(store[t.index()])));
-        if (op.kind == OpKind::graph_kernel)
-          for (size_t k = 0; k < op.outputs.size(); ++k)
-            value[op.outputs[k].index()] = shared->by_value(id * kMaxOutputs + static_cast<int64_t>(k));
+        known_by_content(op, id);
       }
     }
   }
@@ -335,21 +327,11 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
     }
     run.exp_tainted.push_back(taint.out[k]);
   }
-  for (FFTensor& t : store) {
-    ff_detail::give_buffer(std::move(t.p));
-    ff_detail::give_buffer(std::move(t.q));
-  }
+  for (FFTensor& t : store) ff_detail::give_buffers(t);
   return run;
 }
 
 namespace {
-
-/// splitmix64's output function: a bijective mix of a 64-bit word.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 /// Elements of one input's field that one task of random_ff_inputs draws.
 constexpr int64_t kDrawChunk = int64_t{1} << 16;

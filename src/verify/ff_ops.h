@@ -47,6 +47,11 @@ struct FFMutView {
 std::vector<uint32_t> take_buffer(size_t n, bool zeroed = true);
 /// Keeps `buffer` for a later take_buffer while an FFBufferReuse is alive (else frees it).
 void give_buffer(std::vector<uint32_t>&& buffer);
+/// give_buffer for both residue buffers of `t`.
+inline void give_buffers(FFTensor& t) {
+  give_buffer(std::move(t.p));
+  give_buffer(std::move(t.q));
+}
 
 /// A dense view of a whole FFTensor.
 inline FFView view_of(const FFTensor& t) {

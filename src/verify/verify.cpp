@@ -491,10 +491,7 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
         c.done = true;
       }
     }
-    for (FFTensor& t : drawn) {  // the next draw's inputs (kept by the cache: none here)
-      ff_detail::give_buffer(std::move(t.p));
-      ff_detail::give_buffer(std::move(t.q));
-    }
+    for (FFTensor& t : drawn) ff_detail::give_buffers(t);  // the next draw's inputs (none if the cache kept them)
   }
 
   std::vector<VerifyResult> results;
