@@ -257,13 +257,15 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   // RMS norm before a gated MLP grew concats of concats for 10-24 s per loop-free configuration
   // (5.1 million states in 60 s, unfinished; 0.18 million in all without them).
   std::vector<bool> contracts(program.tensors.size(), false);
+  bool adds_contractions = false;
   for (const Op& op : program.ops) {
     bool c = op.kind == OpKind::matmul || op.kind == OpKind::sum;
     for (TensorId in : op.inputs) c = c || contracts[in.index()];
     for (TensorId out : op.outputs) contracts[out.index()] = c;
-    if (matmuls >= 2 && (op.kind == OpKind::add || op.kind == OpKind::sub) && op.inputs.size() == 2)
-      concat_ = concat_ || (contracts[op.inputs[0].index()] && contracts[op.inputs[1].index()]);
+    if ((op.kind == OpKind::add || op.kind == OpKind::sub) && op.inputs.size() == 2)
+      adds_contractions = adds_contractions || (contracts[op.inputs[0].index()] && contracts[op.inputs[1].index()]);
   }
+  concat_ = matmuls >= 2 && adds_contractions;
   targets_ = output_expressions(program_, exprs_);
   indices_ = std::make_unique<ProgramIndices>(program_);
   const std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
@@ -309,6 +311,8 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
                                           ? c.empty()
                                           : c.size() == 1 && program_single_use_chains_[static_cast<size_t>(c[0])];
     }
+    // The LoRA rewrite's matmul of concats computes two contractions that an add sums.
+    if (!adds_contractions) program_steps_ = find_program_steps(program_, program_values_);
   }
 }
 
@@ -754,6 +758,14 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   const OpRank last = last_kernel_rank(prefix);
   int32_t child_index = 0;
   const int32_t ntensors = static_cast<int32_t>(prefix.tensors.size());
+  // Past the last graph-defined kernel, each program step still to compute takes a pre-defined
+  // kernel of its own (operand_rules.h, steps_left).
+  const int ops_room = opt.max_kernel_ops - count_kernel_ops(prefix);
+  const bool last_graph_kernel = count_graph_kernels(prefix) + 1 >= opt.max_graph_kernels;
+  if (count_graph_kernels(prefix) >= opt.max_graph_kernels && steps_left(*this, ctx_, held, exprs, 0) > ops_room) {
+    ++out.stats.pruned["steps_left"];
+    return true;
+  }
 
   // Graph-defined kernels first: one of them may compute the whole program, and the cost bound
   // it sets then cuts the chains of pre-defined kernels below. First-pass tasks take the
@@ -791,8 +803,17 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       OpRank last_head = last;
       last_head.attr = 0;
       const bool finishes = can_finish(exprs, subset);
+      auto operand_vars = [&] {
+        uint64_t v = 0;
+        for (TensorId t : subset) v |= vars_of(exprs[t.index()]);
+        return v;
+      };
       if (last_op && !finishes) {
         ++out.stats.pruned["missing_inputs"];
+      } else if (!finishes && last_graph_kernel &&
+                 std::max(1, steps_left(*this, ctx_, held, exprs, operand_vars())) > ops_room - 1) {
+        // Only pre-defined kernels may follow this one, and they cannot compute what it leaves.
+        ++out.stats.pruned["steps_left"];
       } else if (head < last_head) {
         // Made in another order (canonical rank).
       } else if (has_redundant_operand(ctx_, held, exprs, subset)) {

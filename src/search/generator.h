@@ -199,6 +199,13 @@ struct ProgramValue {
   std::vector<bool> cone;
 };
 
+/// A value of the program that any μGraph computes with an op of its own (operand_rules.h,
+/// find_program_steps), with the program tensors that compute it (one normal form).
+struct ProgramStep {
+  ExprId expr;
+  std::vector<int32_t> tensors;
+};
+
 /// Shared, read-only context of a search plus the thread-safe expression machinery.
 class SearchContext {
  public:
@@ -222,6 +229,10 @@ class SearchContext {
   /// from it to an output: it is an output that nothing reads, or its one consumer is no output
   /// and has such a chain (empty when program_tile_values is off; operand_rules.h).
   const std::vector<bool>& program_single_use_chains() const { return program_single_use_chains_; }
+  /// The program's steps (operand_rules.h, find_program_steps); empty when program_tile_values
+  /// is off, and when the program adds two values that each hold a contraction: the LoRA
+  /// rewrite's matmul of concats computes both.
+  const std::vector<ProgramStep>& program_steps() const { return program_steps_; }
   /// Whether program tensor t is an output of the program.
   bool is_program_output(int32_t t) const {
     return std::find(program_.outputs.begin(), program_.outputs.end(), TensorId(t)) != program_.outputs.end();
@@ -318,6 +329,7 @@ class SearchContext {
   std::vector<ProgramValue> program_values_;
   std::vector<std::vector<int32_t>> program_consumers_;
   std::vector<bool> program_single_use_chains_;
+  std::vector<ProgramStep> program_steps_;
   std::vector<OpKind> kinds_;
   std::vector<OpKind> self_operand_kinds_;
   bool concat_ = false;

@@ -31,8 +31,27 @@ bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::
 bool outer_summands(SearchContext& ctx, ExprId e, std::vector<NfId>& out) {
   const ExprNode& n = ctx.exprs().node(e);
   if (n.kind == ExprKind::sum) {
+    // Through nested sums, and through a sum scaled by a constant inside one: a loop's
+    // accumulator over (Σ_k' X²) / n adds up X² (the norm's mean of squares, split).
     ExprId inner = n.a;
-    while (ctx.exprs().node(inner).kind == ExprKind::sum) inner = ctx.exprs().node(inner).a;
+    for (;;) {
+      const ExprNode& i = ctx.exprs().node(inner);
+      if (i.kind == ExprKind::sum) {
+        inner = i.a;
+        continue;
+      }
+      if ((i.kind == ExprKind::div || i.kind == ExprKind::mul) && ctx.exprs().node(i.b).kind == ExprKind::constant &&
+          ctx.exprs().node(i.a).kind == ExprKind::sum) {
+        inner = i.a;
+        continue;
+      }
+      if (i.kind == ExprKind::mul && ctx.exprs().node(i.a).kind == ExprKind::constant &&
+          ctx.exprs().node(i.b).kind == ExprKind::sum) {
+        inner = i.b;
+        continue;
+      }
+      break;
+    }
     NfResult nf = normal_form(inner, ctx.exprs(), ctx.normal_forms());
     if (nf.stop != NfStop::none) return false;
     out.push_back(nf.id);
@@ -110,6 +129,69 @@ bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int
     if (!needed) return true;
   }
   return false;
+}
+
+std::vector<ProgramStep> find_program_steps(const Graph& program, const std::vector<ProgramValue>& values) {
+  const size_t n = values.size();
+  std::vector<ProgramStep> steps;
+  if (n == 0) return steps;
+  auto kind_of = [&](size_t t) { return program.op(program.tensors[t].producer).kind; };
+  auto contracts_or_applies = [&](size_t t) {
+    const OpKind k = kind_of(t);
+    return k == OpKind::matmul || k == OpKind::sum || k == OpKind::silu || k == OpKind::relu || k == OpKind::gelu;
+  };
+  // A factor of a join can be moved into an operand of a matmul whose result has a dim of 1
+  // among its last two ([i, k]·[k, 1] ⊙ v[i, 1] = ([i, k] ⊙ v)·[k, 1]).
+  auto keeps_factors_out = [&](size_t t) {
+    if (kind_of(t) != OpKind::matmul) return contracts_or_applies(t);
+    const Shape& s = program.tensors[t].type.shape;
+    return s[s.rank() - 1] > 1 && s[s.rank() - 2] > 1;
+  };
+  std::vector<bool> reaches_output(n, false);
+  for (TensorId o : program.outputs)
+    for (size_t t = 0; t < n; ++t) reaches_output[t] = reaches_output[t] || values[o.index()].cone[t];
+  for (size_t t = 0; t < n; ++t) {
+    if (!reaches_output[t] || !values[t].nf.valid()) continue;
+    const Op& op = program.op(program.tensors[t].producer);
+    if (op.kind == OpKind::input) continue;
+    const Shape& shape = program.tensors[t].type.shape;
+    const bool join = op_info(op.kind).category == OpCategory::binary && op.inputs.size() == 2 &&
+                      program.type(op.inputs[0]).shape == shape && program.type(op.inputs[1]).shape == shape &&
+                      (keeps_factors_out(op.inputs[0].index()) || keeps_factors_out(op.inputs[1].index()));
+    const bool output = std::find(program.outputs.begin(), program.outputs.end(), TensorId(static_cast<int32_t>(t))) !=
+                        program.outputs.end();
+    if (!contracts_or_applies(t) && !join && !output) continue;
+    auto same = std::find_if(steps.begin(), steps.end(), [&](const ProgramStep& s) {
+      return values[static_cast<size_t>(s.tensors[0])].nf == values[t].nf;
+    });
+    if (same != steps.end())
+      same->tensors.push_back(static_cast<int32_t>(t));
+    else
+      steps.push_back({values[t].expr, {static_cast<int32_t>(t)}});
+  }
+  return steps;
+}
+
+int steps_left(Generator& gen, SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+               const std::vector<ExprId>& exprs, uint64_t kernel_vars) {
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  const std::vector<ProgramStep>& steps = ctx.program_steps();
+  if (steps.empty()) return 0;
+  std::vector<bool> done(steps.size(), false);
+  for (size_t p = 0; p < held.size(); ++p) {
+    if (held[p].empty()) {
+      if (sums_program_contractions(ctx, exprs[p])) continue;
+      return 0;
+    }
+    for (int32_t v : held[p])
+      for (size_t s = 0; s < steps.size(); ++s)
+        for (int32_t t : steps[s].tensors)
+          done[s] = done[s] || values[static_cast<size_t>(v)].cone[static_cast<size_t>(t)];
+  }
+  int left = 0;
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (!done[s] && (kernel_vars == 0 || (gen.vars_of(steps[s].expr) & ~kernel_vars) != 0)) ++left;
+  return left;
 }
 
 std::vector<uint64_t> unsplittable_indices(SearchContext& ctx, const Graph& prefix,

@@ -50,6 +50,37 @@ bool sums_program_contractions(SearchContext& ctx, ExprId e);
 bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
                            const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
 
+/// The program's steps: the values that lead to an output and that, under the index and
+/// program-tile-values assumptions (docs/search.md, "What prunes"), any μGraph computes with an
+/// op of its own, no op computing two of them. One per normal form (a step without one is left
+/// out), in program order:
+/// - contractions (matmul, sum): an op contracts one index over the factors of one of the
+///   program's contractions;
+/// - silu, relu and gelu applications: no axiom relates them to anything (exp and sqrt are left
+///   out: exp(x)·exp(y) is exp(x + y), and sqrt(x)·sqrt(y) is sqrt(x·y));
+/// - joins: a binary element-wise op of two tensors of its own shape, one of them a contraction
+///   or an application (the gated MLP's silu(X·W1) ⊙ (X·W2)). The other tensor cannot be moved
+///   into the first's op: a function does not take it in, a matmul's result (two dims over 1)
+///   has an index that each of its operands lacks, and moving it into a sum's summand takes an
+///   op too, unless the last graph-defined kernel computes the product, and then it computes
+///   the sum as well;
+/// - outputs that no step makes (a residual add): a contraction or an application makes no
+///   such value.
+std::vector<ProgramStep> find_program_steps(const Graph& program, const std::vector<ProgramValue>& values);
+
+/// How many of the program's steps (SearchContext::program_steps) are still to compute after
+/// `prefix` and, if `kernel_vars` is not 0, a graph-defined kernel whose operands depend on those
+/// program inputs (var bits, as Generator::vars_of): the steps inside no value a prefix tensor
+/// holds that the kernel cannot compute either (an input they depend on is not among its
+/// operands'). When only pre-defined kernels may follow (no graph-defined kernel is left), each
+/// of them needs one. A prefix tensor that holds partial sums of the program's contractions
+/// holds no step (a sum must still complete them); 0 (no rule) when one holds another value
+/// that is no program value, a reassociation such as Figure 3b's (X ⊙ G)·W, which a single op
+/// may turn into a value past several steps. `held`: held_program_tensors of the prefix;
+/// `exprs`: its tensors' expressions.
+int steps_left(Generator& gen, SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+               const std::vector<ExprId>& exprs, uint64_t kernel_vars);
+
 /// For a kernel that must finish the program (no kernel follows it) reading `operands`: per
 /// operand, the program indices (bit i: index i) that its tiles must not be split along by a
 /// grid axis. Blocks do not communicate, so a contraction over index i that this kernel must

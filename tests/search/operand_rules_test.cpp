@@ -175,16 +175,30 @@ TEST_F(OperandRules, ALastKernelMustNotSplitAnIndexItStillContracts) {
             (std::vector<uint64_t>{only_j, only_j, only_j, 0}));
 }
 
-/// A graph-defined kernel over `v` ([4, 64]): 4 blocks along its columns, each writing the sums
-/// of the squares of its 16 columns ([4, 4] in all, partial sums of sum(v², dim=1)).
-TensorId partial_sums_of_squares(Prefix& p, TensorId v) {
-  Graph b = make_block_graph({p.g.type(v)}, Dim3{4, 1, 1}, 1);
-  const TensorId t = b.add(OpKind::input_iterator, {}, examples::iterator(0, examples::kX1, kPhi));  // [4, 16]
+/// A graph-defined kernel over `v` ([rows, 64]): 4 blocks along its columns, each writing the
+/// sums of the squares of its 16 columns ([rows, 4] in all, partial sums of sum(v², dim=1)).
+TensorId partial_sums_of_squares(Graph& g, TensorId v) {
+  Graph b = make_block_graph({g.type(v)}, Dim3{4, 1, 1}, 1);
+  const TensorId t = b.add(OpKind::input_iterator, {}, examples::iterator(0, examples::kX1, kPhi));  // [rows, 16]
   b.add(OpKind::output_saver, {b.add(OpKind::sum, {b.add(OpKind::sqr, {t})}, attrs::sum(1))},
         examples::saver(0, examples::kX1));
-  auto r = p.g.append_with_body(OpKind::graph_kernel, {v}, std::move(b));
+  auto r = g.append_with_body(OpKind::graph_kernel, {v}, std::move(b));
   EXPECT_TRUE(r.ok()) << r.rejection().str();
-  return p.g.ops[r->index()].outputs[0];
+  return g.ops[r->index()].outputs[0];
+}
+
+/// A graph-defined kernel over `v` ([rows, 64]): 2 blocks along its columns, each walking its
+/// 32 in a 2-step loop that accumulates (Σ v²) / 64 over 16 columns at a time: partial sums of
+/// the mean of squares, scaled inside the loop ([rows, 2] in all).
+TensorId scaled_partial_sums_of_squares(Graph& g, TensorId v) {
+  Graph b = make_block_graph({g.type(v)}, Dim3{2, 1, 1}, 2);
+  const TensorId t = b.add(OpKind::input_iterator, {}, examples::iterator(0, examples::kX1, 1));  // [rows, 16]
+  const TensorId s = b.add(OpKind::sum, {b.add(OpKind::sqr, {t})}, attrs::sum(1));
+  const TensorId mean = b.add(OpKind::div, {s}, attrs::scalar(Scalar{64, 0}, 1));
+  b.add(OpKind::output_saver, {b.add(OpKind::accum, {mean}, examples::accum(kPhi))}, examples::saver(0, examples::kX1));
+  auto r = g.append_with_body(OpKind::graph_kernel, {v}, std::move(b));
+  EXPECT_TRUE(r.ok()) << r.rejection().str();
+  return g.ops[r->index()].outputs[0];
 }
 
 TEST_F(OperandRules, APartialSumCompletesTheContractionWhoseSummandItAdds) {
@@ -194,7 +208,7 @@ TEST_F(OperandRules, APartialSumCompletesTheContractionWhoseSummandItAdds) {
   // The sums of D² over four slices of j (a [4, 4] stack of partial sums): a last kernel reading
   // them completes sum(D²) from them, not from H and X; but Y's norm is still to compute from
   // H, X and α (and from the partial sums, through N), so no operand may be split along j.
-  const TensorId d2 = partial_sums_of_squares(p, p.d);
+  const TensorId d2 = partial_sums_of_squares(p.g, p.d);
   held = held_by(ctx, p.g);
   exprs = expressions(p.g, ctx.exprs()).tensors;
   ASSERT_TRUE(held[d2.index()].empty());
@@ -211,6 +225,108 @@ TEST_F(OperandRules, AnOutputAnEarlierKernelMadeIsNotComputedAgain) {
   EXPECT_EQ(
       unsplittable_indices(ctx, done.g, h, expressions(done.g, ctx.exprs()).tensors, {done.h, done.x, done.alpha}),
       (std::vector<uint64_t>{0, 0, 0}));
+}
+
+/// The kinds of the ops that make the program's steps, in order.
+std::vector<OpKind> step_kinds(const SearchContext& ctx) {
+  std::vector<OpKind> kinds;
+  for (const ProgramStep& s : ctx.program_steps())
+    kinds.push_back(ctx.program().op(ctx.program().tensors[static_cast<size_t>(s.tensors[0])].producer).kind);
+  return kinds;
+}
+
+TEST(ProgramSteps, AreTheContractionsTheFunctionsTheJoinsAndTheOutputs) {
+  // Llama's MLP block: sum(X²), N·W1, silu, N·W2, their product (a join), M·W3 and the residual
+  // add (an output no step makes). The norm's divisions, its ε, sqrt and G are none.
+  Graph llama = parse_program(search_testing::kLlamaMlpBlockSmall);
+  SearchContext llama_ctx(llama, SearchOptions{});
+  EXPECT_EQ(step_kinds(llama_ctx), (std::vector<OpKind>{OpKind::sum, OpKind::matmul, OpKind::silu, OpKind::matmul,
+                                                        OpKind::mul, OpKind::matmul, OpKind::add}));
+  // nTrans: its two sums and the output division; α ⊙ N multiplies no step.
+  Graph ntrans = parse_program(kNTransSmall);
+  SearchContext ntrans_ctx(ntrans, SearchOptions{});
+  EXPECT_EQ(step_kinds(ntrans_ctx), (std::vector<OpKind>{OpKind::sum, OpKind::sum, OpKind::div}));
+  // exp is no step (exp(x)·exp(y) = exp(x + y)): softmax's steps are its sum and its output.
+  Graph softmax = parse_program("input X[4, 64]\nE = exp(X)\nO = div(E, sum(E, dim=1))\noutput O\n");
+  SearchContext softmax_ctx(softmax, SearchOptions{});
+  EXPECT_EQ(step_kinds(softmax_ctx), (std::vector<OpKind>{OpKind::sum, OpKind::div}));
+  // A program that adds two contractions has none: a matmul of concats computes both.
+  Graph lora = parse_program(
+      "input X[4, 64]\ninput W[64, 64]\ninput A[64, 16]\ninput B[16, 64]\n"
+      "O = add(matmul(X, W), matmul(matmul(X, A), B))\noutput O\n");
+  SearchContext lora_ctx(lora, SearchOptions{});
+  EXPECT_TRUE(lora_ctx.program_steps().empty());
+}
+
+/// Llama's MLP block, with a prefix of pre-defined kernels that compute program values.
+class LlamaBlockSteps : public ::testing::Test {
+ protected:
+  Graph program = parse_program(search_testing::kLlamaMlpBlockSmall);
+  SearchContext ctx{program, SearchOptions{}};
+  Generator gen{ctx};
+  Graph g;
+  TensorId x, gain, w1, w2, w3;
+
+  void SetUp() override {
+    g.level = Level::kernel;
+    x = g.add_input("X", {8, 64}, DType::f16);
+    gain = g.add_input("G", {64}, DType::f16);
+    w1 = g.add_input("W1", {64, 128}, DType::f16);
+    w2 = g.add_input("W2", {64, 128}, DType::f16);
+    w3 = g.add_input("W3", {128, 64}, DType::f16);
+  }
+  TensorId op(OpKind kind, std::vector<TensorId> inputs, const OpAttrs& attrs = {}) {
+    auto r = g.append(kind, std::move(inputs), attrs);
+    EXPECT_TRUE(r.ok()) << r.rejection().str();
+    return g.ops[r->index()].outputs[0];
+  }
+  /// N, as the program computes it.
+  TensorId norm() {
+    TensorId s = op(OpKind::sum, {op(OpKind::sqr, {x})}, attrs::sum(1));
+    TensorId ms = op(OpKind::add, {op(OpKind::div, {s}, attrs::scalar(Scalar{64, 0}, 1))},
+                     attrs::scalar(*parse_scalar("1e-6"), 1));
+    return op(OpKind::mul, {gain, op(OpKind::div, {x, op(OpKind::sqrt, {ms})})});
+  }
+  /// steps_left after the prefix and a kernel reading `operands` (none: no kernel).
+  int left(const std::vector<TensorId>& operands) {
+    const std::vector<ExprId> exprs = expressions(g, ctx.exprs()).tensors;
+    uint64_t vars = 0;
+    for (TensorId t : operands) vars |= gen.vars_of(exprs[t.index()]);
+    return steps_left(gen, ctx, held_by(ctx, g), exprs, vars);
+  }
+};
+
+TEST_F(LlamaBlockSteps, CountWhatNeitherThePrefixHoldsNorTheKernelCanCompute) {
+  EXPECT_EQ(left({}), 7);
+  // X, G and W1 give the norm, the gate and its silu; W2's matmul, the join, W3's and the
+  // residual add are left.
+  EXPECT_EQ(left({x, gain, w1}), 4);
+  // With W2 too, the whole gated MLP: the down projection and the add are left.
+  EXPECT_EQ(left({x, gain, w1, w2}), 2);
+  // Without G, only the norm's sum: N and everything after it multiply by G.
+  EXPECT_EQ(left({x, w1, w2, w3}), 6);
+}
+
+TEST_F(LlamaBlockSteps, AValueThePrefixHoldsHoldsTheStepsInside) {
+  const TensorId n = norm();
+  EXPECT_EQ(left({}), 6);  // the sum is inside N
+  EXPECT_EQ(left({n, w1, w2}), 2);
+  const TensorId m = op(OpKind::mul, {op(OpKind::silu, {op(OpKind::matmul, {n, w1})}), op(OpKind::matmul, {n, w2})});
+  EXPECT_EQ(left({}), 2);
+  EXPECT_EQ(left({x, m, w3}), 0);
+}
+
+TEST_F(LlamaBlockSteps, PartialSumsHoldNoStepAndOtherPartialResultsSilenceTheRule) {
+  // Partial sums of X² still take a sum: all seven steps are left. So do partial sums of the
+  // mean of squares, which a loop accumulates after the division by 64.
+  partial_sums_of_squares(g, x);
+  EXPECT_EQ(left({}), 7);
+  scaled_partial_sums_of_squares(g, x);
+  EXPECT_EQ(left({}), 7);
+  // G ⊙ X is no value of the program (it scales X before the norm divides): what it saves a
+  // later op is unknown, and the rule says nothing.
+  op(OpKind::mul, {x, gain});
+  EXPECT_EQ(left({}), 0);
 }
 
 TEST(OperandRulesWithoutProgramTileValues, AreSilent) {

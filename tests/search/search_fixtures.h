@@ -48,6 +48,20 @@ O = mul(silu(matmul(N, W1)), matmul(N, W2))
 output O
 )";
 
+/// Llama's MLP block at a small shape (bench/heldout/llama_mlp_block.mg's program): the norm and
+/// gated MLP above, then the down projection and the residual add.
+inline constexpr const char* kLlamaMlpBlockSmall = R"(
+input X[8, 64]
+input G[64]
+input W1[64, 128]
+input W2[64, 128]
+input W3[128, 64]
+N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
+M = mul(silu(matmul(N, W1)), matmul(N, W2))
+O = add(X, matmul(M, W3))
+output O
+)";
+
 /// The paper's nTrans at a small shape: norm(X + α ⊙ norm(H − X)), norm(v) = v / sqrt(sum(v²,
 /// dim=1) / 64).
 inline constexpr const char* kNTransSmall = R"(

@@ -369,6 +369,37 @@ TEST(Search, AnRmsNormBeforeAGatedMlpIsOneKernelAndItsSearchEnds) {
   EXPECT_EQ(count_kind(only_body(r.top.front().graph), OpKind::matmul), 2);
 }
 
+TEST(Search, PreDefinedKernelsAloneStopWhereTheProgramHasMoreStepsThanKernelOps) {
+  // The norm before a gated MLP has five steps (the norm's sum, the two matmuls, the silu and
+  // the gate's product; operand_rules.h): four pre-defined kernels cannot compute it, and the
+  // root task, which may add only those, is cut at once.
+  const Graph program = parse_program(search_testing::kRmsNormGatedMlpSmall);
+  SearchResult r = search(program, limits(4, 0, 4));
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  EXPECT_TRUE(r.top.empty());
+  EXPECT_EQ(r.stats.pruned["steps_left"], 1);
+  EXPECT_EQ(r.stats.kernel_states, 1);
+}
+
+TEST(Search, ALastGraphDefinedKernelLeavesNoMoreStepsThanKernelOps) {
+  // One graph-defined kernel and three kernel ops: the best is the gated MLP fused, then the
+  // down projection and the add as pre-defined kernels. A kernel that computes less leaves more
+  // steps than the two ops after it, and is not grown.
+  const Graph program = parse_program(search_testing::kLlamaMlpBlockSmall);
+  SearchOptions options = limits(3, 1, 12);
+  options.time_limit_seconds = 300;
+  SearchResult r = search(program, options);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  const SearchCandidate& best = r.top.front();
+  expect_computes_program(program, best.graph);
+  EXPECT_EQ(best.metrics.kernels, 3);
+  EXPECT_EQ(best.metrics.graph_defined_kernels, 1);
+  EXPECT_EQ(count_kind(only_body(best.graph), OpKind::matmul), 2);
+  EXPECT_GT(r.stats.pruned["steps_left"], 0);
+}
+
 TEST(Search, LoraPrefersOneMatmulOverConcatenatedOperands) {
   // X·W + (X·A)·B = (X‖X·A)·(W‖B) (the paper's Figure 9b): both one kernel with the same device
   // bytes and block ops, but the concat form does one matmul instead of two and an add.
