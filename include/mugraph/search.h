@@ -218,10 +218,10 @@ struct SearchCandidate {
   double found_seconds = 0;
 };
 
-/// Counters of a search. `pruned` maps a reason to how many candidate ops it removed:
-/// shape (an op's shape rule or a map's divisibility), shared_memory, abstract_expression,
-/// unclosable (more open ends than the op budget can close), duplicate (a kernel-graph state
-/// seen before), dead_ops (a complete graph with ops that reach no output).
+/// Counters of a search. `pruned` maps a reason to how many candidate ops, kernels or prefixes
+/// it removed: shape, shared_memory, abstract_expression, index, unclosable, missing_inputs,
+/// cost_bound, redundant_operand, split_contraction, dead_ops, partial_sum, program_tile_value,
+/// duplicate_value, steps_left (each rule and how exact it is: docs/search.md, "What prunes").
 struct SearchStats {
   int64_t states = 0;  ///< prefixes kept (kernel and block level)
   int64_t kernel_states = 0;
