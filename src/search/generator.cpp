@@ -762,7 +762,10 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   // kernel of its own (operand_rules.h, steps_left).
   const int ops_room = opt.max_kernel_ops - count_kernel_ops(prefix);
   const bool last_graph_kernel = count_graph_kernels(prefix) + 1 >= opt.max_graph_kernels;
-  if (count_graph_kernels(prefix) >= opt.max_graph_kernels && steps_left(*this, ctx_, held, exprs, 0) > ops_room) {
+  const std::optional<std::vector<size_t>> not_held =
+      last_graph_kernel ? steps_not_held(ctx_, held, exprs) : std::nullopt;
+  if (not_held && count_graph_kernels(prefix) >= opt.max_graph_kernels &&
+      steps_left(*this, ctx_, *not_held, 0) > ops_room) {
     ++out.stats.pruned["steps_left"];
     return true;
   }
@@ -810,8 +813,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       };
       if (last_op && !finishes) {
         ++out.stats.pruned["missing_inputs"];
-      } else if (!finishes && last_graph_kernel &&
-                 std::max(1, steps_left(*this, ctx_, held, exprs, operand_vars())) > ops_room - 1) {
+      } else if (!finishes && not_held &&
+                 std::max(1, steps_left(*this, ctx_, *not_held, operand_vars())) > ops_room - 1) {
         // Only pre-defined kernels may follow this one, and they cannot compute what it leaves.
         ++out.stats.pruned["steps_left"];
       } else if (head < last_head) {

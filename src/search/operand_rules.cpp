@@ -172,26 +172,32 @@ std::vector<ProgramStep> find_program_steps(const Graph& program, const std::vec
   return steps;
 }
 
-int steps_left(Generator& gen, SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
-               const std::vector<ExprId>& exprs, uint64_t kernel_vars) {
+std::optional<std::vector<size_t>> steps_not_held(SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+                                                  const std::vector<ExprId>& exprs) {
   const std::vector<ProgramValue>& values = ctx.program_values();
   const std::vector<ProgramStep>& steps = ctx.program_steps();
-  if (steps.empty()) return 0;
   std::vector<bool> done(steps.size(), false);
   for (size_t p = 0; p < held.size(); ++p) {
     if (held[p].empty()) {
-      if (sums_program_contractions(ctx, exprs[p])) continue;
-      return 0;
+      if (steps.empty() || sums_program_contractions(ctx, exprs[p])) continue;
+      return std::nullopt;
     }
     for (int32_t v : held[p])
       for (size_t s = 0; s < steps.size(); ++s)
         for (int32_t t : steps[s].tensors)
           done[s] = done[s] || values[static_cast<size_t>(v)].cone[static_cast<size_t>(t)];
   }
-  int left = 0;
+  std::vector<size_t> left;
   for (size_t s = 0; s < steps.size(); ++s)
-    if (!done[s] && (kernel_vars == 0 || (gen.vars_of(steps[s].expr) & ~kernel_vars) != 0)) ++left;
+    if (!done[s]) left.push_back(s);
   return left;
+}
+
+int steps_left(Generator& gen, const SearchContext& ctx, const std::vector<size_t>& not_held, uint64_t kernel_vars) {
+  if (kernel_vars == 0) return static_cast<int>(not_held.size());
+  const std::vector<ProgramStep>& steps = ctx.program_steps();
+  return static_cast<int>(std::count_if(not_held.begin(), not_held.end(),
+                                        [&](size_t s) { return (gen.vars_of(steps[s].expr) & ~kernel_vars) != 0; }));
 }
 
 std::vector<uint64_t> unsplittable_indices(SearchContext& ctx, const Graph& prefix,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "generator.h"
@@ -68,18 +69,22 @@ bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int
 ///   such value.
 std::vector<ProgramStep> find_program_steps(const Graph& program, const std::vector<ProgramValue>& values);
 
-/// How many of the program's steps (SearchContext::program_steps) are still to compute after
-/// `prefix` and, if `kernel_vars` is not 0, a graph-defined kernel whose operands depend on those
-/// program inputs (var bits, as Generator::vars_of): the steps inside no value a prefix tensor
-/// holds that the kernel cannot compute either (an input they depend on is not among its
-/// operands'). When only pre-defined kernels may follow (no graph-defined kernel is left), each
-/// of them needs one. A prefix tensor that holds partial sums of the program's contractions
-/// holds no step (a sum must still complete them); 0 (no rule) when one holds another value
-/// that is no program value, a reassociation such as Figure 3b's (X ⊙ G)·W, which a single op
-/// may turn into a value past several steps. `held`: held_program_tensors of the prefix;
-/// `exprs`: its tensors' expressions.
-int steps_left(Generator& gen, SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
-               const std::vector<ExprId>& exprs, uint64_t kernel_vars);
+/// The program's steps (SearchContext::program_steps, by index) inside no value a prefix tensor
+/// holds. A prefix tensor that holds partial sums of the program's contractions holds no step (a
+/// sum must still complete them); nullopt (no rule) when one holds another value that is no
+/// program value, a reassociation such as Figure 3b's (X ⊙ G)·W, which a single op may turn into
+/// a value past several steps. `held`: held_program_tensors of the prefix; `exprs`: its tensors'
+/// expressions. Depends on the prefix alone: a kernel task computes it once for all its operand
+/// sets.
+std::optional<std::vector<size_t>> steps_not_held(SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
+                                                  const std::vector<ExprId>& exprs);
+
+/// How many of the steps `not_held` (steps_not_held) are still to compute after a graph-defined
+/// kernel whose operands depend on the program inputs `kernel_vars` (var bits, as
+/// Generator::vars_of; 0: no kernel, all of them): those the kernel cannot compute, since an
+/// input they depend on is not among its operands'. When only pre-defined kernels may follow (no
+/// graph-defined kernel is left), each of them needs one.
+int steps_left(Generator& gen, const SearchContext& ctx, const std::vector<size_t>& not_held, uint64_t kernel_vars);
 
 /// For a kernel that must finish the program (no kernel follows it) reading `operands`: per
 /// operand, the program indices (bit i: index i) that its tiles must not be split along by a

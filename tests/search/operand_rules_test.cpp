@@ -292,7 +292,8 @@ class LlamaBlockSteps : public ::testing::Test {
     const std::vector<ExprId> exprs = expressions(g, ctx.exprs()).tensors;
     uint64_t vars = 0;
     for (TensorId t : operands) vars |= gen.vars_of(exprs[t.index()]);
-    return steps_left(gen, ctx, held_by(ctx, g), exprs, vars);
+    const std::optional<std::vector<size_t>> not_held = steps_not_held(ctx, held_by(ctx, g), exprs);
+    return not_held ? steps_left(gen, ctx, *not_held, vars) : 0;
   }
 };
 
