@@ -35,6 +35,9 @@ struct Form {
   double degree() const;
   /// The most terms of the numerator or the denominator.
   double terms() const;
+  /// The terms of the numerator: Theorem 2's k. Whether A/B is zero depends on A alone (a test
+  /// whose B is zero is drawn again), so the theorem's bound counts A's terms, not B's.
+  double numerator_terms() const { return num.terms; }
 };
 
 /// A / B − C / D = (A·D − C·B) / (B·D).

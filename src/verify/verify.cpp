@@ -202,13 +202,15 @@ double theorem2_bound(double d, double k) {
 }
 
 /// Degree d and term count K of the difference of the two graphs, output by output (Theorem 2
-/// bounds the difference A/B − C/D, itself of the form of Equation 2).
+/// bounds the difference A/B − C/D = (A·D − C·B) / (B·D), itself of the form of Equation 2). d
+/// bounds every polynomial, the denominator's too; K counts the terms of the numerator A·D − C·B
+/// only: the theorem's bound is in k, the numerator's count, whatever the denominator's k'.
 std::pair<double, double> difference_bounds(const std::vector<lax::Form>& a, const std::vector<lax::Form>& b) {
   double d = 0, k = 1;
   for (size_t o = 0; o < a.size() && o < b.size(); ++o) {
     lax::Form diff = lax::difference(a[o], b[o]);
     d = std::max(d, diff.degree());
-    k = std::max(k, diff.terms());
+    k = std::max(k, diff.numerator_terms());
   }
   return {d, k};
 }

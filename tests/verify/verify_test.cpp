@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "mugraph/frontend.h"
@@ -381,6 +382,23 @@ TEST(Verify, TestsNeededFollowTheBound) {
   EXPECT_EQ(t.tests_run, 3);
   EXPECT_FALSE(t.guarantee);
   EXPECT_NE(t.guarantee_note.find("max_tests (3)"), std::string::npos) << t.guarantee_note;
+}
+
+TEST(Verify, KCountsTheNumeratorsTermsNotTheDenominators) {
+  // silu(A)·B = A·B / (1 + exp(−A)). The difference of two such forms, (A·D − C·B) / (B·D), has
+  // 3 terms above (the two plain ones merge) and 4 below. Theorem 2's bound is in the
+  // numerator's count: K = 3 and d = 2 give ε = 8·2·3⁴/q + q^(−1/9) ≈ 0.107, so 10 tests reach
+  // 1e-9. Counting the denominator's 4 terms gave ε ≈ 0.285 and 17 tests.
+  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(silu(A), B)\noutput O\n",
+                         "input A[4, 8]\ninput B[4, 8]\nO = mul(B, silu(A))\noutput O\n");
+  const double q = 536870219.0;
+  const double eps = 8 * 2 * 81 / q + std::pow(q, -1.0 / 9);
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_NEAR(r.per_test_bound, eps, 1e-12) << describe(r);
+  EXPECT_EQ(r.tests_run, static_cast<int>(std::ceil(std::log(1e-9) / std::log(eps)))) << describe(r);
+  EXPECT_EQ(r.tests_run, 10) << describe(r);
+  EXPECT_TRUE(r.guarantee) << describe(r);
+  EXPECT_LE(r.bound, 1e-9);
 }
 
 }  // namespace
