@@ -365,6 +365,9 @@ int cmd_verify(const std::string& path_a, const std::string& path_b, const Verif
     std::cout << "  per-test bound:  " << sci(r.per_test_bound) << (r.per_test_bound >= 1 ? " (vacuous)" : "") << "\n";
     std::cout << "  bound reached:   " << sci(r.bound) << " (delta " << sci(options.delta) << ")\n";
     std::cout << "  guarantee:       " << (r.guarantee ? "yes" : "no") << "\n";
+    if (r.opaque_functions)
+      std::cout
+          << "  functions:       silu, relu, gelu and sqrt tested as unknown functions (the same formula in them)\n";
     if (!r.guarantee_note.empty()) std::cout << "  note:            " << r.guarantee_note << "\n";
   }
   std::cout << "  reference:       " << lax_summary(r.reference_lax) << "\n";

@@ -60,6 +60,12 @@ struct VerifyResult {
   double bound = 1;            ///< bound reached: per_test_bound ^ tests_run
   bool guarantee = false;      ///< both graphs Lax without sqrt and bound ≤ delta: the bound is a real guarantee
   std::string guarantee_note;  ///< what weakens it, if anything
+  /// The tests treated silu, relu, gelu and sqrt as unknown functions (random functions of their
+  /// operands), and the bound is for that model: the graphs compute the same formula in those
+  /// functions, which holds for any functions in their place (docs/verifier.md, "Functions as
+  /// unknowns"). Tried first for exp-free graphs that apply one, where Theorem 2 gives no
+  /// guarantee (relu, gelu, sqrt) or a weaker bound (silu).
+  bool opaque_functions = false;
   uint64_t seed = 0;
   LaxReport reference_lax, candidate_lax;
   double float_max_rel_error = 0;  ///< of the float filter, if it ran

@@ -98,7 +98,8 @@ class UGraph:
         """Checks that this μGraph computes the same function as reference (a Program, UGraph or
         path; default: the program it was found for) by random tests over finite fields. The
         result has verdict ('equivalent', 'not_equivalent', 'incomparable'), reason, tests_run,
-        bound (the probability bound reached), guarantee and float_max_rel_error."""
+        bound (the probability bound reached), guarantee, opaque_functions (whether the bound is
+        for silu, relu, gelu and sqrt as unknown functions) and float_max_rel_error."""
         if reference is None:
             if self.program is None:
                 raise _core.MugraphError("verify needs a reference: this μGraph was not found from a Program here")

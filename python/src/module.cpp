@@ -294,6 +294,7 @@ NB_MODULE(_core, m) {
       .def_ro("bound", &VerifyResult::bound)
       .def_ro("guarantee", &VerifyResult::guarantee)
       .def_ro("guarantee_note", &VerifyResult::guarantee_note)
+      .def_ro("opaque_functions", &VerifyResult::opaque_functions)
       .def_ro("seed", &VerifyResult::seed)
       .def_ro("float_max_rel_error", &VerifyResult::float_max_rel_error);
   m.def("verify", &run_verify, "reference"_a, "candidate"_a, "options"_a);

@@ -43,9 +43,13 @@ nlohmann::ordered_json metrics_json(const SearchCandidate& c) {
   j["estimate"] = std::move(kernels);
   j["found_seconds"] = c.found_seconds;
   const VerifyResult& v = c.verification;
-  j["verification"] = {{"tests", v.tests_run},     {"bound", v.bound},
-                       {"guarantee", v.guarantee}, {"guarantee_note", v.guarantee_note},
-                       {"seed", v.seed},           {"float_max_relative_error", v.float_max_rel_error}};
+  j["verification"] = {{"tests", v.tests_run},
+                       {"bound", v.bound},
+                       {"guarantee", v.guarantee},
+                       {"guarantee_note", v.guarantee_note},
+                       {"opaque_functions", v.opaque_functions},
+                       {"seed", v.seed},
+                       {"float_max_relative_error", v.float_max_rel_error}};
   return j;
 }
 

@@ -232,7 +232,7 @@ FFRun run_ff(const Graph& g, const std::vector<FFTensor>& inputs, const FFContex
   }
   interp::ThreadPool pool(ff_detail::resolve_threads(threads));
   ff_detail::FFState st(ctx, &pool);
-  const ff_detail::Taint taint = ff_detail::exp_taint(g, {});
+  const ff_detail::Taint taint = ff_detail::exp_taint(g, {}, !ctx.opaque_functions);
 
   // Only the ops the outputs need run.
   std::vector<bool> needed(g.tensors.size(), false), live(g.ops.size(), false);

@@ -28,7 +28,8 @@ struct FFWorker {
 /// An executable plan of one block graph (and its thread graphs) on residues.
 class FFBlockProgram {
  public:
-  FFBlockProgram(const Graph& body, const std::vector<bool>& param_taint) : body_(body) {
+  FFBlockProgram(const Graph& body, const std::vector<bool>& param_taint, bool silu_is_exp)
+      : body_(body), silu_is_exp_(silu_is_exp) {
     MUGRAPH_CHECK(body.level == Level::block && body.forloop >= 1) << "a graph_kernel body must be a block graph";
     add_plan(body, param_taint);
   }
@@ -77,7 +78,7 @@ class FFBlockProgram {
       p.offset.assign(g.tensors.size(), -1);
       p.scalar.assign(g.ops.size(), {0, 0});
       p.nested.assign(g.ops.size(), -1);
-      Taint t = exp_taint(g, param_taint);
+      Taint t = exp_taint(g, param_taint, silu_is_exp_);
       p.taint = std::move(t.tensor);
       p.exp_only = std::move(t.exp_only);
     }
@@ -207,6 +208,7 @@ class FFBlockProgram {
   }
 
   const Graph& body_;
+  bool silu_is_exp_ = true;  ///< false under FFContext::opaque_functions
   std::vector<Plan> plans_;  // plans_[0]: the block graph
   int64_t arena_ = 0;
   int32_t num_values_ = 0;
@@ -237,7 +239,7 @@ bool run_kernel_op(const Graph& g, size_t i, const std::vector<bool>& taint, con
     }
     std::vector<FFMutView> outs;
     for (TensorId t : op.outputs) outs.push_back(allocate(store, views, t, g.type(t).shape));
-    FFBlockProgram program(body, in_taint);
+    FFBlockProgram program(body, in_taint, !st.ctx.opaque_functions);
     const int64_t blocks = body.grid.volume();
     int workers_n = st.pool ? st.pool->size() : 1;
     std::vector<std::optional<FFWorker>> workers(static_cast<size_t>(workers_n));

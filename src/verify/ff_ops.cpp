@@ -272,6 +272,14 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
       });
     });
   };
+  if (st.ctx.opaque_functions &&
+      (kind == OpKind::relu || kind == OpKind::gelu || kind == OpKind::silu || kind == OpKind::sqrt)) {
+    each([&](uint64_t a, uint64_t b) {
+      const auto r = st.random_fn(kind, static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+      return std::array<uint64_t, 2>{r[0], r[1]};
+    });
+    return;
+  }
   // exp and silu of a tainted value are second exps: random functions like relu and gelu.
   if (kind == OpKind::relu || kind == OpKind::gelu || (tainted && (kind == OpKind::exp || kind == OpKind::silu))) {
     each([&](uint64_t a, uint64_t) {
@@ -398,6 +406,14 @@ std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp) const {
   return {static_cast<uint32_t>(h % kP), static_cast<uint32_t>(h2 % kQ)};
 }
 
+std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp, uint32_t xq) const {
+  // A seed of its own per kind, so that the pair function is not the Z_p one at xq = 0.
+  uint64_t h = splitmix64(ctx.test_seed ^ (0x9e6c63d0676a9a99ull * (static_cast<uint64_t>(kind) + 1)));
+  h = splitmix64(h ^ (uint64_t{xp} << 32 | xq));
+  uint64_t h2 = splitmix64(h ^ 0x2545f4914f6cdd1dull);
+  return {static_cast<uint32_t>(h % kP), static_cast<uint32_t>(h2 % kQ)};
+}
+
 std::array<uint32_t, 2> scalar_residues(const Scalar& s) {
   std::array<uint32_t, 2> r{};
   auto one = [&](uint64_t m) {
@@ -508,7 +524,7 @@ void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<b
   MUGRAPH_CHECK(false) << op_name(op.kind) << " is not a computing op";
 }
 
-Taint exp_taint(const Graph& g, const std::vector<bool>& params) {
+Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool silu_is_exp) {
   Taint t;
   t.tensor.assign(g.tensors.size(), false);
   for (const Op& op : g.ops) {
@@ -532,13 +548,13 @@ Taint exp_taint(const Graph& g, const std::vector<bool>& params) {
       case OpCategory::thread_body: {
         std::vector<bool> in;
         for (TensorId x : op.inputs) in.push_back(t.tensor[x.index()]);
-        Taint body = exp_taint(g.bodies.at(static_cast<size_t>(op.attrs.body)), in);
+        Taint body = exp_taint(g.bodies.at(static_cast<size_t>(op.attrs.body)), in, silu_is_exp);
         for (size_t k = 0; k < op.outputs.size(); ++k)
           t.tensor[op.outputs[k].index()] = k < body.out.size() && body.out[k];
         continue;
       }
       default:
-        if (op.kind == OpKind::exp || op.kind == OpKind::silu) any = true;
+        if (op.kind == OpKind::exp || (silu_is_exp && op.kind == OpKind::silu)) any = true;
         break;
     }
     for (TensorId x : op.outputs) t.tensor[x.index()] = any;

@@ -85,6 +85,9 @@ class FFState {
   /// the same function. Only the Z_p residue is hashed: the Z_q part of an exp-tainted operand is
   /// meaningless and may differ between equivalent graphs.
   std::array<uint32_t, 2> random_fn(OpKind kind, uint32_t xp) const;
+  /// The random function of FFContext::opaque_functions: of both residues of the operand, so
+  /// that two different operands give the same value only if they agree in Z_p and in Z_q.
+  std::array<uint32_t, 2> random_fn(OpKind kind, uint32_t xp, uint32_t xq) const;
 
   const FFContext& ctx;
   interp::ThreadPool* pool;  ///< null: run serially
@@ -142,7 +145,8 @@ struct Taint {
   /// of g: a graph that grows later (a search prefix) must not use it.
   std::vector<bool> exp_only;
 };
-Taint exp_taint(const Graph& g, const std::vector<bool>& params);
+/// `silu_is_exp`: false under FFContext::opaque_functions, where silu is a random function.
+Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool silu_is_exp = true);
 
 /// The worker count for `threads` (0: all hardware threads); UserError if out of range.
 int resolve_threads(int threads);

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "block_structure.h"
 #include "lax_forms.h"
 #include "mugraph/verify.h"
 
@@ -89,7 +90,7 @@ struct TraceNode {
 
 class Walker {
  public:
-  explicit Walker(LaxReport& report) : report_(report) {}
+  explicit Walker(LaxReport& report, FunctionApplications* opaque = nullptr) : report_(report), opaque_(opaque) {}
 
   /// Walks `g`: `params` are the values of a body's params. Returns the values of the kernel
   /// graph's outputs (kernel level) or of what the savers write, by io_index (bodies).
@@ -97,6 +98,13 @@ class Walker {
     std::vector<Value> vals(g.tensors.size());
     std::vector<Value> saved;
     std::vector<bool> live = live_ops(g);
+    // How many times each op runs per block: a block graph's loop ops once per iteration.
+    std::vector<double> per_block(g.ops.size(), 1.0);
+    if (opaque_ && g.level == Level::block && g.forloop > 1) {
+      std::vector<interp::BlockPhase> phases = interp::block_phases(g);
+      for (size_t i = 0; i < g.ops.size(); ++i)
+        if (phases[i] == interp::BlockPhase::loop) per_block[i] = static_cast<double>(g.forloop);
+    }
     for (size_t i = 0; i < g.ops.size(); ++i) {
       if (!live[i]) continue;
       const Op& op = g.ops[i];
@@ -114,7 +122,11 @@ class Walker {
           const std::string sub_where =
               std::string(op.kind == OpKind::graph_kernel ? "block graph " : "thread graph ") +
               std::to_string(op.attrs.body) + " (body of op " + std::to_string(i) + " of " + where + ")";
-          std::vector<Value> results = walk(g.bodies[static_cast<size_t>(op.attrs.body)], sub_params, sub_where);
+          const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
+          const double outer = runs_;
+          runs_ *= per_block[i] * static_cast<double>(op.kind == OpKind::graph_kernel ? body.grid.volume() : 1);
+          std::vector<Value> results = walk(body, sub_params, sub_where);
+          runs_ = outer;
           for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) vals[op.outputs[k].index()] = results[k];
           break;
         }
@@ -183,7 +195,7 @@ class Walker {
           break;
         }
         case OpCategory::unary:
-          out(unary(g, i, where, in(0)));
+          out(unary(g, i, where, in(0), per_block[i]));
           break;
       }
     }
@@ -228,8 +240,18 @@ class Walker {
     report_.violation = loc + ") " + what;
   }
 
-  Value unary(const Graph& g, size_t i, const std::string& where, const Value& x) {
+  /// `per_block`: how many times the op runs per block (the for-loop's iterations in a loop).
+  Value unary(const Graph& g, size_t i, const std::string& where, const Value& x, double per_block) {
     const Op& op = g.ops[i];
+    if (opaque_ && op.kind == OpKind::exp) opaque_->exp = true;
+    if (opaque_ &&
+        (op.kind == OpKind::silu || op.kind == OpKind::relu || op.kind == OpKind::gelu || op.kind == OpKind::sqrt)) {
+      opaque_->count += static_cast<double>(g.type(op.outputs[0]).shape.numel()) * runs_ * per_block;
+      opaque_->arg_num_deg = std::max(opaque_->arg_num_deg, x.form.num.deg);
+      opaque_->arg_den_deg = std::max(opaque_->arg_den_deg, x.form.den.deg);
+      if (!x.form.num.plain || !x.form.den.plain || x.form.num.terms > 1 || x.form.den.terms > 1) opaque_->exp = true;
+      return step(op, x, variable_form());  // an unknown function: a fresh variable
+    }
     switch (op.kind) {
       case OpKind::sqr:
         return step(op, x, fmul(x.form, x.form));
@@ -255,6 +277,8 @@ class Walker {
   }
 
   LaxReport& report_;
+  FunctionApplications* opaque_;  ///< non-null: silu, relu, gelu and sqrt are unknown functions
+  double runs_ = 1;               ///< how many times an op of the graph being walked runs
   std::vector<TraceNode> trace_;
 };
 
@@ -280,6 +304,15 @@ LaxReport check_lax_forms(const Graph& kernel_graph, std::vector<Form>& forms) {
     forms.push_back(v.form);
   }
   return report;
+}
+
+void check_opaque_forms(const Graph& kernel_graph, std::vector<Form>& forms, FunctionApplications& apps) {
+  LaxReport report;
+  apps = {};
+  Walker walker(report, &apps);
+  std::vector<Value> outputs = walker.walk(kernel_graph, {}, "the kernel graph");
+  forms.clear();
+  for (const Value& v : outputs) forms.push_back(v.form);
 }
 
 }  // namespace lax

@@ -24,6 +24,8 @@ namespace {
 
 /// A test whose inputs make a division by zero is drawn again; this many in a row end the run.
 constexpr int kMaxRedrawsInARow = 100;
+/// The unknown-function tests draw from their own seed stream (verify_all).
+constexpr uint64_t kOpaqueSeedSalt = 0x6f70617175652d66ull;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -201,6 +203,31 @@ double theorem2_bound(double d, double k) {
   return eps < 1 ? eps : 1;  // NaN (saturated inputs) counts as vacuous
 }
 
+/// The bound of one test with silu, relu, gelu and sqrt as unknown functions (FFContext::
+/// opaque_functions), for graphs without exp. The tests run in an ideal model where each
+/// application of a function to a distinct formula is a fresh uniform variable; the real run
+/// matches it unless two of the m applications (both graphs) get different formulas of the same
+/// value in both fields. Such a pair's difference has degree ≤ e (operands' numerator plus
+/// denominator degrees), zero in Z_p with probability ≤ e/p and, independently, in Z_q with ≤ e/q
+/// (Schwartz–Zippel), so collisions add at most m²/2 · (e/p)·(e/q) to Theorem 2's bound of the
+/// difference in the ideal model, an exp-free expression of degree d with K terms.
+double opaque_bound(double d, double k, const lax::FunctionApplications& a, const lax::FunctionApplications& b) {
+  const double m = a.count + b.count;
+  const double e = std::max(a.arg_num_deg, b.arg_num_deg) + std::max(a.arg_den_deg, b.arg_den_deg);
+  const double collisions = m * m / 2 * (e / static_cast<double>(ff::kP)) * (e / static_cast<double>(ff::kQ));
+  const double eps = theorem2_bound(d, k) + collisions;
+  return eps < 1 ? eps : 1;
+}
+
+/// Tests that reach `delta` at `per_test` each, at most `max_tests`.
+int tests_for(double per_test, const VerifyOptions& options) {
+  const int max_tests = std::max(1, options.max_tests);
+  if (options.delta >= 1) return 1;
+  if (!(per_test < 1)) return max_tests;
+  double n = std::ceil(std::log(options.delta) / std::log(per_test));
+  return n >= 1 && n < max_tests ? static_cast<int>(n) : max_tests;
+}
+
 /// Degree d and term count K of the difference of the two graphs, output by output (Theorem 2
 /// bounds the difference A/B − C/D = (A·D − C·B) / (B·D), itself of the form of Equation 2). d
 /// bounds every polynomial, the denominator's too; K counts the terms of the numerator A·D − C·B
@@ -346,13 +373,28 @@ struct Pending {
   bool lax = false;
   double d = 0, k = 1;  ///< Theorem 2's degree and term count of the difference
   int wanted = 1;       ///< tests Theorem 2 asks for (at most max_tests)
+  /// In the tests with silu, relu, gelu and sqrt as unknown functions (tried first where their bound
+  /// is below Theorem 2's): their per-test bound and the tests it asks for.
+  bool opaque = false;
+  double opaque_per_test = 1;
+  int opaque_wanted = 1;
+  bool opaque_failed = false;  ///< an unknown-function test disagreed: the ordinary tests decide
   int streak_ref = 0, streak_cand = 0;
   bool done = false;  ///< verdict reached, or every wanted test passed
 };
 
 /// Comparability, the Lax check and how many tests Theorem 2 asks for.
-void prepare(const Graph& reference, const LaxReport& ref_lax, const std::vector<lax::Form>& ref_forms, Pending& c,
-             const VerifyOptions& options) {
+/// The reference's side of prepare(), computed once.
+struct ReferenceForms {
+  LaxReport lax;
+  std::vector<lax::Form> forms;
+  std::vector<lax::Form> opaque_forms;  ///< with silu, relu, gelu and sqrt unknown functions
+  lax::FunctionApplications apps;
+};
+
+void prepare(const Graph& reference, const ReferenceForms& ref, Pending& c, const VerifyOptions& options) {
+  const LaxReport& ref_lax = ref.lax;
+  const std::vector<lax::Form>& ref_forms = ref.forms;
   c.r.seed = options.seed;
   c.r.reason = comparability(reference, *c.graph, c.perm);
   if (!c.r.reason.empty()) {
@@ -366,20 +408,43 @@ void prepare(const Graph& reference, const LaxReport& ref_lax, const std::vector
   c.lax = c.r.reference_lax.lax && c.r.candidate_lax.lax;
   std::tie(c.d, c.k) = difference_bounds(ref_forms, cand_forms);
   c.r.per_test_bound = theorem2_bound(c.d, c.k);
-  const int max_tests = std::max(1, options.max_tests);
-  c.wanted = max_tests;
-  if (c.r.per_test_bound < 1) {
-    double n = options.delta >= 1 ? 1 : std::ceil(std::log(options.delta) / std::log(c.r.per_test_bound));
-    if (n >= 1 && n < max_tests) c.wanted = static_cast<int>(n);
-    if (options.delta >= 1) c.wanted = 1;
-  }
+  c.wanted = tests_for(c.r.per_test_bound, options);
   c.same_order = is_identity(c.perm);
+  // silu, relu, gelu and sqrt as unknown functions, where both graphs are exp-free and apply
+  // one: a guarantee for relu, gelu and sqrt, which Theorem 2 does not cover, and a better bound
+  // for silu where its own is weak (an MLP's down projection sums fractions over as many
+  // denominators 1 + exp(−a) as it has terms, and Theorem 2 becomes vacuous).
+  lax::FunctionApplications apps;
+  std::vector<lax::Form> opaque_forms;
+  lax::check_opaque_forms(*c.graph, opaque_forms, apps);
+  if (ref.apps.exp || apps.exp || ref.apps.count + apps.count == 0) return;
+  auto [d, k] = difference_bounds(ref.opaque_forms, opaque_forms);
+  const double eps = opaque_bound(d, k, ref.apps, apps);
+  const bool theorem2_guarantees = c.lax && !ref_lax.uses_sqrt && !c.r.candidate_lax.uses_sqrt;
+  if (eps < 1 && (!theorem2_guarantees || eps < c.r.per_test_bound)) {
+    c.opaque = true;
+    c.opaque_per_test = eps;
+    c.opaque_wanted = tests_for(eps, options);
+  }
 }
 
 /// The bound, the guarantee and its notes of a candidate that passed every test.
 void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) {
   VerifyResult& r = c.r;
   const int max_tests = std::max(1, options.max_tests);
+  if (c.opaque) {
+    r.opaque_functions = true;
+    r.per_test_bound = c.opaque_per_test;
+    r.bound = std::pow(r.per_test_bound, r.tests_run);
+    std::vector<std::string> notes = constant_notes(reference, *c.graph);
+    r.guarantee = r.bound <= options.delta && notes.empty();
+    if (r.bound > options.delta)
+      notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
+                      fmt(options.delta) + " (silu, relu, gelu and sqrt as unknown functions)");
+    for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
+    r.verdict = Verdict::equivalent;
+    return;
+  }
   r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
   // What weakens the guarantee.
   std::vector<std::string> notes = constant_notes(reference, *c.graph);
@@ -403,6 +468,10 @@ void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) 
         "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
         "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
         "catches those)");
+  if (c.opaque_failed)
+    notes.push_back(
+        "with silu, relu, gelu and sqrt as unknown functions the graphs differ: their equivalence rests on what "
+        "those functions compute");
   for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
   r.verdict = Verdict::equivalent;
 }
@@ -423,77 +492,99 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
     throw UserError("verify: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
   ReferenceRuns::Impl* cache = runs ? &runs->impl() : nullptr;
   if (cache) cache->bind(reference);
-  std::vector<lax::Form> ref_forms;
-  const LaxReport ref_lax = lax::check_lax_forms(reference, ref_forms);
+  ReferenceForms ref_forms;
+  ref_forms.lax = lax::check_lax_forms(reference, ref_forms.forms);
+  lax::check_opaque_forms(reference, ref_forms.opaque_forms, ref_forms.apps);
   std::vector<Pending> all(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
     all[i].graph = candidates[i];
-    prepare(reference, ref_lax, ref_forms, all[i], options);
+    prepare(reference, ref_forms, all[i], options);
   }
 
   // The tests, seed by seed: every candidate still under test runs on the same draw, which is
   // what it would have run alone (a candidate's n-th draw does not depend on the others), so
   // each verdict is verify()'s for that candidate alone. One draw's inputs serve them all, and
-  // kernel ops they share are computed once per draw (FFOpCache).
-  uint64_t draw = 0;
+  // kernel ops they share are computed once per draw (FFOpCache). First the candidates tested
+  // with unknown functions (their own draws: another seed stream, not kept in `runs`); those
+  // whose test disagrees join the ordinary tests after.
   const FFBufferReuse reuse;  // each draw runs the same graphs again
-  auto under_test = [&] { return std::any_of(all.begin(), all.end(), [](const Pending& c) { return !c.done; }); };
-  while (under_test()) {
-    if (stop && stop->load()) return {};
-    const uint64_t s = draw_seed(options.seed, draw++);
-    FFContext ctx{random_root_of_unity(splitmix64(s ^ 0x5bd1e995u)), s};
-    FFOpCache shared;
-    // The reference's side of the test: from the cache where it ran before (drawing the inputs
-    // again if they were not kept), else run now.
-    ReferenceRuns::Impl::FF local;
-    ReferenceRuns::Impl::FF* ref = &local;
-    bool fresh = true;
-    if (cache) std::tie(ref, fresh) = cache->entry(s);
-    std::vector<FFTensor> drawn;
-    if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s, options.threads);
-    if (fresh) {
-      ref->run = run_ff(reference, drawn, ctx, options.threads, &shared);
-      if (cache) cache->keep_inputs(*ref, drawn);
-    }
-    const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
-    const FFRun& a = ref->run;
-    // A draw voided by a zero divisor is drawn again; too many in a row end with `verdict`.
-    auto redraw = [](Pending& c, int& streak, Verdict verdict, const char* who, const char* why) {
-      ++c.r.redraws;
-      if (++streak < kMaxRedrawsInARow) return;
-      c.r.verdict = verdict;
-      c.r.reason = std::string(who) + " divides by zero on " + std::to_string(streak) + " random draws in a row" + why;
-      c.done = true;
-    };
-    for (Pending& c : all) {
-      if (c.done) continue;
-      VerifyResult& r = c.r;
-      if (a.zero_divisor) {
-        redraw(c, c.streak_ref, Verdict::incomparable, "the reference", " (is a divisor identically zero?)");
-        continue;
+  for (const bool opaque : {true, false}) {
+    ReferenceRuns::Impl* const phase_cache = opaque ? nullptr : cache;
+    uint64_t draw = 0;
+    auto in_phase = [opaque](const Pending& c) { return !c.done && c.opaque == opaque; };
+    auto under_test = [&] { return std::any_of(all.begin(), all.end(), in_phase); };
+    while (under_test()) {
+      if (stop && stop->load()) return {};
+      const uint64_t s = draw_seed(opaque ? options.seed ^ kOpaqueSeedSalt : options.seed, draw++);
+      FFContext ctx{random_root_of_unity(splitmix64(s ^ 0x5bd1e995u)), s, opaque};
+      FFOpCache shared;
+      // The reference's side of the test: from the cache where it ran before (drawing the inputs
+      // again if they were not kept), else run now.
+      ReferenceRuns::Impl::FF local;
+      ReferenceRuns::Impl::FF* ref = &local;
+      bool fresh = true;
+      if (phase_cache) std::tie(ref, fresh) = phase_cache->entry(s);
+      std::vector<FFTensor> drawn;
+      if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s, options.threads);
+      if (fresh) {
+        ref->run = run_ff(reference, drawn, ctx, options.threads, &shared);
+        if (phase_cache) phase_cache->keep_inputs(*ref, drawn);
       }
-      FFRun b = c.same_order ? run_ff(*c.graph, inputs, ctx, options.threads, &shared)
-                             : run_ff(*c.graph, permuted_copy(inputs, c.perm), ctx, options.threads, &shared);
-      if (b.zero_divisor) {
-        redraw(c, c.streak_cand, Verdict::not_equivalent, "the candidate", " where the reference does not");
-        continue;
-      }
-      c.streak_ref = c.streak_cand = 0;
-      for (size_t o = 0; o < a.outputs.size() && !c.done; ++o) {
-        std::string why = compare_output(reference, o, a, b, r.tests_run, s);
-        if (!why.empty()) {
-          r.verdict = Verdict::not_equivalent;
-          r.reason = why;
+      const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
+      const FFRun& a = ref->run;
+      // A draw voided by a zero divisor is drawn again; too many in a row end with `verdict`.
+      // A candidate whose unknown-function test disagrees, or keeps dividing by zero, goes on to
+      // the ordinary tests, which decide.
+      auto leave_opaque = [](Pending& c) {
+        c.opaque = false;
+        c.opaque_failed = true;
+        c.r.tests_run = 0;
+        c.streak_ref = c.streak_cand = 0;
+      };
+      auto redraw = [&](Pending& c, int& streak, Verdict verdict, const char* who, const char* why) {
+        ++c.r.redraws;
+        if (++streak < kMaxRedrawsInARow) return;
+        if (opaque) return leave_opaque(c);
+        c.r.verdict = verdict;
+        c.r.reason =
+            std::string(who) + " divides by zero on " + std::to_string(streak) + " random draws in a row" + why;
+        c.done = true;
+      };
+      for (Pending& c : all) {
+        if (!in_phase(c)) continue;
+        VerifyResult& r = c.r;
+        if (a.zero_divisor) {
+          redraw(c, c.streak_ref, Verdict::incomparable, "the reference", " (is a divisor identically zero?)");
+          continue;
+        }
+        FFRun b = c.same_order ? run_ff(*c.graph, inputs, ctx, options.threads, &shared)
+                               : run_ff(*c.graph, permuted_copy(inputs, c.perm), ctx, options.threads, &shared);
+        if (b.zero_divisor) {
+          redraw(c, c.streak_cand, Verdict::not_equivalent, "the candidate", " where the reference does not");
+          continue;
+        }
+        c.streak_ref = c.streak_cand = 0;
+        bool differs = false;
+        for (size_t o = 0; o < a.outputs.size() && !differs; ++o) {
+          std::string why = compare_output(reference, o, a, b, r.tests_run, s);
+          if (why.empty()) continue;
+          differs = true;
+          if (opaque) {
+            leave_opaque(c);
+          } else {
+            r.verdict = Verdict::not_equivalent;
+            r.reason = why;
+            c.done = true;
+          }
+        }
+        if (differs) continue;
+        if (++r.tests_run >= (opaque ? c.opaque_wanted : c.wanted)) {
+          conclude(reference, c, options);
           c.done = true;
         }
       }
-      if (c.done) continue;
-      if (++r.tests_run >= c.wanted) {
-        conclude(reference, c, options);
-        c.done = true;
-      }
+      for (FFTensor& t : drawn) ff_detail::give_buffers(t);  // the next draw's inputs (none if the cache kept them)
     }
-    for (FFTensor& t : drawn) ff_detail::give_buffers(t);  // the next draw's inputs (none if the cache kept them)
   }
 
   std::vector<VerifyResult> results;

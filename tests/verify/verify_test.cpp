@@ -306,29 +306,85 @@ TEST(Verify, ThreadCountDoesNotChangeTheVerdict) {
   EXPECT_EQ(check(a, b, o1).reason, check(a, b, o4).reason);
 }
 
-TEST(Verify, ReluVerifiesWithoutGuarantee) {
+TEST(Verify, ReluVerifiesAsAnUnknownFunctionWithAGuarantee) {
+  // relu is not Lax, but both graphs apply it to the same formula: as an unknown function (a
+  // random function of both residues) the tests bound the error.
   VerifyResult r =
       check("input X[4, 8]\nO = mul(relu(X), 2)\noutput O\n", "input X[4, 8]\nR = relu(X)\nO = add(R, R)\noutput O\n");
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
-  EXPECT_FALSE(r.guarantee);
   EXPECT_FALSE(r.reference_lax.lax);
-  EXPECT_NE(r.guarantee_note.find("the reference is not Lax: relu"), std::string::npos) << r.guarantee_note;
-  EXPECT_NE(r.guarantee_note.find("modelled as random functions"), std::string::npos) << r.guarantee_note;
-  // Random functions still tell different arguments apart.
+  EXPECT_TRUE(r.opaque_functions) << describe(r);
+  EXPECT_TRUE(r.guarantee) << describe(r);
+  EXPECT_LE(r.bound, 1e-9);
+  EXPECT_EQ(r.tests_run, 2) << describe(r);
+  EXPECT_TRUE(r.guarantee_note.empty()) << r.guarantee_note;
+  // Different arguments are told apart: the unknown-function test disagrees, and the ordinary
+  // tests that follow give the certain verdict.
   VerifyResult s = check("input X[4, 8]\nO = relu(X)\noutput O\n", "input X[4, 8]\nO = relu(mul(X, 2))\noutput O\n");
   EXPECT_EQ(s.verdict, Verdict::not_equivalent) << describe(s);
+  EXPECT_FALSE(s.opaque_functions);
+  EXPECT_NE(s.reason.find("differs at element"), std::string::npos) << s.reason;
 }
 
-TEST(Verify, SqrtWeakensTheGuarantee) {
+TEST(Verify, ReluBesideAnExpVerifiesWithoutGuarantee) {
+  // An exp keeps the unknown-function model out (exp's identities are part of what is tested):
+  // relu is then a random function outside Theorem 2.
+  VerifyResult r = check("input X[4, 8]\nO = mul(relu(X), 2)\nP = exp(X)\noutput O, P\n",
+                         "input X[4, 8]\nR = relu(X)\nO = add(R, R)\nP = exp(X)\noutput O, P\n");
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_FALSE(r.opaque_functions);
+  EXPECT_FALSE(r.guarantee);
+  EXPECT_NE(r.guarantee_note.find("the reference is not Lax: relu"), std::string::npos) << r.guarantee_note;
+  EXPECT_NE(r.guarantee_note.find("modelled as random functions"), std::string::npos) << r.guarantee_note;
+}
+
+TEST(Verify, SqrtIsAnUnknownFunctionWithoutExp) {
   const char* a = "input X[4, 8]\nO = div(X, sqrt(sum(sqr(X), dim=1)))\noutput O\n";
   const char* b = "input X[4, 8]\nS = sqrt(sum(sqr(X), dim=1))\nO = mul(X, div(1, S))\noutput O\n";
   VerifyResult r = check(a, b);
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
   EXPECT_TRUE(r.reference_lax.uses_sqrt);
+  EXPECT_TRUE(r.opaque_functions) << describe(r);
+  EXPECT_TRUE(r.guarantee) << describe(r);
+  EXPECT_LE(r.bound, 1e-9);
+  // A rewrite that holds only by what sqrt is (sqrt(x)² = x) differs as a formula; the ordinary
+  // tests then decide, with sqrt_pm, and cannot guarantee it.
+  VerifyResult s =
+      check("input X[4, 8]\nO = mul(X, 2)\noutput O\n", "input X[4, 8]\nR = sqrt(sqr(X))\nO = add(R, R)\noutput O\n");
+  EXPECT_FALSE(s.opaque_functions);
+  EXPECT_FALSE(s.guarantee);
+}
+
+TEST(Verify, SqrtBesideAnExpWeakensTheGuarantee) {
+  const char* a = "input X[4, 8]\nO = div(X, sqrt(sum(sqr(X), dim=1)))\nP = exp(X)\noutput O, P\n";
+  const char* b = "input X[4, 8]\nS = sqrt(sum(sqr(X), dim=1))\nO = mul(X, div(1, S))\nP = exp(X)\noutput O, P\n";
+  VerifyResult r = check(a, b);
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_TRUE(r.reference_lax.uses_sqrt);
+  EXPECT_FALSE(r.opaque_functions);
   EXPECT_FALSE(r.guarantee);
   EXPECT_LE(r.bound, 1e-9);
   EXPECT_NE(r.guarantee_note.find("sqrt is evaluated as a deterministic function"), std::string::npos)
       << r.guarantee_note;
+}
+
+TEST(Verify, AnMlpsDownProjectionIsBoundedWithUnknownFunctions) {
+  // silu(X·W1) ⊙ (X·W3), then ·W2: the down projection sums 32 fractions, each over its own
+  // 1 + exp(−a), which makes Theorem 2 vacuous (64 tests, no guarantee). With silu unknown the
+  // difference is a polynomial of low degree: 2 tests reach 1e-9.
+  const std::string in = "input X[4, 16]\ninput W1[16, 32]\ninput W3[16, 32]\ninput W2[32, 8]\n";
+  const std::string ref = in + "O = matmul(mul(silu(matmul(X, W1)), matmul(X, W3)), W2)\noutput O\n";
+  VerifyResult r = check(ref, in + "H = mul(matmul(X, W3), silu(matmul(X, W1)))\nO = matmul(H, W2)\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_TRUE(r.opaque_functions) << describe(r);
+  EXPECT_TRUE(r.guarantee) << describe(r);
+  EXPECT_EQ(r.tests_run, 2) << describe(r);
+  // W1 and W3 exchanged, and silu's operand scaled: rejected with a certain verdict.
+  for (const char* edit : {"O = matmul(mul(silu(matmul(X, W3)), matmul(X, W1)), W2)\n",
+                           "O = matmul(mul(silu(mul(matmul(X, W1), 2)), matmul(X, W3)), W2)\n"}) {
+    VerifyResult s = check(ref, in + edit + "output O\n");
+    EXPECT_EQ(s.verdict, Verdict::not_equivalent) << edit << describe(s);
+  }
 }
 
 TEST(Verify, VacuousBoundRunsMaxTests) {
@@ -389,8 +445,9 @@ TEST(Verify, KCountsTheNumeratorsTermsNotTheDenominators) {
   // 3 terms above (the two plain ones merge) and 4 below. Theorem 2's bound is in the
   // numerator's count: K = 3 and d = 2 give ε = 8·2·3⁴/q + q^(−1/9) ≈ 0.107, so 10 tests reach
   // 1e-9. Counting the denominator's 4 terms gave ε ≈ 0.285 and 17 tests.
-  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(silu(A), B)\noutput O\n",
-                         "input A[4, 8]\ninput B[4, 8]\nO = mul(B, silu(A))\noutput O\n");
+  // The exp beside keeps the unknown-function model (which needs no exp at all) out.
+  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(silu(A), B)\nP = exp(A)\noutput O, P\n",
+                         "input A[4, 8]\ninput B[4, 8]\nO = mul(B, silu(A))\nP = exp(A)\noutput O, P\n");
   const double q = 536870219.0;
   const double eps = 8 * 2 * 81 / q + std::pow(q, -1.0 / 9);
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
