@@ -366,8 +366,8 @@ int cmd_verify(const std::string& path_a, const std::string& path_b, const Verif
     std::cout << "  bound reached:   " << sci(r.bound) << " (delta " << sci(options.delta) << ")\n";
     std::cout << "  guarantee:       " << (r.guarantee ? "yes" : "no") << "\n";
     if (r.opaque_functions)
-      std::cout
-          << "  functions:       silu, relu, gelu and sqrt tested as unknown functions (the same formula in them)\n";
+      std::cout << "  functions:       exp, silu, relu, gelu and sqrt tested as unknown functions (the same formula in "
+                   "them)\n";
     if (!r.guarantee_note.empty()) std::cout << "  note:            " << r.guarantee_note << "\n";
   }
   std::cout << "  reference:       " << lax_summary(r.reference_lax) << "\n";
@@ -693,7 +693,7 @@ int run_main(int argc, char** argv) {
 
   std::string file_b;
   VerifyOptions vopts;
-  bool no_float_check = false;
+  bool no_float_check = false, no_unknown_functions = false;
   auto* ver = app.add_subcommand("verify",
                                  "Check that two programs or μGraphs compute the same function (exit 0 equivalent, 1 "
                                  "not equivalent, 2 cannot compare)");
@@ -705,6 +705,8 @@ int run_main(int argc, char** argv) {
   ver->add_option("--max-tests", vopts.max_tests, "most finite-field tests to run (default 64)")
       ->check(CLI::Range(1, 1000000));
   ver->add_flag("--no-float-check", no_float_check, "skip the floating-point filter");
+  ver->add_flag("--no-unknown-functions", no_unknown_functions,
+                "Theorem 2's tests only: do not first test with exp, silu, relu, gelu and sqrt as unknown functions");
   ver->add_option("--float-tolerance", vopts.float_tolerance, "max relative error of the f32 filter (default 1e-3)")
       ->check(CLI::NonNegativeNumber);
   ver->add_option("--threads", vopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
@@ -934,6 +936,7 @@ int run_main(int argc, char** argv) {
   }
   if (*ver) {
     vopts.float_check = !no_float_check;
+    vopts.unknown_functions = !no_unknown_functions;
     return cmd_verify(file, file_b, vopts);
   }
   return 2;

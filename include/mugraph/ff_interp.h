@@ -53,10 +53,10 @@ struct FFTensor {
 struct FFContext {
   uint64_t omega = 1;      ///< a q-th root of unity in Z_p
   uint64_t test_seed = 0;  ///< seeds the random functions standing for non-Lax ops
-  /// silu, relu, gelu and sqrt are all random functions, of both residues of their operand
-  /// (which must be untainted: the verifier sets this only for graphs without exp), and silu
-  /// taints nothing. Graphs that agree in this mode compute the same formula in those functions,
-  /// so they agree whatever the functions are (docs/verifier.md, "Functions as unknowns").
+  /// exp, silu, relu, gelu and sqrt are all random functions of both residues of their operand,
+  /// and nothing is exp-tainted. Graphs that agree in this mode compute the same formula in those
+  /// functions, so they agree whatever the functions are (docs/verifier.md, "Functions as
+  /// unknowns").
   bool opaque_functions = false;
 };
 

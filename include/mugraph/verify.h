@@ -41,6 +41,9 @@ struct VerifyOptions {
   int max_tests = 64;         ///< stop after this many tests even if delta is not reached
   int threads = 0;            ///< 0: all cores
   bool float_check = true;    ///< also run the floating-point filter
+  /// First test with exp, silu, relu, gelu and sqrt as unknown functions where that bound helps
+  /// (VerifyResult::opaque_functions); false: Theorem 2's tests only.
+  bool unknown_functions = true;
   double float_tolerance = 1e-3;  ///< max relative error of the float filter (f32 run)
 };
 
@@ -60,11 +63,11 @@ struct VerifyResult {
   double bound = 1;            ///< bound reached: per_test_bound ^ tests_run
   bool guarantee = false;      ///< both graphs Lax without sqrt and bound ≤ delta: the bound is a real guarantee
   std::string guarantee_note;  ///< what weakens it, if anything
-  /// The tests treated silu, relu, gelu and sqrt as unknown functions (random functions of their
+  /// The tests treated exp, silu, relu, gelu and sqrt as unknown functions (random functions of their
   /// operands), and the bound is for that model: the graphs compute the same formula in those
   /// functions, which holds for any functions in their place (docs/verifier.md, "Functions as
-  /// unknowns"). Tried first for exp-free graphs that apply one, where Theorem 2 gives no
-  /// guarantee (relu, gelu, sqrt) or a weaker bound (silu).
+  /// unknowns"). Tried first for graphs that apply one, where Theorem 2 gives no guarantee
+  /// (relu, gelu, sqrt) or a weaker bound (exp, silu).
   bool opaque_functions = false;
   uint64_t seed = 0;
   LaxReport reference_lax, candidate_lax;

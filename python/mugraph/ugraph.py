@@ -94,12 +94,12 @@ class UGraph:
     # --- checking ------------------------------------------------------------------------------
 
     def verify(self, reference=None, delta: float = 1e-9, seed: int = 0, max_tests: int = 64,
-               float_check: bool = True, threads: int = 0):
+               float_check: bool = True, threads: int = 0, unknown_functions: bool = True):
         """Checks that this μGraph computes the same function as reference (a Program, UGraph or
         path; default: the program it was found for) by random tests over finite fields. The
         result has verdict ('equivalent', 'not_equivalent', 'incomparable'), reason, tests_run,
         bound (the probability bound reached), guarantee, opaque_functions (whether the bound is
-        for silu, relu, gelu and sqrt as unknown functions) and float_max_rel_error."""
+        for exp, silu, relu, gelu and sqrt as unknown functions) and float_max_rel_error."""
         if reference is None:
             if self.program is None:
                 raise _core.MugraphError("verify needs a reference: this μGraph was not found from a Program here")
@@ -119,6 +119,7 @@ class UGraph:
         options.seed = seed
         options.max_tests = max_tests
         options.float_check = float_check
+        options.unknown_functions = unknown_functions
         options.threads = threads
         return _core.verify(ref_graph, self.graph, options)
 

@@ -274,6 +274,7 @@ NB_MODULE(_core, m) {
       .def_rw("max_tests", &VerifyOptions::max_tests)
       .def_rw("threads", &VerifyOptions::threads)
       .def_rw("float_check", &VerifyOptions::float_check)
+      .def_rw("unknown_functions", &VerifyOptions::unknown_functions)
       .def_rw("float_tolerance", &VerifyOptions::float_tolerance);
   nb::class_<VerifyResult>(m, "VerifyResult")
       .def_prop_ro("verdict",

@@ -75,6 +75,7 @@ VerifyResult joined_verdict(const Graph& program, const Graph& joined, const std
     v.per_test_bound = std::max(v.per_test_bound, r->per_test_bound);
     v.bound = std::min(1.0, v.bound + r->bound);
     v.guarantee = v.guarantee && r->guarantee;
+    v.opaque_functions = v.opaque_functions || r->opaque_functions;  // some part's bound is for that model
     if (!r->guarantee_note.empty())
       v.guarantee_note += (v.guarantee_note.empty() ? "" : "; ") + std::string("part ") + std::to_string(p + 1) + ": " +
                           r->guarantee_note;

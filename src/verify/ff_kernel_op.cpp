@@ -28,8 +28,8 @@ struct FFWorker {
 /// An executable plan of one block graph (and its thread graphs) on residues.
 class FFBlockProgram {
  public:
-  FFBlockProgram(const Graph& body, const std::vector<bool>& param_taint, bool silu_is_exp)
-      : body_(body), silu_is_exp_(silu_is_exp) {
+  FFBlockProgram(const Graph& body, const std::vector<bool>& param_taint, bool exps_taint)
+      : body_(body), exps_taint_(exps_taint) {
     MUGRAPH_CHECK(body.level == Level::block && body.forloop >= 1) << "a graph_kernel body must be a block graph";
     add_plan(body, param_taint);
   }
@@ -78,7 +78,7 @@ class FFBlockProgram {
       p.offset.assign(g.tensors.size(), -1);
       p.scalar.assign(g.ops.size(), {0, 0});
       p.nested.assign(g.ops.size(), -1);
-      Taint t = exp_taint(g, param_taint, silu_is_exp_);
+      Taint t = exp_taint(g, param_taint, exps_taint_);
       p.taint = std::move(t.tensor);
       p.exp_only = std::move(t.exp_only);
     }
@@ -208,7 +208,7 @@ class FFBlockProgram {
   }
 
   const Graph& body_;
-  bool silu_is_exp_ = true;  ///< false under FFContext::opaque_functions
+  bool exps_taint_ = true;   ///< false under FFContext::opaque_functions
   std::vector<Plan> plans_;  // plans_[0]: the block graph
   int64_t arena_ = 0;
   int32_t num_values_ = 0;

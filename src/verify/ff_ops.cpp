@@ -272,8 +272,8 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
       });
     });
   };
-  if (st.ctx.opaque_functions &&
-      (kind == OpKind::relu || kind == OpKind::gelu || kind == OpKind::silu || kind == OpKind::sqrt)) {
+  if (st.ctx.opaque_functions && (kind == OpKind::relu || kind == OpKind::gelu || kind == OpKind::silu ||
+                                  kind == OpKind::sqrt || kind == OpKind::exp)) {
     each([&](uint64_t a, uint64_t b) {
       const auto r = st.random_fn(kind, static_cast<uint32_t>(a), static_cast<uint32_t>(b));
       return std::array<uint64_t, 2>{r[0], r[1]};
@@ -524,7 +524,7 @@ void eval_ff_op(const Op& op, const std::vector<FFView>& ins, const std::array<b
   MUGRAPH_CHECK(false) << op_name(op.kind) << " is not a computing op";
 }
 
-Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool silu_is_exp) {
+Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool exps_taint) {
   Taint t;
   t.tensor.assign(g.tensors.size(), false);
   for (const Op& op : g.ops) {
@@ -548,13 +548,13 @@ Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool silu_is_ex
       case OpCategory::thread_body: {
         std::vector<bool> in;
         for (TensorId x : op.inputs) in.push_back(t.tensor[x.index()]);
-        Taint body = exp_taint(g.bodies.at(static_cast<size_t>(op.attrs.body)), in, silu_is_exp);
+        Taint body = exp_taint(g.bodies.at(static_cast<size_t>(op.attrs.body)), in, exps_taint);
         for (size_t k = 0; k < op.outputs.size(); ++k)
           t.tensor[op.outputs[k].index()] = k < body.out.size() && body.out[k];
         continue;
       }
       default:
-        if (op.kind == OpKind::exp || (silu_is_exp && op.kind == OpKind::silu)) any = true;
+        if (exps_taint && (op.kind == OpKind::exp || op.kind == OpKind::silu)) any = true;
         break;
     }
     for (TensorId x : op.outputs) t.tensor[x.index()] = any;
@@ -564,7 +564,7 @@ Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool silu_is_ex
   // Readers per tensor: 0 none, 1 only exps of untainted values, 2 any other.
   std::vector<uint8_t> readers(g.tensors.size(), 0);
   for (const Op& op : g.ops) {
-    const bool first_exp = op.kind == OpKind::exp && !t.tensor[op.inputs.at(0).index()];
+    const bool first_exp = exps_taint && op.kind == OpKind::exp && !t.tensor[op.inputs.at(0).index()];
     for (TensorId in : op.inputs) {
       uint8_t& r = readers[in.index()];
       r = first_exp && r != 2 ? 1 : 2;

@@ -145,8 +145,9 @@ struct Taint {
   /// of g: a graph that grows later (a search prefix) must not use it.
   std::vector<bool> exp_only;
 };
-/// `silu_is_exp`: false under FFContext::opaque_functions, where silu is a random function.
-Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool silu_is_exp = true);
+/// `exps_taint`: false under FFContext::opaque_functions, where exp and silu are random
+/// functions of both residues: nothing is tainted, and every part is read.
+Taint exp_taint(const Graph& g, const std::vector<bool>& params, bool exps_taint = true);
 
 /// The worker count for `threads` (0: all hardware threads); UserError if out of range.
 int resolve_threads(int threads);

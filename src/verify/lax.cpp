@@ -243,13 +243,11 @@ class Walker {
   /// `per_block`: how many times the op runs per block (the for-loop's iterations in a loop).
   Value unary(const Graph& g, size_t i, const std::string& where, const Value& x, double per_block) {
     const Op& op = g.ops[i];
-    if (opaque_ && op.kind == OpKind::exp) opaque_->exp = true;
-    if (opaque_ &&
-        (op.kind == OpKind::silu || op.kind == OpKind::relu || op.kind == OpKind::gelu || op.kind == OpKind::sqrt)) {
+    if (opaque_ && (op.kind == OpKind::silu || op.kind == OpKind::relu || op.kind == OpKind::gelu ||
+                    op.kind == OpKind::sqrt || op.kind == OpKind::exp)) {
       opaque_->count += static_cast<double>(g.type(op.outputs[0]).shape.numel()) * runs_ * per_block;
       opaque_->arg_num_deg = std::max(opaque_->arg_num_deg, x.form.num.deg);
       opaque_->arg_den_deg = std::max(opaque_->arg_den_deg, x.form.den.deg);
-      if (!x.form.num.plain || !x.form.den.plain || x.form.num.terms > 1 || x.form.den.terms > 1) opaque_->exp = true;
       return step(op, x, variable_form());  // an unknown function: a fresh variable
     }
     switch (op.kind) {
@@ -277,7 +275,7 @@ class Walker {
   }
 
   LaxReport& report_;
-  FunctionApplications* opaque_;  ///< non-null: silu, relu, gelu and sqrt are unknown functions
+  FunctionApplications* opaque_;  ///< non-null: exp, silu, relu, gelu and sqrt are unknown functions
   double runs_ = 1;               ///< how many times an op of the graph being walked runs
   std::vector<TraceNode> trace_;
 };

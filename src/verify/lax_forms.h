@@ -46,18 +46,16 @@ Form difference(const Form& x, const Form& y);
 /// check_lax, also returning the form of every output of the kernel graph, in order.
 LaxReport check_lax_forms(const Graph& kernel_graph, std::vector<Form>& outputs);
 
-/// What the walk with silu, relu, gelu and sqrt as unknown functions saw of their applications.
+/// What the walk with exp, silu, relu, gelu and sqrt as unknown functions saw of their applications.
 struct FunctionApplications {
-  /// Applications: elements of each op's result, times the blocks and loop iterations of the
-  /// graph-defined kernel it sits in (an upper bound: ops after a loop run once per block).
+  /// Applications: elements of each op's result, times the blocks of the graph-defined kernel it
+  /// sits in and, inside its for-loop, the iterations.
   double count = 0;
   /// The most degree of any operand's numerator and of any operand's denominator.
   double arg_num_deg = 0, arg_den_deg = 0;
-  /// An exp reaches an output, or an operand holds an exponential: the model does not apply.
-  bool exp = false;
 };
 
-/// The forms of the kernel graph's outputs with every silu, relu, gelu and sqrt application a fresh
+/// The forms of the kernel graph's outputs with every exp, silu, relu, gelu and sqrt application a fresh
 /// variable (an unknown function of its operand), and what those applications were.
 void check_opaque_forms(const Graph& kernel_graph, std::vector<Form>& outputs, FunctionApplications& apps);
 

@@ -203,14 +203,14 @@ double theorem2_bound(double d, double k) {
   return eps < 1 ? eps : 1;  // NaN (saturated inputs) counts as vacuous
 }
 
-/// The bound of one test with silu, relu, gelu and sqrt as unknown functions (FFContext::
-/// opaque_functions), for graphs without exp. The tests run in an ideal model where each
+/// The bound of one test with exp, silu, relu, gelu and sqrt as unknown functions (FFContext::
+/// opaque_functions). The tests run in an ideal model where each
 /// application of a function to a distinct formula is a fresh uniform variable; the real run
 /// matches it unless two of the m applications (both graphs) get different formulas of the same
 /// value in both fields. Such a pair's difference has degree ≤ e (operands' numerator plus
 /// denominator degrees), zero in Z_p with probability ≤ e/p and, independently, in Z_q with ≤ e/q
 /// (Schwartz–Zippel), so collisions add at most m²/2 · (e/p)·(e/q) to Theorem 2's bound of the
-/// difference in the ideal model, an exp-free expression of degree d with K terms.
+/// difference in the ideal model, an expression of degree d with K terms and no exponential.
 double opaque_bound(double d, double k, const lax::FunctionApplications& a, const lax::FunctionApplications& b) {
   const double m = a.count + b.count;
   const double e = std::max(a.arg_num_deg, b.arg_num_deg) + std::max(a.arg_den_deg, b.arg_den_deg);
@@ -319,11 +319,13 @@ struct ReferenceRuns::Impl {
     FFRun run;
   };
   std::map<uint64_t, FF> ff;
+  std::map<uint64_t, FF> ff_opaque;  ///< the tests with unknown functions, by their own seeds
   int64_t kept_input_bytes = 0;
 
-  /// The entry of test seed `s`, and whether it was just made (the reference has not run yet).
-  std::pair<FF*, bool> entry(uint64_t s) {
-    auto [it, made] = ff.try_emplace(s);
+  /// The entry of test seed `s` (of the unknown-function tests if `opaque`), and whether it was
+  /// just made (the reference has not run yet).
+  std::pair<FF*, bool> entry(uint64_t s, bool opaque) {
+    auto [it, made] = (opaque ? ff_opaque : ff).try_emplace(s);
     return {&it->second, made};
   }
 
@@ -373,7 +375,7 @@ struct Pending {
   bool lax = false;
   double d = 0, k = 1;  ///< Theorem 2's degree and term count of the difference
   int wanted = 1;       ///< tests Theorem 2 asks for (at most max_tests)
-  /// In the tests with silu, relu, gelu and sqrt as unknown functions (tried first where their bound
+  /// In the tests with exp, silu, relu, gelu and sqrt as unknown functions (tried first where their bound
   /// is below Theorem 2's): their per-test bound and the tests it asks for.
   bool opaque = false;
   double opaque_per_test = 1;
@@ -383,15 +385,16 @@ struct Pending {
   bool done = false;  ///< verdict reached, or every wanted test passed
 };
 
-/// Comparability, the Lax check and how many tests Theorem 2 asks for.
 /// The reference's side of prepare(), computed once.
 struct ReferenceForms {
   LaxReport lax;
   std::vector<lax::Form> forms;
-  std::vector<lax::Form> opaque_forms;  ///< with silu, relu, gelu and sqrt unknown functions
+  std::vector<lax::Form> opaque_forms;  ///< with exp, silu, relu, gelu and sqrt unknown functions
   lax::FunctionApplications apps;
 };
 
+/// Comparability, the Lax check, how many tests Theorem 2 asks for, and whether the candidate is
+/// tested with unknown functions first.
 void prepare(const Graph& reference, const ReferenceForms& ref, Pending& c, const VerifyOptions& options) {
   const LaxReport& ref_lax = ref.lax;
   const std::vector<lax::Form>& ref_forms = ref.forms;
@@ -410,14 +413,15 @@ void prepare(const Graph& reference, const ReferenceForms& ref, Pending& c, cons
   c.r.per_test_bound = theorem2_bound(c.d, c.k);
   c.wanted = tests_for(c.r.per_test_bound, options);
   c.same_order = is_identity(c.perm);
-  // silu, relu, gelu and sqrt as unknown functions, where both graphs are exp-free and apply
-  // one: a guarantee for relu, gelu and sqrt, which Theorem 2 does not cover, and a better bound
-  // for silu where its own is weak (an MLP's down projection sums fractions over as many
-  // denominators 1 + exp(−a) as it has terms, and Theorem 2 becomes vacuous).
+  // exp, silu, relu, gelu and sqrt as unknown functions, where either graph applies one: a
+  // guarantee for relu, gelu and sqrt, which Theorem 2 does not cover, and a bound where
+  // Theorem 2's is weak or vacuous (a softmax's sum of exponentials; an MLP's down projection,
+  // which sums fractions over as many denominators 1 + exp(−a) as it has terms). Candidates that
+  // rest on exp's identities (exp(a + b) = exp(a)·exp(b)) fail these tests and take Theorem 2's.
   lax::FunctionApplications apps;
   std::vector<lax::Form> opaque_forms;
   lax::check_opaque_forms(*c.graph, opaque_forms, apps);
-  if (ref.apps.exp || apps.exp || ref.apps.count + apps.count == 0) return;
+  if (!options.unknown_functions || ref.apps.count + apps.count == 0) return;
   auto [d, k] = difference_bounds(ref.opaque_forms, opaque_forms);
   const double eps = opaque_bound(d, k, ref.apps, apps);
   const bool theorem2_guarantees = c.lax && !ref_lax.uses_sqrt && !c.r.candidate_lax.uses_sqrt;
@@ -440,7 +444,7 @@ void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) 
     r.guarantee = r.bound <= options.delta && notes.empty();
     if (r.bound > options.delta)
       notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
-                      fmt(options.delta) + " (silu, relu, gelu and sqrt as unknown functions)");
+                      fmt(options.delta) + " (exp, silu, relu, gelu and sqrt as unknown functions)");
     for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
     r.verdict = Verdict::equivalent;
     return;
@@ -468,9 +472,9 @@ void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) 
         "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
         "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
         "catches those)");
-  if (c.opaque_failed)
+  if (c.opaque_failed && !r.guarantee)
     notes.push_back(
-        "with silu, relu, gelu and sqrt as unknown functions the graphs differ: their equivalence rests on what "
+        "with exp, silu, relu, gelu and sqrt as unknown functions the graphs differ: their equivalence rests on what "
         "those functions compute");
   for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
   r.verdict = Verdict::equivalent;
@@ -505,11 +509,10 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
   // what it would have run alone (a candidate's n-th draw does not depend on the others), so
   // each verdict is verify()'s for that candidate alone. One draw's inputs serve them all, and
   // kernel ops they share are computed once per draw (FFOpCache). First the candidates tested
-  // with unknown functions (their own draws: another seed stream, not kept in `runs`); those
-  // whose test disagrees join the ordinary tests after.
+  // with unknown functions (their own draws, from another seed stream); those whose test
+  // disagrees join the ordinary tests after.
   const FFBufferReuse reuse;  // each draw runs the same graphs again
   for (const bool opaque : {true, false}) {
-    ReferenceRuns::Impl* const phase_cache = opaque ? nullptr : cache;
     uint64_t draw = 0;
     auto in_phase = [opaque](const Pending& c) { return !c.done && c.opaque == opaque; };
     auto under_test = [&] { return std::any_of(all.begin(), all.end(), in_phase); };
@@ -523,12 +526,12 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
       ReferenceRuns::Impl::FF local;
       ReferenceRuns::Impl::FF* ref = &local;
       bool fresh = true;
-      if (phase_cache) std::tie(ref, fresh) = phase_cache->entry(s);
+      if (cache) std::tie(ref, fresh) = cache->entry(s, opaque);
       std::vector<FFTensor> drawn;
       if (ref->inputs.empty()) drawn = random_ff_inputs(reference, s, options.threads);
       if (fresh) {
         ref->run = run_ff(reference, drawn, ctx, options.threads, &shared);
-        if (phase_cache) phase_cache->keep_inputs(*ref, drawn);
+        if (cache) cache->keep_inputs(*ref, drawn);
       }
       const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
       const FFRun& a = ref->run;

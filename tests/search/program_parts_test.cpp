@@ -231,10 +231,15 @@ output O
   EXPECT_DOUBLE_EQ(v.bound, 4e-12);
   EXPECT_EQ(v.tests_run, 3);
   EXPECT_TRUE(v.guarantee);
+  EXPECT_FALSE(v.opaque_functions);
   EXPECT_LE(v.float_max_rel_error, o.float_tolerance);
+  // A part whose bound treats exp as an unknown function makes the joined bound one of that model.
+  a.opaque_functions = true;
+  EXPECT_TRUE(joined_verdict(program, joined, {&a, &b}, o).opaque_functions);
   // A part whose μGraph is not its program's own ops counts as is (null: its own ops).
   v = joined_verdict(program, joined, {nullptr, &b}, o);
   EXPECT_DOUBLE_EQ(v.bound, 3e-12);
+  EXPECT_FALSE(v.opaque_functions);
   // Past delta, no guarantee.
   b.bound = 1e-3;
   EXPECT_FALSE(joined_verdict(program, joined, {&a, &b}, o).guarantee);

@@ -57,12 +57,16 @@ def test_relu_is_an_unknown_function_with_a_guarantee(mugraph_bin, tmp_path):
     assert "guarantee:       yes" in r.stdout and "tested as unknown functions" in r.stdout, r.stdout
     assert "is not multilinear" in r.stdout  # the reference's Lax report still says why Theorem 2 does not apply
     assert "not run (--no-float-check)" in r.stdout
+    r = run_cli(mugraph_bin, "verify", a, b, "--no-float-check", "--no-unknown-functions")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "guarantee:       no" in r.stdout and "unknown functions" not in r.stdout, r.stdout
 
 
-def test_relu_beside_an_exp_has_no_guarantee(mugraph_bin, tmp_path):
-    a = write(tmp_path, "a.mg", "input X[4]\nO = mul(relu(X), 2)\nP = exp(X)\noutput O, P\n")
-    b = write(tmp_path, "b.mg", "input X[4]\nR = relu(X)\nO = add(R, R)\nP = exp(X)\noutput O, P\n")
+def test_relu_beside_an_exp_identity_has_no_guarantee(mugraph_bin, tmp_path):
+    # exp(2X) = exp(X)² holds by what exp is: the unknown-function test disagrees, Theorem 2 decides.
+    a = write(tmp_path, "a.mg", "input X[4]\nO = mul(relu(X), 2)\nP = exp(add(X, X))\noutput O, P\n")
+    b = write(tmp_path, "b.mg", "input X[4]\nR = relu(X)\nO = add(R, R)\nP = sqr(exp(X))\noutput O, P\n")
     r = run_cli(mugraph_bin, "verify", a, b, "--no-float-check")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "guarantee:       no" in r.stdout and "is not multilinear" in r.stdout
-    assert "unknown functions" not in r.stdout
+    assert "functions:" not in r.stdout and "as unknown functions the graphs differ" in r.stdout, r.stdout

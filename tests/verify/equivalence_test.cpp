@@ -83,7 +83,7 @@ void expect_equivalent(const Graph& reference, const Graph& candidate, const std
     EXPECT_LE(r.bound, o.delta) << what;
   }
   if (r.opaque_functions) {
-    // silu, relu, gelu and sqrt as unknown functions: a guarantee for the Lax and the non-Lax.
+    // exp, silu, relu, gelu and sqrt as unknown functions: a guarantee for the Lax and the non-Lax.
     EXPECT_TRUE(r.guarantee) << what << ": " << describe(r);
   } else if (!lax) {
     EXPECT_FALSE(r.guarantee) << what << ": not Lax, yet a guarantee: " << describe(r);

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "../ir/example_graphs.h"
+#include "lax_forms.h"
 #include "mugraph/frontend.h"
 #include "mugraph/loader.h"
 #include "mugraph/verify.h"
@@ -195,6 +197,32 @@ TEST(LaxBounds, Saturate) {
   EXPECT_GT(r.exp_terms, 1e20);
   EXPECT_LE(r.exp_terms, 1e30);
   EXPECT_LE(r.degree, 1e30);
+}
+
+TEST(OpaqueForms, CountApplicationsPerBlockAndIteration) {
+  // The collision term of the unknown-function bound counts every application: m²/2 pairs.
+  auto apps_of = [](const Graph& g) {
+    std::vector<lax::Form> forms;
+    lax::FunctionApplications apps;
+    lax::check_opaque_forms(g, forms, apps);
+    return std::make_pair(forms, apps);
+  };
+  // Kernel level: one per element. sqrt's operand, a sum of squares, has degree 2.
+  auto [forms, apps] =
+      apps_of(parse_program("input X[4, 8]\nS = sqrt(sum(sqr(X), dim=1))\nO = relu(div(X, S))\noutput O\n"));
+  EXPECT_EQ(apps.count, 4 + 32);
+  EXPECT_EQ(apps.arg_num_deg, 2);
+  EXPECT_EQ(apps.arg_den_deg, 1);  // relu's operand X / S, S a fresh variable
+  ASSERT_EQ(forms.size(), 1u);
+  EXPECT_EQ(forms[0].degree(), 1);  // relu(...) is itself a fresh variable
+  EXPECT_EQ(forms[0].numerator_terms(), 1);
+  // exp inside a for-loop: a [4, 8] tile in each of 4 iterations of 2 blocks, X's 256 elements.
+  EXPECT_EQ(apps_of(examples::exp_scale_concat(4, 64, 2, 4)).second.count, 256);
+  // sqrt in a thread graph of a one-iteration kernel: the [16, 1] sums in each of 32 blocks.
+  EXPECT_EQ(apps_of(examples::rmsnorm_two_kernels()).second.count, 16 * 32);
+  // Figure 3b: the sqrt after the loop runs once per block, not once per iteration (128 blocks,
+  // 16 iterations).
+  EXPECT_EQ(apps_of(load_graph_file(source_dir() + "/examples/ugraphs/rmsnorm_fig3b.json")).second.count, 16 * 128);
 }
 
 }  // namespace

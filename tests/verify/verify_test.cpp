@@ -242,6 +242,7 @@ void expect_same_result(const VerifyResult& a, const VerifyResult& b) {
   EXPECT_EQ(a.bound, b.bound);
   EXPECT_EQ(a.guarantee, b.guarantee);
   EXPECT_EQ(a.guarantee_note, b.guarantee_note);
+  EXPECT_EQ(a.opaque_functions, b.opaque_functions);
   EXPECT_EQ(a.seed, b.seed);
   EXPECT_EQ(a.reference_lax.lax, b.reference_lax.lax);
   EXPECT_EQ(a.candidate_lax.violation, b.candidate_lax.violation);
@@ -289,6 +290,43 @@ TEST(Verify, VerifyAllGivesEachCandidateWhatVerifyGivesIt) {
   EXPECT_TRUE(verify_all(ref, {}, quick()).empty());
 }
 
+TEST(Verify, VerifyAllMixesUnknownFunctionTestsWithOrdinaryOnes) {
+  // Candidates of an exp-free MLP: one that passes with silu unknown, wrong ones that fail there
+  // and are rejected by the ordinary tests, one that expands silu (an exp: ordinary tests only)
+  // and one that divides by zero on every draw (in both kinds of test). Verified together,
+  // twice through one ReferenceRuns (the reference's runs of both kinds kept), and alone:
+  // identical results.
+  const std::string in = "input X[4, 8]\ninput W[8, 8]\ninput V[8, 4]\n";
+  const Graph ref = parse_program(in + "O = matmul(mul(silu(matmul(X, W)), 2), V)\noutput O\n");
+  const std::vector<Graph> cands = {
+      parse_program(in + "H = silu(matmul(X, W))\nO = matmul(add(H, H), V)\noutput O\n"),
+      parse_program(in + "O = matmul(mul(silu(matmul(X, W)), 3), V)\noutput O\n"),
+      parse_program(in + "O = matmul(mul(silu(matmul(X, mul(W, 2))), 2), V)\noutput O\n"),
+      parse_program(in + "A = matmul(X, W)\nO = matmul(mul(div(A, add(1, exp(mul(A, -1)))), 2), V)\noutput O\n"),
+      parse_program(in + "O = div(matmul(mul(silu(matmul(X, W)), 2), V), sum(sub(X, X), dim=1))\noutput O\n"),
+  };
+  std::vector<const Graph*> ptrs;
+  for (const Graph& c : cands) ptrs.push_back(&c);
+  ReferenceRuns runs;
+  for (int call = 0; call < 2; ++call) {
+    const std::vector<VerifyResult> together = verify_all(ref, ptrs, quick(), &runs);
+    ASSERT_EQ(together.size(), cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      SCOPED_TRACE("candidate " + std::to_string(i) + ", call " + std::to_string(call));
+      expect_same_result(together[i], verify(ref, cands[i], quick()));
+    }
+    EXPECT_EQ(together[0].verdict, Verdict::equivalent);
+    EXPECT_TRUE(together[0].opaque_functions);
+    EXPECT_TRUE(together[0].guarantee);
+    EXPECT_EQ(together[1].verdict, Verdict::not_equivalent);
+    EXPECT_EQ(together[2].verdict, Verdict::not_equivalent);
+    EXPECT_EQ(together[3].verdict, Verdict::equivalent);
+    EXPECT_FALSE(together[3].opaque_functions);
+    EXPECT_EQ(together[4].verdict, Verdict::not_equivalent);
+    EXPECT_EQ(together[4].redraws, 200);  // 100 with silu unknown, then 100 ordinary
+  }
+}
+
 TEST(Verify, VerifyAllStopsWhenAsked) {
   const Graph ref = parse_program("input X[4, 8]\ninput W[8, 8]\nO = matmul(mul(X, 2), W)\noutput O\n");
   const Graph same = parse_program("input X[4, 8]\ninput W[8, 8]\nO = mul(matmul(X, W), 2)\noutput O\n");
@@ -318,6 +356,15 @@ TEST(Verify, ReluVerifiesAsAnUnknownFunctionWithAGuarantee) {
   EXPECT_LE(r.bound, 1e-9);
   EXPECT_EQ(r.tests_run, 2) << describe(r);
   EXPECT_TRUE(r.guarantee_note.empty()) << r.guarantee_note;
+  // Without the unknown-function tests, relu is a random function outside Theorem 2.
+  VerifyOptions theorem2_only = quick();
+  theorem2_only.unknown_functions = false;
+  VerifyResult t = check("input X[4, 8]\nO = mul(relu(X), 2)\noutput O\n",
+                         "input X[4, 8]\nR = relu(X)\nO = add(R, R)\noutput O\n", theorem2_only);
+  EXPECT_EQ(t.verdict, Verdict::equivalent) << describe(t);
+  EXPECT_FALSE(t.opaque_functions);
+  EXPECT_FALSE(t.guarantee);
+  EXPECT_NE(t.guarantee_note.find("the reference is not Lax: relu"), std::string::npos) << t.guarantee_note;
   // Different arguments are told apart: the unknown-function test disagrees, and the ordinary
   // tests that follow give the certain verdict.
   VerifyResult s = check("input X[4, 8]\nO = relu(X)\noutput O\n", "input X[4, 8]\nO = relu(mul(X, 2))\noutput O\n");
@@ -326,16 +373,17 @@ TEST(Verify, ReluVerifiesAsAnUnknownFunctionWithAGuarantee) {
   EXPECT_NE(s.reason.find("differs at element"), std::string::npos) << s.reason;
 }
 
-TEST(Verify, ReluBesideAnExpVerifiesWithoutGuarantee) {
-  // An exp keeps the unknown-function model out (exp's identities are part of what is tested):
-  // relu is then a random function outside Theorem 2.
-  VerifyResult r = check("input X[4, 8]\nO = mul(relu(X), 2)\nP = exp(X)\noutput O, P\n",
-                         "input X[4, 8]\nR = relu(X)\nO = add(R, R)\nP = exp(X)\noutput O, P\n");
+TEST(Verify, ReluBesideAnExpIdentityVerifiesWithoutGuarantee) {
+  // exp(2X) = exp(X)² holds by what exp is, not as a formula: the unknown-function test
+  // disagrees, and the ordinary tests, where relu is a random function outside Theorem 2, decide.
+  VerifyResult r = check("input X[4, 8]\nO = mul(relu(X), 2)\nP = exp(add(X, X))\noutput O, P\n",
+                         "input X[4, 8]\nR = relu(X)\nO = add(R, R)\nP = sqr(exp(X))\noutput O, P\n");
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
   EXPECT_FALSE(r.opaque_functions);
   EXPECT_FALSE(r.guarantee);
   EXPECT_NE(r.guarantee_note.find("the reference is not Lax: relu"), std::string::npos) << r.guarantee_note;
   EXPECT_NE(r.guarantee_note.find("modelled as random functions"), std::string::npos) << r.guarantee_note;
+  EXPECT_NE(r.guarantee_note.find("as unknown functions the graphs differ"), std::string::npos) << r.guarantee_note;
 }
 
 TEST(Verify, SqrtIsAnUnknownFunctionWithoutExp) {
@@ -355,9 +403,9 @@ TEST(Verify, SqrtIsAnUnknownFunctionWithoutExp) {
   EXPECT_FALSE(s.guarantee);
 }
 
-TEST(Verify, SqrtBesideAnExpWeakensTheGuarantee) {
-  const char* a = "input X[4, 8]\nO = div(X, sqrt(sum(sqr(X), dim=1)))\nP = exp(X)\noutput O, P\n";
-  const char* b = "input X[4, 8]\nS = sqrt(sum(sqr(X), dim=1))\nO = mul(X, div(1, S))\nP = exp(X)\noutput O, P\n";
+TEST(Verify, SqrtBesideAnExpIdentityWeakensTheGuarantee) {
+  const char* a = "input X[4, 8]\nO = div(X, sqrt(sum(sqr(X), dim=1)))\nP = exp(add(X, X))\noutput O, P\n";
+  const char* b = "input X[4, 8]\nS = sqrt(sum(sqr(X), dim=1))\nO = mul(X, div(1, S))\nP = sqr(exp(X))\noutput O, P\n";
   VerifyResult r = check(a, b);
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
   EXPECT_TRUE(r.reference_lax.uses_sqrt);
@@ -366,6 +414,19 @@ TEST(Verify, SqrtBesideAnExpWeakensTheGuarantee) {
   EXPECT_LE(r.bound, 1e-9);
   EXPECT_NE(r.guarantee_note.find("sqrt is evaluated as a deterministic function"), std::string::npos)
       << r.guarantee_note;
+}
+
+TEST(Verify, ASoftmaxIsBoundedWithExpUnknown) {
+  // Attention's softmax: Theorem 2 is vacuous (a sum of 64 exponentials), but both graphs apply
+  // exp to the same scores, so with exp unknown the difference has no exponential: a guarantee.
+  const std::string in = "input Q[2, 8, 16]\ninput K[2, 16, 64]\ninput V[2, 64, 16]\n";
+  const std::string ref = in + "E = exp(matmul(Q, K))\nO = matmul(div(E, sum(E, dim=2)), V)\noutput O\n";
+  VerifyResult r = check(ref, in + "E = exp(matmul(Q, K))\nO = div(matmul(E, V), sum(E, dim=2))\noutput O\n");
+  EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
+  EXPECT_TRUE(r.opaque_functions) << describe(r);
+  EXPECT_TRUE(r.guarantee) << describe(r);
+  EXPECT_LE(r.bound, 1e-9);
+  EXPECT_LT(r.tests_run, 64);
 }
 
 TEST(Verify, AnMlpsDownProjectionIsBoundedWithUnknownFunctions) {
@@ -388,11 +449,13 @@ TEST(Verify, AnMlpsDownProjectionIsBoundedWithUnknownFunctions) {
 }
 
 TEST(Verify, VacuousBoundRunsMaxTests) {
-  // A softmax over 64 columns: 64 exponential terms make Theorem 2 vacuous.
+  // A softmax over 64 columns: 64 exponential terms make Theorem 2 vacuous. The candidate
+  // computes exp(X) as exp(X/2)², which holds by what exp is: the unknown-function test
+  // disagrees, and Theorem 2 is all there is.
   VerifyOptions o = quick();
   o.max_tests = 5;
   VerifyResult r = check("input X[4, 64]\nE = exp(X)\nO = div(E, sum(E, dim=1))\noutput O\n",
-                         "input X[4, 64]\nE = exp(X)\nO = mul(E, div(1, sum(E, dim=1)))\noutput O\n", o);
+                         "input X[4, 64]\nE = sqr(exp(div(X, 2)))\nO = mul(E, div(1, sum(E, dim=1)))\noutput O\n", o);
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
   EXPECT_EQ(r.tests_run, 5);
   EXPECT_EQ(r.per_test_bound, 1);
@@ -445,9 +508,10 @@ TEST(Verify, KCountsTheNumeratorsTermsNotTheDenominators) {
   // 3 terms above (the two plain ones merge) and 4 below. Theorem 2's bound is in the
   // numerator's count: K = 3 and d = 2 give ε = 8·2·3⁴/q + q^(−1/9) ≈ 0.107, so 10 tests reach
   // 1e-9. Counting the denominator's 4 terms gave ε ≈ 0.285 and 17 tests.
-  // The exp beside keeps the unknown-function model (which needs no exp at all) out.
-  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(silu(A), B)\nP = exp(A)\noutput O, P\n",
-                         "input A[4, 8]\ninput B[4, 8]\nO = mul(B, silu(A))\nP = exp(A)\noutput O, P\n");
+  // The exp identity beside (exp(2A) = exp(A)²) fails the unknown-function test, so Theorem 2
+  // decides: its P output has 2 terms, fewer than O's.
+  VerifyResult r = check("input A[4, 8]\ninput B[4, 8]\nO = mul(silu(A), B)\nP = exp(add(A, A))\noutput O, P\n",
+                         "input A[4, 8]\ninput B[4, 8]\nO = mul(B, silu(A))\nP = sqr(exp(A))\noutput O, P\n");
   const double q = 536870219.0;
   const double eps = 8 * 2 * 81 / q + std::pow(q, -1.0 / 9);
   EXPECT_EQ(r.verdict, Verdict::equivalent) << describe(r);
