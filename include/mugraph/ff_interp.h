@@ -60,6 +60,12 @@ struct FFContext {
   bool opaque_functions = false;
 };
 
+/// The ops FFContext::opaque_functions makes random functions: every unary op but sqr (a product),
+/// that is exp, sqrt, silu, relu and gelu.
+inline bool is_opaque_function(OpKind kind) {
+  return op_info(kind).category == OpCategory::unary && kind != OpKind::sqr;
+}
+
 /// The result of one finite-field run.
 struct FFRun {
   std::vector<FFTensor> outputs;  ///< the graph's outputs in order (empty if zero_divisor)

@@ -272,8 +272,7 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
       });
     });
   };
-  if (st.ctx.opaque_functions && (kind == OpKind::relu || kind == OpKind::gelu || kind == OpKind::silu ||
-                                  kind == OpKind::sqrt || kind == OpKind::exp)) {
+  if (st.ctx.opaque_functions && is_opaque_function(kind)) {
     each([&](uint64_t a, uint64_t b) {
       const auto r = st.random_fn(kind, static_cast<uint32_t>(a), static_cast<uint32_t>(b));
       return std::array<uint64_t, 2>{r[0], r[1]};
@@ -399,19 +398,24 @@ OmegaPow FFState::omega_pow() const {
   return OmegaPow{powers_->low.data(), powers_->high.data()};
 }
 
-std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp) const {
-  uint64_t h = splitmix64(ctx.test_seed ^ (0x51ed270b27a3e1b7ull * (static_cast<uint64_t>(kind) + 1)));
-  h = splitmix64(h ^ xp);
+namespace {
+/// A random function's value: `key` (the operand) hashed under a seed of the test and the op
+/// kind (`kind_mix`, one per kind of function), as residues in Z_p and Z_q.
+std::array<uint32_t, 2> hashed_residues(uint64_t test_seed, uint64_t kind_mix, OpKind kind, uint64_t key) {
+  uint64_t h = splitmix64(test_seed ^ (kind_mix * (static_cast<uint64_t>(kind) + 1)));
+  h = splitmix64(h ^ key);
   uint64_t h2 = splitmix64(h ^ 0x2545f4914f6cdd1dull);
   return {static_cast<uint32_t>(h % kP), static_cast<uint32_t>(h2 % kQ)};
+}
+}  // namespace
+
+std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp) const {
+  return hashed_residues(ctx.test_seed, 0x51ed270b27a3e1b7ull, kind, xp);
 }
 
 std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp, uint32_t xq) const {
   // A seed of its own per kind, so that the pair function is not the Z_p one at xq = 0.
-  uint64_t h = splitmix64(ctx.test_seed ^ (0x9e6c63d0676a9a99ull * (static_cast<uint64_t>(kind) + 1)));
-  h = splitmix64(h ^ (uint64_t{xp} << 32 | xq));
-  uint64_t h2 = splitmix64(h ^ 0x2545f4914f6cdd1dull);
-  return {static_cast<uint32_t>(h % kP), static_cast<uint32_t>(h2 % kQ)};
+  return hashed_residues(ctx.test_seed, 0x9e6c63d0676a9a99ull, kind, uint64_t{xp} << 32 | xq);
 }
 
 std::array<uint32_t, 2> scalar_residues(const Scalar& s) {

@@ -17,6 +17,7 @@
 
 #include "block_structure.h"
 #include "lax_forms.h"
+#include "mugraph/ff_interp.h"
 #include "mugraph/verify.h"
 
 namespace mugraph {
@@ -243,8 +244,7 @@ class Walker {
   /// `per_block`: how many times the op runs per block (the for-loop's iterations in a loop).
   Value unary(const Graph& g, size_t i, const std::string& where, const Value& x, double per_block) {
     const Op& op = g.ops[i];
-    if (opaque_ && (op.kind == OpKind::silu || op.kind == OpKind::relu || op.kind == OpKind::gelu ||
-                    op.kind == OpKind::sqrt || op.kind == OpKind::exp)) {
+    if (opaque_ && is_opaque_function(op.kind)) {
       opaque_->count += static_cast<double>(g.type(op.outputs[0]).shape.numel()) * runs_ * per_block;
       opaque_->arg_num_deg = std::max(opaque_->arg_num_deg, x.form.num.deg);
       opaque_->arg_den_deg = std::max(opaque_->arg_den_deg, x.form.den.deg);

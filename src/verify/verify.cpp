@@ -318,14 +318,13 @@ struct ReferenceRuns::Impl {
     std::vector<FFTensor> inputs;  ///< empty if not kept
     FFRun run;
   };
-  std::map<uint64_t, FF> ff;
-  std::map<uint64_t, FF> ff_opaque;  ///< the tests with unknown functions, by their own seeds
+  std::map<std::pair<uint64_t, bool>, FF> ff;  ///< by test seed and whether functions are unknown
   int64_t kept_input_bytes = 0;
 
   /// The entry of test seed `s` (of the unknown-function tests if `opaque`), and whether it was
   /// just made (the reference has not run yet).
   std::pair<FF*, bool> entry(uint64_t s, bool opaque) {
-    auto [it, made] = (opaque ? ff_opaque : ff).try_emplace(s);
+    auto [it, made] = ff.try_emplace({s, opaque});
     return {&it->second, made};
   }
 
@@ -373,7 +372,8 @@ struct Pending {
   std::vector<size_t> perm;
   bool same_order = true;
   bool lax = false;
-  double d = 0, k = 1;  ///< Theorem 2's degree and term count of the difference
+  bool theorem2_covers = false;  ///< both graphs Lax and without sqrt: Theorem 2's bound is a guarantee
+  double d = 0, k = 1;           ///< Theorem 2's degree and term count of the difference
   int wanted = 1;       ///< tests Theorem 2 asks for (at most max_tests)
   /// In the tests with exp, silu, relu, gelu and sqrt as unknown functions (tried first where their bound
   /// is below Theorem 2's): their per-test bound and the tests it asks for.
@@ -409,6 +409,7 @@ void prepare(const Graph& reference, const ReferenceForms& ref, Pending& c, cons
   c.r.reference_lax = ref_lax;
   c.r.candidate_lax = lax::check_lax_forms(*c.graph, cand_forms);
   c.lax = c.r.reference_lax.lax && c.r.candidate_lax.lax;
+  c.theorem2_covers = c.lax && !ref_lax.uses_sqrt && !c.r.candidate_lax.uses_sqrt;
   std::tie(c.d, c.k) = difference_bounds(ref_forms, cand_forms);
   c.r.per_test_bound = theorem2_bound(c.d, c.k);
   c.wanted = tests_for(c.r.per_test_bound, options);
@@ -418,14 +419,14 @@ void prepare(const Graph& reference, const ReferenceForms& ref, Pending& c, cons
   // Theorem 2's is weak or vacuous (a softmax's sum of exponentials; an MLP's down projection,
   // which sums fractions over as many denominators 1 + exp(−a) as it has terms). Candidates that
   // rest on exp's identities (exp(a + b) = exp(a)·exp(b)) fail these tests and take Theorem 2's.
+  if (!options.unknown_functions) return;
   lax::FunctionApplications apps;
   std::vector<lax::Form> opaque_forms;
   lax::check_opaque_forms(*c.graph, opaque_forms, apps);
-  if (!options.unknown_functions || ref.apps.count + apps.count == 0) return;
+  if (ref.apps.count + apps.count == 0) return;
   auto [d, k] = difference_bounds(ref.opaque_forms, opaque_forms);
   const double eps = opaque_bound(d, k, ref.apps, apps);
-  const bool theorem2_guarantees = c.lax && !ref_lax.uses_sqrt && !c.r.candidate_lax.uses_sqrt;
-  if (eps < 1 && (!theorem2_guarantees || eps < c.r.per_test_bound)) {
+  if (eps < 1 && (!c.theorem2_covers || eps < c.r.per_test_bound)) {
     c.opaque = true;
     c.opaque_per_test = eps;
     c.opaque_wanted = tests_for(eps, options);
@@ -436,46 +437,42 @@ void prepare(const Graph& reference, const ReferenceForms& ref, Pending& c, cons
 void conclude(const Graph& reference, Pending& c, const VerifyOptions& options) {
   VerifyResult& r = c.r;
   const int max_tests = std::max(1, options.max_tests);
+  // What weakens the guarantee.
+  std::vector<std::string> notes = constant_notes(reference, *c.graph);
   if (c.opaque) {
     r.opaque_functions = true;
     r.per_test_bound = c.opaque_per_test;
     r.bound = std::pow(r.per_test_bound, r.tests_run);
-    std::vector<std::string> notes = constant_notes(reference, *c.graph);
     r.guarantee = r.bound <= options.delta && notes.empty();
     if (r.bound > options.delta)
       notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
                       fmt(options.delta) + " (exp, silu, relu, gelu and sqrt as unknown functions)");
-    for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
-    r.verdict = Verdict::equivalent;
-    return;
+  } else {
+    r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
+    r.guarantee = c.theorem2_covers && r.bound <= options.delta && notes.empty();
+    if (!r.reference_lax.lax) notes.push_back("the reference is not Lax: " + r.reference_lax.violation);
+    if (!r.candidate_lax.lax) notes.push_back("the candidate is not Lax: " + r.candidate_lax.violation);
+    if (!c.lax)
+      notes.push_back(
+          "non-Lax ops were modelled as random functions, consistent in both graphs; Theorem 2 does not cover them");
+    if (r.per_test_bound >= 1) {
+      notes.push_back("the per-test bound is vacuous for degree d = " + fmt_bound(c.d) + " and K = " + fmt_bound(c.k) +
+                      " terms of the difference (Theorem 2: 8·d·K⁴/q + q^(−1/K²) ≥ 1)");
+    } else if (r.bound > options.delta) {
+      notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
+                      fmt(options.delta) + " (d = " + fmt_bound(c.d) + ", K = " + fmt_bound(c.k) + ")");
+    }
+    if (r.reference_lax.uses_sqrt || r.candidate_lax.uses_sqrt)
+      notes.push_back(
+          "sqrt is evaluated as a deterministic function whose square is ±x, outside Theorem 2: rewrites that "
+          "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
+          "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
+          "catches those)");
+    if (c.opaque_failed && !r.guarantee)
+      notes.push_back(
+          "with exp, silu, relu, gelu and sqrt as unknown functions the graphs differ: their equivalence rests on "
+          "what those functions compute");
   }
-  r.bound = r.per_test_bound < 1 ? std::pow(r.per_test_bound, r.tests_run) : 1;
-  // What weakens the guarantee.
-  std::vector<std::string> notes = constant_notes(reference, *c.graph);
-  r.guarantee =
-      c.lax && !r.reference_lax.uses_sqrt && !r.candidate_lax.uses_sqrt && r.bound <= options.delta && notes.empty();
-  if (!r.reference_lax.lax) notes.push_back("the reference is not Lax: " + r.reference_lax.violation);
-  if (!r.candidate_lax.lax) notes.push_back("the candidate is not Lax: " + r.candidate_lax.violation);
-  if (!c.lax)
-    notes.push_back(
-        "non-Lax ops were modelled as random functions, consistent in both graphs; Theorem 2 does not cover them");
-  if (r.per_test_bound >= 1) {
-    notes.push_back("the per-test bound is vacuous for degree d = " + fmt_bound(c.d) + " and K = " + fmt_bound(c.k) +
-                    " terms of the difference (Theorem 2: 8·d·K⁴/q + q^(−1/K²) ≥ 1)");
-  } else if (r.bound > options.delta) {
-    notes.push_back("max_tests (" + std::to_string(max_tests) + ") ran out before the bound reached delta " +
-                    fmt(options.delta) + " (d = " + fmt_bound(c.d) + ", K = " + fmt_bound(c.k) + ")");
-  }
-  if (r.reference_lax.uses_sqrt || r.candidate_lax.uses_sqrt)
-    notes.push_back(
-        "sqrt is evaluated as a deterministic function whose square is ±x, outside Theorem 2: rewrites that "
-        "rely on sqrt(x)·sqrt(y) = sqrt(x·y) are rejected, and candidates that differ from the reference only "
-        "in the sign of a square root (sqrt(x²) vs x) pass a test with probability about 1/4 (the float filter "
-        "catches those)");
-  if (c.opaque_failed && !r.guarantee)
-    notes.push_back(
-        "with exp, silu, relu, gelu and sqrt as unknown functions the graphs differ: their equivalence rests on what "
-        "those functions compute");
   for (size_t i = 0; i < notes.size(); ++i) r.guarantee_note += (i ? "; " : "") + notes[i];
   r.verdict = Verdict::equivalent;
 }
@@ -516,6 +513,23 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
     uint64_t draw = 0;
     auto in_phase = [opaque](const Pending& c) { return !c.done && c.opaque == opaque; };
     auto under_test = [&] { return std::any_of(all.begin(), all.end(), in_phase); };
+    // A candidate whose unknown-function test disagrees, or keeps dividing by zero, goes on to the
+    // ordinary tests, which decide.
+    auto leave_opaque = [](Pending& c) {
+      c.opaque = false;
+      c.opaque_failed = true;
+      c.r.tests_run = 0;
+      c.streak_ref = c.streak_cand = 0;
+    };
+    // A draw voided by a zero divisor is drawn again; too many in a row end with `verdict`.
+    auto redraw = [&](Pending& c, int& streak, Verdict verdict, const char* who, const char* why) {
+      ++c.r.redraws;
+      if (++streak < kMaxRedrawsInARow) return;
+      if (opaque) return leave_opaque(c);
+      c.r.verdict = verdict;
+      c.r.reason = std::string(who) + " divides by zero on " + std::to_string(streak) + " random draws in a row" + why;
+      c.done = true;
+    };
     while (under_test()) {
       if (stop && stop->load()) return {};
       const uint64_t s = draw_seed(opaque ? options.seed ^ kOpaqueSeedSalt : options.seed, draw++);
@@ -535,24 +549,6 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
       }
       const std::vector<FFTensor>& inputs = drawn.empty() ? ref->inputs : drawn;
       const FFRun& a = ref->run;
-      // A draw voided by a zero divisor is drawn again; too many in a row end with `verdict`.
-      // A candidate whose unknown-function test disagrees, or keeps dividing by zero, goes on to
-      // the ordinary tests, which decide.
-      auto leave_opaque = [](Pending& c) {
-        c.opaque = false;
-        c.opaque_failed = true;
-        c.r.tests_run = 0;
-        c.streak_ref = c.streak_cand = 0;
-      };
-      auto redraw = [&](Pending& c, int& streak, Verdict verdict, const char* who, const char* why) {
-        ++c.r.redraws;
-        if (++streak < kMaxRedrawsInARow) return;
-        if (opaque) return leave_opaque(c);
-        c.r.verdict = verdict;
-        c.r.reason =
-            std::string(who) + " divides by zero on " + std::to_string(streak) + " random draws in a row" + why;
-        c.done = true;
-      };
       for (Pending& c : all) {
         if (!in_phase(c)) continue;
         VerifyResult& r = c.r;
