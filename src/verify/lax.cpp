@@ -58,12 +58,14 @@ Form fjoin(const Form& x, const Form& y) {
 bool trivial(const Part& p) { return p.deg == 0 && p.terms == 1 && p.plain; }
 
 /// A sum of n values of form x (sum, matmul, summing accumulator): over the common denominator,
-/// Σ_j A_j · Π_{l≠j} B_l / Π_l B_l. With a constant denominator nothing but the term count grows.
-Form fsum(const Form& x, double n) {
+/// Σ_j A_j · Π_{l≠j} B_l / Π_l B_l. Where every summand has the same denominator B (`same_den`:
+/// B does not depend on the index summed over, as 1/‖x‖ along a row), Σ_j A_j / B: nothing but
+/// the term count grows.
+Form fsum(const Form& x, double n, bool same_den) {
   if (n <= 1) return x;
   const Part& a = x.num;
   const Part& b = x.den;
-  if (trivial(b)) return {Part{a.deg, sat(n * a.terms - (a.plain ? n - 1 : 0)), a.plain}, b, x.ex};
+  if (trivial(b) || same_den) return {Part{a.deg, sat(n * a.terms - (a.plain ? n - 1 : 0)), a.plain}, b, x.ex};
   bool plain = a.plain && b.plain;
   Part num{sat(a.deg + (n - 1) * b.deg), sat(n * a.terms * std::pow(b.terms, n - 1) - (plain ? n - 1 : 0)), plain};
   Part den{sat(n * b.deg), sat(std::pow(b.terms, n)), b.plain};
@@ -76,9 +78,78 @@ Form fexp(const Form& x) { return {Part{0, 1, false}, Part{0, 1, true}, ejoin(x.
 /// silu(x) = x / (1 + exp(−x)).
 Form fsilu(const Form& x) { return fdiv(x, fadd(constant_form(), fexp(x))); }
 
+/// Indices a tensor's formula does not depend on, one bit each: data dim d (bit d), the blocks
+/// along grid axis a (bit kGridBit + a), the for-loop's iterations (kLoopBit). Not depending on
+/// each of several indices alone is not depending on them together.
+using Indices = uint32_t;
+constexpr int kGridBit = 28;
+constexpr int kLoopBit = 31;
+constexpr Indices kEvery = ~Indices{0};
+constexpr Indices kDataDims = (Indices{1} << kMaxRank) - 1;
+static_assert(kMaxRank <= kGridBit, "data dims and grid axes need their own bits");
+constexpr Indices bit(int b) { return Indices{1} << b; }
+constexpr bool has(Indices m, int b) { return (m >> b) & 1u; }
+
+/// What a tensor's formula is the same along. It is what lets a sum keep one denominator: the
+/// summands of a matmul over x / ‖x‖'s row, or of softmax's E / Σ E times V, share theirs, and
+/// fsum's same_den then leaves the degree where it was instead of multiplying it by n.
+struct Invariance {
+  Indices den = kEvery;    ///< indices the denominator B of A / B does not depend on
+  Indices value = kEvery;  ///< indices neither A nor B depends on
+};
+
+/// An input's: it depends on every data index (at the kernel level there are no blocks or
+/// iterations).
+constexpr Invariance kInputInvariance{kEvery, ~kDataDims};
+
+/// Adds what a shape and a form imply: a dim of extent 1 has a single index, a constant
+/// denominator depends on nothing, and where the formula does not change its denominator does not.
+Invariance settle(Invariance v, const Form& f, const Shape& s) {
+  for (int d = 0; d < s.rank(); ++d)
+    if (s[d] == 1) v.value |= bit(d);
+  v.den |= v.value;
+  if (trivial(f.den)) v.den = kEvery;
+  return v;
+}
+
+/// A rank-`r` operand's indices as those of the rank-`rank` result it broadcasts to (NumPy,
+/// right-aligned): its dim j is the result's j + rank − r, and it is the same along the leading
+/// dims it lacks.
+Indices broadcast(Indices m, int r, int rank) {
+  Indices data = (m & (bit(r) - 1)) << (rank - r);
+  return (m & ~kDataDims) | ((data | (bit(rank - r) - 1)) & kDataDims);
+}
+Invariance broadcast(const Invariance& v, int r, int rank) {
+  return {broadcast(v.den, r, rank), broadcast(v.value, r, rank)};
+}
+Invariance both(const Invariance& x, const Invariance& y) { return {x.den & y.den, x.value & y.value}; }
+
+/// A block graph's tile of a kernel-level tensor (an input iterator): same along a grid axis or
+/// the iterations where the map replicates (φ) or the tensor is the same along the dim mapped.
+Indices tile(Indices m, const OpAttrs& a) {
+  Indices r = m & kDataDims;
+  for (int axis = 0; axis < 3; ++axis) {
+    int d = a.imap[static_cast<size_t>(axis)];
+    if (d == kPhi || has(m, d)) r |= bit(kGridBit + axis);
+  }
+  if (a.fmap == kPhi || has(m, a.fmap)) r |= bit(kLoopBit);
+  return r;
+}
+/// The kernel-level tensor an output saver writes from its tiles: same along a dim if each tile
+/// is and so is every block whose tile lies along it.
+Indices untile(Indices m, const OpAttrs& a) {
+  Indices r = m | ~kDataDims;
+  for (int axis = 0; axis < 3; ++axis) {
+    int d = a.omap[static_cast<size_t>(axis)];
+    if (d != kPhi && !has(m, kGridBit + axis)) r &= ~bit(d);
+  }
+  return r;
+}
+
 /// What the walk knows about one tensor.
 struct Value {
   Form form;
+  Invariance same;
   int exps = 0;    ///< most exp-like ops on a path from an input
   int trace = -1;  ///< the last node of that path in Walker::trace_
 };
@@ -113,7 +184,7 @@ class Walker {
       auto out = [&](Value v) { vals[op.outputs[0].index()] = v; };
       switch (op_info(op.kind).category) {
         case OpCategory::source:
-          out(Value{variable_form(), 0, node(-1, op.attrs.name)});
+          out(Value{variable_form(), kInputInvariance, 0, node(-1, op.attrs.name)});
           break;
         case OpCategory::kernel_body:
         case OpCategory::thread_body: {
@@ -131,60 +202,117 @@ class Walker {
           for (size_t k = 0; k < op.outputs.size() && k < results.size(); ++k) vals[op.outputs[k].index()] = results[k];
           break;
         }
-        case OpCategory::iterator:
-          out(params[static_cast<size_t>(op.attrs.io_index)]);
+        case OpCategory::iterator: {
+          Value v = params[static_cast<size_t>(op.attrs.io_index)];
+          if (g.level == Level::block) v.same = {tile(v.same.den, op.attrs), tile(v.same.value, op.attrs)};
+          out(v);
           break;
+        }
         case OpCategory::saver: {
           size_t k = static_cast<size_t>(op.attrs.io_index);
           if (saved.size() <= k) saved.resize(k + 1);
           saved[k] = in(0);
+          if (g.level == Level::block)
+            saved[k].same = {untile(in(0).same.den, op.attrs), untile(in(0).same.value, op.attrs)};
           break;
         }
-        case OpCategory::accumulator:
+        case OpCategory::accumulator: {
+          // After the loop nothing depends on the iteration.
+          Invariance same{in(0).same.den | bit(kLoopBit), in(0).same.value | bit(kLoopBit)};
           if (op.attrs.dim == kPhi && g.forloop > 1) {
-            out(step(op, in(0), fsum(in(0).form, static_cast<double>(g.forloop))));
+            const bool same_den = has(in(0).same.den, kLoopBit);
+            out(step(op, in(0), fsum(in(0).form, static_cast<double>(g.forloop), same_den), same));
           } else {
-            out(in(0));  // concatenation (or a single iteration) moves data
+            // Concatenation (or a single iteration) moves data: along the dim the iterations
+            // are laid out in, the result is the same where each iteration's tile is, and every
+            // iteration's is the same.
+            if (op.attrs.dim != kPhi) {
+              if (!has(in(0).same.den, kLoopBit)) same.den &= ~bit(op.attrs.dim);
+              if (!has(in(0).same.value, kLoopBit)) same.value &= ~bit(op.attrs.dim);
+            }
+            Value v = in(0);
+            v.same = same;
+            out(v);
           }
           break;
+        }
         case OpCategory::layout: {
           Value v = in(0);
           for (size_t k = 1; k < op.inputs.size(); ++k) {
             v.form = fjoin(v.form, in(k).form);
+            v.same = both(v.same, in(k).same);
             if (in(k).exps > v.exps) {
               v.exps = in(k).exps;
               v.trace = in(k).trace;
             }
+          }
+          // A repeat copies along its dim (settle adds an extent-1 dim it widens); a concat joins
+          // different formulas along its dim; a reshape mixes the dims: of theirs, only what
+          // holds for blocks and iterations is kept.
+          if (op.kind == OpKind::concat) {
+            v.same.den &= ~bit(op.attrs.dim);
+            v.same.value &= ~bit(op.attrs.dim);
+          } else if (op.kind == OpKind::reshape) {
+            v.same = {v.same.den & ~kDataDims, v.same.value & ~kDataDims};
           }
           out(v);
           break;
         }
         case OpCategory::matmul: {
           const Shape& a = g.type(op.inputs[0]).shape;
-          double n = static_cast<double>(a[a.rank() - 1]);
+          const int ra = a.rank();
+          const int rb = g.type(op.inputs[1]).shape.rank();
+          const int rank = g.type(op.outputs[0]).shape.rank();
+          double n = static_cast<double>(a[ra - 1]);
           const Value& x = in(0);
           const Value& y = in(1);
-          out(step(op, x.exps >= y.exps ? x : y, fsum(fmul(x.form, y.form), n), std::max(x.exps, y.exps)));
+          // Each summand x[.., i, k] · y[.., k, j] has the denominator Bx[i, k] · By[k, j].
+          const bool same_den = has(x.same.den, ra - 1) && has(y.same.den, rb - 2);
+          // x's dims but the summed k are the result's but its last (j), along which x is the same;
+          // y's batch dims are the result's batch dims, its j the result's j, and it is the same along i.
+          auto from_x = [&](Indices m) { return broadcast(m & ~bit(ra - 1), ra - 1, rank - 1) | bit(rank - 1); };
+          auto from_y = [&](Indices m) {
+            Indices r = broadcast(m & ~(bit(rb - 2) | bit(rb - 1)), rb - 2, rank - 2) | bit(rank - 2);
+            return has(m, rb - 1) ? r | bit(rank - 1) : r & ~bit(rank - 1);
+          };
+          Invariance same{from_x(x.same.den) & from_y(y.same.den), from_x(x.same.value) & from_y(y.same.value)};
+          out(step(op, x.exps >= y.exps ? x : y, fsum(fmul(x.form, y.form), n, same_den), same,
+                   std::max(x.exps, y.exps)));
           break;
         }
         case OpCategory::reduction: {
           const Shape& s = g.type(op.inputs[0]).shape;
           double n = static_cast<double>(s[op.attrs.dim]) / static_cast<double>(op.attrs.to);
-          out(step(op, in(0), fsum(in(0).form, n)));
+          const bool same_den = has(in(0).same.den, op.attrs.dim);
+          // Groups over the same denominator keep it, the same for every group; products of
+          // different ones differ from group to group.
+          Invariance same = in(0).same;
+          if (!same_den) same.den &= ~bit(op.attrs.dim);
+          out(step(op, in(0), fsum(in(0).form, n, same_den), same));
           break;
         }
         case OpCategory::binary: {
-          Value c{constant_form(), 0, -1};
-          const Value* x = &in(0);
-          const Value* y = op.inputs.size() > 1 ? &in(1) : &c;
+          const int rank = g.type(op.outputs[0]).shape.rank();
+          Value c{constant_form(), Invariance{}, 0, -1};
+          Value x0 = in(0);
+          x0.same = broadcast(x0.same, g.type(op.inputs[0]).shape.rank(), rank);
+          Value y0 = c;
+          if (op.inputs.size() > 1) {
+            y0 = in(1);
+            y0.same = broadcast(y0.same, g.type(op.inputs[1]).shape.rank(), rank);
+          }
+          const Value* x = &x0;
+          const Value* y = &y0;
           if (op.attrs.has_scalar && op.attrs.scalar_pos == 0) std::swap(x, y);
           Form f;
+          Invariance same = both(x->same, y->same);
           switch (op.kind) {
             case OpKind::mul:
               f = fmul(x->form, y->form);
               break;
             case OpKind::div:
               f = fdiv(x->form, y->form);
+              same.den = x->same.den & y->same.value;  // Bx · Ay
               break;
             default:
               f = fadd(x->form, y->form);
@@ -192,13 +320,15 @@ class Walker {
           }
           // The path continues through a tensor operand (never the constant), the one with more exps.
           const Value& worst = op.inputs.size() > 1 && in(1).exps > in(0).exps ? in(1) : in(0);
-          out(step(op, worst, f));
+          out(step(op, worst, f, same));
           break;
         }
         case OpCategory::unary:
           out(unary(g, i, where, in(0), per_block[i]));
           break;
       }
+      for (TensorId t : op.outputs)
+        vals[t.index()].same = settle(vals[t.index()].same, vals[t.index()].form, g.type(t).shape);
     }
     if (g.level != Level::kernel) return saved;
     std::vector<Value> outputs;
@@ -227,8 +357,8 @@ class Walker {
   }
 
   /// The value an op computes from `worst` (its operand on the path with the most exps).
-  Value step(const Op& op, const Value& worst, const Form& f, int exps = -1) {
-    return Value{f, exps < 0 ? worst.exps : exps, node(worst.trace, op_name(op.kind))};
+  Value step(const Op& op, const Value& worst, const Form& f, const Invariance& same, int exps = -1) {
+    return Value{f, same, exps < 0 ? worst.exps : exps, node(worst.trace, op_name(op.kind))};
   }
 
   void violate(const Graph& g, size_t i, const std::string& where, const std::string& what) {
@@ -248,17 +378,20 @@ class Walker {
       opaque_->count += static_cast<double>(g.type(op.outputs[0]).shape.numel()) * runs_ * per_block;
       opaque_->arg_num_deg = std::max(opaque_->arg_num_deg, x.form.num.deg);
       opaque_->arg_den_deg = std::max(opaque_->arg_den_deg, x.form.den.deg);
-      return step(op, x, variable_form());  // an unknown function: a fresh variable
+      return step(op, x, variable_form(), x.same);  // an unknown function: a fresh variable
     }
     switch (op.kind) {
       case OpKind::sqr:
-        return step(op, x, fmul(x.form, x.form));
+        return step(op, x, fmul(x.form, x.form), x.same);
       case OpKind::sqrt:
         report_.uses_sqrt = true;
-        return step(op, x, variable_form());  // a deterministic function: a fresh variable
+        return step(op, x, variable_form(), x.same);  // a deterministic function: a fresh variable
       case OpKind::exp:
       case OpKind::silu: {
-        Value v = step(op, x, op.kind == OpKind::exp ? fexp(x.form) : fsilu(x.form), x.exps + 1);
+        // silu's denominator x.den · (1 + exp(−x)) holds all of x.
+        Invariance same = x.same;
+        if (op.kind == OpKind::silu) same.den = x.same.value;
+        Value v = step(op, x, op.kind == OpKind::exp ? fexp(x.form) : fsilu(x.form), same, x.exps + 1);
         if (x.exps > 0) {
           violate(g, i, where,
                   "is the second exp-like op on the path " + path(v.trace) + "; it is modelled as a random function");
@@ -267,7 +400,7 @@ class Walker {
         return v;
       }
       default: {  // relu, gelu: not multilinear
-        Value v = step(op, x, variable_form());
+        Value v = step(op, x, variable_form(), x.same);
         violate(g, i, where, "is not multilinear; it is modelled as a random function (path " + path(v.trace) + ")");
         return v;
       }
