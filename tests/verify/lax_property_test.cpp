@@ -69,9 +69,10 @@ P sum(P a, int64_t to) {
   return make(std::move(n));
 }
 
-/// The program inputs: three [4, 4] matrices and one [4, 1] column.
+/// The program inputs: three [4, 4] matrices, one [4, 1] column and one [4] row (T, which
+/// broadcasts by rank; only Generator's `vectors` programs use it).
 struct Inputs {
-  P x[3], s;
+  P x[3], s, t;
   Inputs() {
     for (int i = 0; i < 3; ++i) {
       Node n{Node::input, "X" + std::to_string(i)};
@@ -80,6 +81,7 @@ struct Inputs {
     Node n{Node::input, "S"};
     n.cols = 1;
     s = make(std::move(n));
+    t = make(Node{Node::input, "T"});
   }
 };
 
@@ -89,6 +91,7 @@ std::string program_text(const P& root, const Inputs& in) {
   std::map<const Node*, std::string> names;
   for (int i = 0; i < 3; ++i) names[in.x[i].get()] = in.x[i]->op;
   names[in.s.get()] = "S";
+  names[in.t.get()] = "T";
   std::function<std::string(const P&)> emit = [&](const P& n) -> std::string {
     auto it = names.find(n.get());
     if (it != names.end()) return it->second;
@@ -122,14 +125,17 @@ std::string program_text(const P& root, const Inputs& in) {
     return name;
   };
   std::string out = emit(root);
+  if (text.find("(T") != std::string::npos || text.find(" T)") != std::string::npos) text = "input T[4] f32\n" + text;
   return text + "O = add(" + out + ", 0)\noutput O\n";
 }
 
 /// Random Lax DAGs.
 class Generator {
  public:
-  /// `functions`: exp and silu may appear (else sqr stands in for them).
-  explicit Generator(uint64_t seed, bool functions = true) : rng_(seed), functions_(functions) {}
+  /// `functions`: exp and silu may appear (else sqr stands in for them). `vectors`: the second
+  /// operand of a binary op on [4, 4] may be the row T [4].
+  explicit Generator(uint64_t seed, bool functions = true, bool vectors = false)
+      : rng_(seed), functions_(functions), vectors_(vectors) {}
 
   P program(const Inputs& in) {
     pool_.clear();
@@ -163,7 +169,7 @@ class Generator {
         static const char* ops[] = {"add", "sub", "mul", "div"};
         std::string op = ops[rand(4)];
         P a = gen(in, depth - 1, cols);
-        P b = gen(in, depth - 1, cols == 4 && rand(3) == 0 ? 1 : cols);
+        P b = vectors_ && cols == 4 && rand(4) == 0 ? in.t : gen(in, depth - 1, cols == 4 && rand(3) == 0 ? 1 : cols);
         if (a == b && (op == "sub" || op == "div")) op = "add";
         n = rand(2) ? bin(op, a, b) : bin(op, b, a);
         break;
@@ -196,6 +202,7 @@ class Generator {
 
   std::mt19937_64 rng_;
   bool functions_;
+  bool vectors_;
   std::vector<P> pool_;
 };
 
@@ -483,12 +490,12 @@ TEST(LaxProperty, ChangedConstantIsRejected) {
 
 TEST(LaxProperty, FormsBoundTheDegreesAlongALine) {
   // The degrees that Theorem 2's ε is computed from must bound the true ones: random programs
-  // without exp or silu (broadcast columns, matmuls and sums over shared or differing
+  // without exp or silu (broadcast columns and rows, matmuls and sums over shared or differing
   // denominators among them), each checked along a line through its inputs (line_degrees.h).
   const int programs = vtest::slow_build() ? 60 : 300;
   int checked = 0;
   for (int i = 0; i < programs; ++i) {
-    Generator gen(9000 + static_cast<uint64_t>(i), false);
+    Generator gen(9000 + static_cast<uint64_t>(i), false, true);
     Inputs in;
     const std::string text = program_text(gen.program(in), in);
     Graph g = parse_program(text, "line.mg");
