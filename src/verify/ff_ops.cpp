@@ -18,13 +18,6 @@ using ff::kQ;
 // Element-wise work pieces of this many elements when an op is split over the pool.
 constexpr int64_t kChunk = int64_t{1} << 15;
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 /// Runs body(begin, end) over [0, n), in pieces on the pool when allowed and worthwhile.
 template <typename Body>
 void split(int64_t n, interp::ThreadPool* pool, Body&& body) {
@@ -273,16 +266,18 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
     });
   };
   if (st.ctx.opaque_functions && is_opaque_function(kind)) {
-    each([&](uint64_t a, uint64_t b) {
-      const auto r = st.random_fn(kind, static_cast<uint32_t>(a), static_cast<uint32_t>(b));
+    const RandomFunction f = st.random_pair_fn(kind);
+    each([f](uint64_t a, uint64_t b) {
+      const auto r = f(a << 32 | b);
       return std::array<uint64_t, 2>{r[0], r[1]};
     });
     return;
   }
   // exp and silu of a tainted value are second exps: random functions like relu and gelu.
   if (kind == OpKind::relu || kind == OpKind::gelu || (tainted && (kind == OpKind::exp || kind == OpKind::silu))) {
-    each([&](uint64_t a, uint64_t) {
-      const auto r = st.random_fn(kind, static_cast<uint32_t>(a));
+    const RandomFunction f = st.random_fn(kind);
+    each([f](uint64_t a, uint64_t) {
+      const auto r = f(a);
       return std::array<uint64_t, 2>{r[0], r[1]};
     });
     return;
@@ -399,24 +394,17 @@ OmegaPow FFState::omega_pow() const {
 }
 
 namespace {
-/// A random function's value: `key` (the operand) hashed under a seed of the test and the op
-/// kind (`kind_mix`, one per kind of function), as residues in Z_p and Z_q.
-std::array<uint32_t, 2> hashed_residues(uint64_t test_seed, uint64_t kind_mix, OpKind kind, uint64_t key) {
-  uint64_t h = splitmix64(test_seed ^ (kind_mix * (static_cast<uint64_t>(kind) + 1)));
-  h = splitmix64(h ^ key);
-  uint64_t h2 = splitmix64(h ^ 0x2545f4914f6cdd1dull);
-  return {static_cast<uint32_t>(h % kP), static_cast<uint32_t>(h2 % kQ)};
+/// The seed of a random function: the test's, mixed with the op kind and `kind_mix` (one per
+/// kind of function).
+RandomFunction seeded(uint64_t test_seed, uint64_t kind_mix, OpKind kind) {
+  return {splitmix64(test_seed ^ (kind_mix * (static_cast<uint64_t>(kind) + 1)))};
 }
 }  // namespace
 
-std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp) const {
-  return hashed_residues(ctx.test_seed, 0x51ed270b27a3e1b7ull, kind, xp);
-}
+RandomFunction FFState::random_fn(OpKind kind) const { return seeded(ctx.test_seed, 0x51ed270b27a3e1b7ull, kind); }
 
-std::array<uint32_t, 2> FFState::random_fn(OpKind kind, uint32_t xp, uint32_t xq) const {
-  // A seed of its own per kind, so that the pair function is not the Z_p one at xq = 0.
-  return hashed_residues(ctx.test_seed, 0x9e6c63d0676a9a99ull, kind, uint64_t{xp} << 32 | xq);
-}
+// A seed of its own per kind, so that the pair function is not the Z_p one at xq = 0.
+RandomFunction FFState::random_pair_fn(OpKind kind) const { return seeded(ctx.test_seed, 0x9e6c63d0676a9a99ull, kind); }
 
 std::array<uint32_t, 2> scalar_residues(const Scalar& s) {
   std::array<uint32_t, 2> r{};

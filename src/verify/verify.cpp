@@ -27,12 +27,7 @@ constexpr int kMaxRedrawsInARow = 100;
 /// The unknown-function tests draw from their own seed stream (verify_all).
 constexpr uint64_t kOpaqueSeedSalt = 0x6f70617175652d66ull;
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using ff_detail::splitmix64;
 
 /// The seed of draw number `draw` (tests and redraws count alike) of a run seeded with `seed`.
 uint64_t draw_seed(uint64_t seed, uint64_t draw) { return splitmix64(splitmix64(seed) ^ splitmix64(draw + 1)); }
