@@ -265,23 +265,19 @@ void unary_ff(OpKind kind, const FFView& x, bool tainted, const FFMutView& out, 
       });
     });
   };
-  if (st.ctx.opaque_functions && is_opaque_function(kind)) {
-    const RandomFunction f = st.random_pair_fn(kind);
-    each([f](uint64_t a, uint64_t b) {
-      const auto r = f(a << 32 | b);
-      return std::array<uint64_t, 2>{r[0], r[1]};
+  // A random function over every element: of both residues (`pair`) or of the Z_p one.
+  auto hash_each = [&](uint64_t seed, bool pair) {
+    split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
+      loop.run(begin, end, [&](const std::array<int64_t, 4>& off, int64_t n) {
+        ff_hash_run(seed, x.p.data + off[2], sxp, pair ? x.q.data + off[3] : nullptr, sxq, out.p.data + off[0], sop,
+                    out.q.data + off[1], soq, n);
+      });
     });
-    return;
-  }
+  };
+  if (st.ctx.opaque_functions && is_opaque_function(kind)) return hash_each(st.random_pair_fn_seed(kind), true);
   // exp and silu of a tainted value are second exps: random functions like relu and gelu.
-  if (kind == OpKind::relu || kind == OpKind::gelu || (tainted && (kind == OpKind::exp || kind == OpKind::silu))) {
-    const RandomFunction f = st.random_fn(kind);
-    each([f](uint64_t a, uint64_t) {
-      const auto r = f(a);
-      return std::array<uint64_t, 2>{r[0], r[1]};
-    });
-    return;
-  }
+  if (kind == OpKind::relu || kind == OpKind::gelu || (tainted && (kind == OpKind::exp || kind == OpKind::silu)))
+    return hash_each(st.random_fn_seed(kind), false);
   switch (kind) {
     case OpKind::sqr:
       split(loop.numel(), pool, [&](int64_t begin, int64_t end) {
@@ -396,15 +392,15 @@ OmegaPow FFState::omega_pow() const {
 namespace {
 /// The seed of a random function: the test's, mixed with the op kind and `kind_mix` (one per
 /// kind of function).
-RandomFunction seeded(uint64_t test_seed, uint64_t kind_mix, OpKind kind) {
-  return {splitmix64(test_seed ^ (kind_mix * (static_cast<uint64_t>(kind) + 1)))};
+uint64_t seeded(uint64_t test_seed, uint64_t kind_mix, OpKind kind) {
+  return splitmix64(test_seed ^ (kind_mix * (static_cast<uint64_t>(kind) + 1)));
 }
 }  // namespace
 
-RandomFunction FFState::random_fn(OpKind kind) const { return seeded(ctx.test_seed, 0x51ed270b27a3e1b7ull, kind); }
+uint64_t FFState::random_fn_seed(OpKind kind) const { return seeded(ctx.test_seed, 0x51ed270b27a3e1b7ull, kind); }
 
 // A seed of its own per kind, so that the pair function is not the Z_p one at xq = 0.
-RandomFunction FFState::random_pair_fn(OpKind kind) const { return seeded(ctx.test_seed, 0x9e6c63d0676a9a99ull, kind); }
+uint64_t FFState::random_pair_fn_seed(OpKind kind) const { return seeded(ctx.test_seed, 0x9e6c63d0676a9a99ull, kind); }
 
 std::array<uint32_t, 2> scalar_residues(const Scalar& s) {
   std::array<uint32_t, 2> r{};

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <vector>
 
+#include "ff_vector.h"
 #include "mugraph/ff_interp.h"
 #include "mugraph/ffield.h"
 #include "mugraph/graph.h"
@@ -72,27 +73,6 @@ struct OmegaPow {
   uint64_t operator()(uint64_t e) const { return uint64_t{low[e & kLowMask]} * high[e >> kLowBits] % ff::kP; }
 };
 
-/// splitmix64's finalizer: a bijective mix of a 64-bit word.
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/// A random function of one op kind in one test: its operand's key (a residue, or both) hashed
-/// under a seed made once from the test seed and the kind, as residues in Z_p and Z_q. Inline and
-/// seeded once per op, since an attention's exp applies it to every score: seeded per element,
-/// out of line, it was a quarter of QKNorm's verification.
-struct RandomFunction {
-  uint64_t seed;
-  std::array<uint32_t, 2> operator()(uint64_t key) const {
-    const uint64_t h = splitmix64(seed ^ key);
-    const uint64_t h2 = splitmix64(h ^ 0x2545f4914f6cdd1dull);
-    return {static_cast<uint32_t>(h % ff::kP), static_cast<uint32_t>(h2 % ff::kQ)};
-  }
-};
-
 /// What a run shares across ops and threads: the test's context, tables derived from it, the
 /// zero-divisor flag and the worker pool.
 class FFState {
@@ -101,15 +81,15 @@ class FFState {
   /// ω^e for the test's ω (OmegaPow). Its tables are made on the first call of the run, or taken
   /// from the runs before with the same ω (omega_powers). Thread-safe.
   OmegaPow omega_pow() const;
-  /// The random function standing for op `kind` on an operand with Z_p residue xp (its key):
-  /// (value mod p, value mod q). Depends on the test seed and the op kind only, so both graphs of
-  /// a test apply the same function. Only the Z_p residue is hashed: the Z_q part of an
+  /// The seed of the random function standing for op `kind` (hash_residues of the operand's Z_p
+  /// residue: (value mod p, value mod q)). Depends on the test seed and the op kind only, so both
+  /// graphs of a test apply the same function. Only the Z_p residue is hashed: the Z_q part of an
   /// exp-tainted operand is meaningless and may differ between equivalent graphs.
-  RandomFunction random_fn(OpKind kind) const;
-  /// The random function of FFContext::opaque_functions: of both residues of the operand (its
-  /// key: xp << 32 | xq), so that two different operands give the same value only if they agree
-  /// in Z_p and in Z_q.
-  RandomFunction random_pair_fn(OpKind kind) const;
+  uint64_t random_fn_seed(OpKind kind) const;
+  /// The seed of the random function of FFContext::opaque_functions, of both residues of the
+  /// operand (its key: xp << 32 | xq), so that two different operands give the same value only if
+  /// they agree in Z_p and in Z_q.
+  uint64_t random_pair_fn_seed(OpKind kind) const;
 
   const FFContext& ctx;
   interp::ThreadPool* pool;  ///< null: run serially

@@ -38,6 +38,7 @@ using ff::kP;
 using ff::kQ;
 
 constexpr int64_t kLazy = 16;  // products per 64-bit lane between folds
+constexpr uint64_t kSecondHash = 0x2545f4914f6cdd1dull;  // hash_residues' Z_q hash: of the Z_p one's, salted
 constexpr int kPanel = 16;     // columns per panel
 
 template <uint64_t M>
@@ -310,6 +311,40 @@ __attribute__((target("avx512f"))) int64_t sqrt_run_avx512(const uint32_t* x, in
   return j;
 }
 
+/// x · c mod 2^64 for eight 64-bit x: lo(x)·lo(c) + (hi(x)·lo(c) + lo(x)·hi(c)) · 2^32.
+__attribute__((target("avx512f"))) inline __m512i mul64_by(__m512i x, uint64_t c) {
+  const __m512i c_lo = _mm512_set1_epi64(static_cast<long long>(c & 0xffffffffu));
+  const __m512i c_hi = _mm512_set1_epi64(static_cast<long long>(c >> 32));
+  const __m512i cross = _mm512_add_epi64(_mm512_mul_epu32(_mm512_srli_epi64(x, 32), c_lo), _mm512_mul_epu32(x, c_hi));
+  return _mm512_add_epi64(_mm512_mul_epu32(x, c_lo), _mm512_slli_epi64(cross, 32));
+}
+
+/// splitmix64 of eight words.
+__attribute__((target("avx512f"))) inline __m512i splitmix8(__m512i x) {
+  x = _mm512_add_epi64(x, _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ull)));
+  x = mul64_by(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), 0xbf58476d1ce4e5b9ull);
+  x = mul64_by(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), 0x94d049bb133111ebull);
+  return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+}
+
+__attribute__((target("avx512f"))) int64_t hash_run_avx512(uint64_t seed, const uint32_t* xp, const uint32_t* xq,
+                                                           uint32_t* op, uint32_t* oq, int64_t n) {
+  const __m512i s = _mm512_set1_epi64(static_cast<long long>(seed));
+  const __m512i second = _mm512_set1_epi64(static_cast<long long>(kSecondHash));
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m512i key = _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + j)));
+    if (xq)
+      key = _mm512_or_si512(_mm512_slli_epi64(key, 32),
+                            _mm512_cvtepu32_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + j))));
+    const __m512i h = splitmix8(_mm512_xor_si512(s, key));
+    const __m512i h2 = splitmix8(_mm512_xor_si512(h, second));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(op + j), _mm512_cvtepi64_epi32(reduce8<kP>(h)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(oq + j), _mm512_cvtepi64_epi32(reduce8<kQ>(h2)));
+  }
+  return j;
+}
+
 #pragma GCC diagnostic pop
 
 #endif  // MUGRAPH_FF_X86
@@ -474,6 +509,27 @@ void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n) 
 #endif
     for (; j < n; ++j) o[j] = static_cast<uint32_t>(x[j] % M);
   });
+}
+
+HashedResidues hash_residues(uint64_t seed, uint64_t key) {
+  const uint64_t h = splitmix64(seed ^ key);
+  const uint64_t h2 = splitmix64(h ^ kSecondHash);
+  return {static_cast<uint32_t>(h % kP), static_cast<uint32_t>(h2 % kQ)};
+}
+
+void ff_hash_run(uint64_t seed, const uint32_t* xp, int64_t sxp, const uint32_t* xq, int64_t sxq, uint32_t* op,
+                 int64_t sop, uint32_t* oq, int64_t soq, int64_t n) {
+  int64_t j = 0;
+#if MUGRAPH_FF_X86
+  if (ff_vector_isa() == FFVectorIsa::avx512 && sxp == 1 && (!xq || sxq == 1) && sop == 1 && soq == 1)
+    j = hash_run_avx512(seed, xp, xq, op, oq, n);
+#endif
+  for (; j < n; ++j) {
+    const uint64_t key = xq ? uint64_t{xp[j * sxp]} << 32 | xq[j * sxq] : uint64_t{xp[j * sxp]};
+    const HashedResidues r = hash_residues(seed, key);
+    op[j * sop] = r.p;
+    oq[j * soq] = r.q;
+  }
 }
 
 void ff_matmul(uint64_t modulus, const uint32_t* a, int64_t sar, int64_t sak, const uint32_t* b, int64_t ldb,

@@ -54,4 +54,26 @@ void ff_sqrt_run(uint64_t modulus, const uint32_t* x, int64_t sx, uint32_t* o, i
 /// o[j] = x[j] mod `modulus` (kP or kQ) for j < n, any 64-bit x (a lazily reduced sum).
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n);
 
+/// splitmix64's finalizer: a bijective mix of a 64-bit word.
+inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// The random functions' values (FFState::random_fn_seed): `key` hashed under `seed`, twice,
+/// reduced mod p and mod q.
+struct HashedResidues {
+  uint32_t p, q;
+};
+HashedResidues hash_residues(uint64_t seed, uint64_t key);
+
+/// op[j·sop], oq[j·soq] = hash_residues(seed, key_j) for j < n, with key_j = xp[j·sxp] << 32 |
+/// xq[j·sxq], or xp[j·sxp] alone when xq is null. With AVX-512 and unit strides, eight at a
+/// time (each 64-bit product from three 32-bit ones, the reductions as ff_reduce_run's): the same
+/// values. An attention's exp applies it to every score.
+void ff_hash_run(uint64_t seed, const uint32_t* xp, int64_t sxp, const uint32_t* xq, int64_t sxq, uint32_t* op,
+                 int64_t sop, uint32_t* oq, int64_t soq, int64_t n);
+
 }  // namespace mugraph::ff_detail
