@@ -24,13 +24,6 @@
 namespace mugraph::vtest {
 
 namespace line_detail {
-inline uint64_t mulp(uint64_t a, uint64_t b) { return a * b % ff::kP; }
-inline uint64_t powp(uint64_t b, uint64_t e) {
-  uint64_t r = 1;
-  for (; e; e >>= 1, b = mulp(b, b))
-    if (e & 1) r = mulp(r, b);
-  return r;
-}
 /// The rank of `m` (rows of `cols` residues mod p), by Gaussian elimination.
 inline size_t rank(std::vector<std::vector<uint64_t>> m, size_t cols) {
   size_t r = 0;
@@ -39,11 +32,11 @@ inline size_t rank(std::vector<std::vector<uint64_t>> m, size_t cols) {
     while (pivot < m.size() && m[pivot][c] == 0) ++pivot;
     if (pivot == m.size()) continue;
     std::swap(m[pivot], m[r]);
-    const uint64_t inv = powp(m[r][c], ff::kP - 2);
+    const uint64_t inv = ff::inv(m[r][c], ff::kP);
     for (size_t i = r + 1; i < m.size(); ++i) {
       if (m[i][c] == 0) continue;
-      const uint64_t f = mulp(m[i][c], inv);
-      for (size_t k = c; k < cols; ++k) m[i][k] = (m[i][k] + ff::kP - mulp(f, m[r][k])) % ff::kP;
+      const uint64_t f = ff::mul(m[i][c], inv, ff::kP);
+      for (size_t k = c; k < cols; ++k) m[i][k] = ff::sub(m[i][k], ff::mul(f, m[r][k], ff::kP), ff::kP);
     }
     ++r;
   }
@@ -55,7 +48,6 @@ inline size_t rank(std::vector<std::vector<uint64_t>> m, size_t cols) {
 /// random line (see the file comment), checked at a few of its elements.
 inline ::testing::AssertionResult degrees_hold_along_a_line(const Graph& g, const lax::Form& form, uint64_t seed,
                                                             size_t output = 0) {
-  using line_detail::mulp;
   const size_t n = static_cast<size_t>(form.num.deg), m = static_cast<size_t>(form.den.deg);
   const size_t unknowns = n + m + 2, points = unknowns + 6;
   std::vector<FFTensor> a = random_ff_inputs(g, seed), b = random_ff_inputs(g, seed + 1);
@@ -67,7 +59,8 @@ inline ::testing::AssertionResult degrees_hold_along_a_line(const Graph& g, cons
     const uint64_t t = std::uniform_int_distribution<uint64_t>(1, ff::kP - 1)(rng);
     std::vector<FFTensor> x = a;
     for (size_t i = 0; i < x.size(); ++i)
-      for (size_t e = 0; e < x[i].p.size(); ++e) x[i].p[e] = static_cast<uint32_t>((a[i].p[e] + mulp(t, b[i].p[e])) % ff::kP);
+      for (size_t e = 0; e < x[i].p.size(); ++e)
+        x[i].p[e] = static_cast<uint32_t>(ff::add(a[i].p[e], ff::mul(t, b[i].p[e], ff::kP), ff::kP));
     FFRun run = run_ff(g, x, FFContext{}, 1);
     if (run.zero_divisor) continue;
     ts.push_back(t);
@@ -80,9 +73,9 @@ inline ::testing::AssertionResult degrees_hold_along_a_line(const Graph& g, cons
       std::vector<uint64_t> row(unknowns);
       const uint64_t y = ys[i].p[static_cast<size_t>(e)];
       uint64_t power = 1;
-      for (size_t k = 0; k <= std::max(n, m); ++k, power = mulp(power, ts[i])) {
+      for (size_t k = 0; k <= std::max(n, m); ++k, power = ff::mul(power, ts[i], ff::kP)) {
         if (k <= n) row[k] = power;                                    // A's coefficient of t^k
-        if (k <= m) row[n + 1 + k] = (ff::kP - mulp(y, power)) % ff::kP;  // −y · B's
+        if (k <= m) row[n + 1 + k] = ff::neg(ff::mul(y, power, ff::kP), ff::kP);  // −y · B's
       }
       rows.push_back(std::move(row));
     }
