@@ -51,8 +51,9 @@ def _safe_name(text: str) -> str:
     return name if re.match(r"[A-Za-z_]", name) else "_" + name
 
 
-class _LinearWeight:
-    """A module tensor that only F.linear reads, as its weight: bound transposed when used."""
+class _ModuleTensor:
+    """A module tensor (parameter or buffer) not bound yet: bound as it is where an op reads it,
+    and transposed where a transpose or F.linear (as its weight) does."""
 
     def __init__(self, path: str, value):
         self.path = path
@@ -131,6 +132,52 @@ class _Builder:
         y = x / mg.sqrt(ms + eps)
         return y * weight if weight is not None else y
 
+    def variance(self, x: Tensor, dims, keepdim: bool, correction: float) -> Tensor:
+        """Σ (x − mean)² / (n − correction) over dims, as torch.var computes it."""
+        if dims is None:
+            dims = list(range(x.ndim))
+        elif isinstance(dims, int):
+            dims = [dims]
+        dims = sorted({d % x.ndim for d in dims})
+        count = math.prod(x.shape[d] for d in dims)
+        if count - correction <= 0:
+            raise _Unsupported(f"a variance of {count} values with correction {correction} divides by "
+                               f"{count - correction}")
+        centred = x - self.reduce_sum(x, dims, keepdim=True, mean=True)
+        squares = self.reduce_sum(mg.sqr(centred), dims, keepdim=keepdim)
+        return squares / (count - correction)
+
+    def layer_norm(self, x: Tensor, shape, weight, bias, eps: float) -> Tensor:
+        dims = list(range(x.ndim - len(shape), x.ndim))
+        centred = x - self.reduce_sum(x, dims, keepdim=True, mean=True)
+        var = self.reduce_sum(mg.sqr(centred), dims, keepdim=True, mean=True)
+        y = centred / mg.sqrt(var + eps)
+        if weight is not None:
+            y = y * weight
+        return y + bias if bias is not None else y
+
+    @staticmethod
+    def sigmoid(x: Tensor) -> Tensor:
+        # 1 / (1 + e^−x): where e^−x overflows (x below −88 in f32, −11 in f16) the quotient is
+        # 1 / inf = 0, sigmoid's limit.
+        return 1 / (mg.exp(-x) + 1)
+
+    @staticmethod
+    def tanh(x: Tensor) -> Tensor:
+        # tanh x = 2 sigmoid(2x) − 1; it loses relative precision near 0 (the subtraction), not
+        # absolute precision, which stays that of the sigmoid.
+        return 2 / (mg.exp(x * -2) + 1) - 1
+
+    @staticmethod
+    def gelu_tanh(x: Tensor) -> Tensor:
+        # ½ x (1 + tanh(√(2/π) (x + 0.044715 x³))) = x sigmoid(2 √(2/π) (x + 0.044715 x³)):
+        # one exponential, and no subtraction to lose precision in. 1.59576912 is 2 √(2/π) to
+        # the same f32, and its numerator and denominator (10^8) stay within the verifier's
+        # coefficient bound, where 1.5957691216057308's would cost the guarantee (docs/verifier.md,
+        # "What is assumed").
+        inner = (x + mg.sqr(x) * x * 0.044715) * -1.59576912
+        return x / (mg.exp(inner) + 1)
+
 
 def _tracer_class():
     """A torch.fx Tracer that records, for every node, the user's frames that made it (fx's own
@@ -183,11 +230,12 @@ def _dtype_of(t) -> str:
 def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     """Captures fn (a function or torch.nn.Module) with torch.fx, runs it on example_inputs (a
     tuple of tensors) to learn every shape, and maps its ops to a Program: matmul and @, + − × ÷
-    (with tensors or numbers), exp, sqrt, rsqrt, square and ** 2, sum and mean, silu, relu,
-    gelu, reshape and view (and unsqueeze, squeeze, flatten, x[:, None]), repeat, expand,
-    repeat_interleave, cat, nn.Linear, nn.RMSNorm and F.rms_norm. Module parameters
-    become program inputs bound to the module (Program.bindings). An op outside that list raises
-    MugraphError naming the op and the source line it came from."""
+    (with tensors or numbers), exp, sqrt, rsqrt, square and ** 2, sum, mean and var, silu, relu,
+    gelu (erf and tanh forms), sigmoid, tanh, reshape and view (and unsqueeze, squeeze, flatten,
+    x[:, None]), repeat, expand, repeat_interleave, cat, nn.Linear, nn.RMSNorm, F.rms_norm,
+    nn.LayerNorm, F.layer_norm, dropout when not training, and transposes of module tensors.
+    Module parameters become program inputs bound to the module (Program.bindings). An op
+    outside that list raises MugraphError naming the op and the source line it came from."""
     import torch
     import torch.fx
     import torch.nn.functional as F
@@ -245,14 +293,11 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
                     return value
                 if value.dim() == 0:  # a scalar constant (x * torch.tensor(2.0)): a number
                     return value.item()
-                # A weight only F.linear reads (a top-level nn.Linear traces to one) is bound
-                # transposed there, as nn.Linear's is, not as it is here.
-                if n.users and all(u.target is F.linear and len(u.args) > 1 and u.args[1] is n
-                                   and n not in u.args[:1] + u.args[2:] for u in n.users):
-                    return _LinearWeight(n.target, value)
-                return b.parameter(n.target, value)
+                # Bound where it is used: as it is, or transposed by F.linear (a top-level
+                # nn.Linear traces to one) or a transpose.
+                return _ModuleTensor(n.target, value)
             if n.op == "output":
-                outs = self.arg(n.args[0])
+                outs = bound(self.arg(n.args[0]))
                 outs = outs if isinstance(outs, (list, tuple)) else [outs]
                 results = result if isinstance(result, (list, tuple)) else [result]
                 for i, t in enumerate(outs):
@@ -267,12 +312,34 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
                 return None
             args = [self.arg(a) for a in n.args]
             kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
+            if not transposes(n):  # bind module tensors as they are
+                args, kwargs = bound(args), {k: bound(v) for k, v in kwargs.items()}
             if n.op == "call_module":
                 return convert_module(n, _lookup(gm, n.target), args, kwargs)
             target = n.target
             if n.op == "call_method":
                 return convert_method(n, target, args, kwargs, result)
             return convert_function(n, target, args, kwargs, result)
+
+    def transposes(n):
+        """Whether n may read a module tensor transposed (a transpose; F.linear, its weight), so
+        that it binds the tensors it reads itself."""
+        if n.op == "call_method":
+            return n.target in ("t", "transpose")
+        if n.op == "call_function":
+            if n.target is getattr:  # x.T, x.mT, and x.shape, which binds nothing
+                return True
+            if n.target is F.linear:
+                return True
+            return n.target in (torch.t, torch.transpose)
+        return False
+
+    def bound(v):
+        if isinstance(v, _ModuleTensor):
+            return b.parameter(v.path, v.value)
+        if isinstance(v, (list, tuple)):
+            return type(v)(bound(x) for x in v)
+        return v
 
     def operand(x):
         if isinstance(x, (Tensor, int, float)) and not isinstance(x, bool):
@@ -288,12 +355,21 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             weight = b.parameter(f"{n.target}.weight", m.weight) if m.weight is not None else None
             eps = m.eps if m.eps is not None else torch.finfo(torch_dtype(args[0].dtype)).eps
             return b.rms_norm(args[0], m.normalized_shape, weight, eps)
-        simple = {torch.nn.SiLU: mg.silu, torch.nn.ReLU: mg.relu}
+        if isinstance(m, torch.nn.LayerNorm):
+            weight = b.parameter(f"{n.target}.weight", m.weight) if m.weight is not None else None
+            bias = b.parameter(f"{n.target}.bias", m.bias) if getattr(m, "bias", None) is not None else None
+            return b.layer_norm(args[0], m.normalized_shape, weight, bias, m.eps)
+        simple = {torch.nn.SiLU: mg.silu, torch.nn.ReLU: mg.relu, torch.nn.Sigmoid: b.sigmoid,
+                  torch.nn.Tanh: b.tanh, torch.nn.Identity: lambda x: x}
         for cls, f in simple.items():
             if isinstance(m, cls):
                 return f(args[0])
-        if isinstance(m, torch.nn.GELU) and m.approximate == "none":
-            return mg.gelu(args[0])
+        if isinstance(m, torch.nn.GELU):
+            return gelu(n, args[0], approximate=m.approximate)
+        if isinstance(m, torch.nn.Dropout):
+            return dropout(n, args[0], m.p, m.training)
+        if isinstance(m, (torch.nn.Softmax, torch.nn.LogSoftmax)):
+            raise _Unsupported(softmax_message(type(m).__name__))
         raise _Unsupported(f"module {type(m).__module__}.{type(m).__name__} ({n.target}) is not supported")
 
     def convert_method(n, name, args, kwargs, result):
@@ -318,6 +394,10 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             return expand(x, list(result.shape))
         if name == "repeat_interleave":
             return repeat_interleave(n, *args, **kwargs)
+        if name in ("t", "transpose"):
+            return transpose(n, name, *args, **kwargs)
+        if name in ("softmax", "log_softmax"):
+            raise _Unsupported(softmax_message(f"Tensor.{name}"))
         if name in METHODS:
             return METHODS[name](n, *args, **kwargs)
         raise _Unsupported(f"method Tensor.{name} is not supported")
@@ -381,14 +461,61 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         return f
 
     def unary(op):
-        def f(n, x, inplace=False, approximate="none"):
-            if approximate != "none":
-                raise _Unsupported(f"gelu with approximate={approximate!r} is not supported (the erf form is)")
+        def f(n, x, inplace=False):
             return op(x)
         return f
 
+    def gelu(n, x, approximate="none"):
+        if approximate == "none":
+            return mg.gelu(x)
+        if approximate == "tanh":
+            return b.gelu_tanh(x)
+        raise _Unsupported(f"gelu with approximate={approximate!r} is not supported ('none' and 'tanh' are)")
+
+    def dropout(n, x, p=0.5, training=True, inplace=False):
+        # Dropout draws random masks while training; evaluating (module.eval(), or training=False
+        # in the functional form) it is the identity, and so is p = 0.
+        if training and p != 0:
+            raise _Unsupported("dropout while training (random masks) is not supported; capture the module "
+                               "after module.eval()")
+        return x
+
+    def softmax_message(what):
+        return (f"{what} is not supported: it subtracts each row's maximum before exponentiating, and the "
+                f"program format has no maximum. Where the logits are bounded (e^x overflows f16 above 11 "
+                f"and f32 above 88), write e = torch.exp(x); e / e.sum(dim, keepdim=True)")
+
+    def softmax(n, *args, **kwargs):
+        raise _Unsupported(softmax_message(_name_of(n.target)))
+
+    def transpose(n, name, x, *dims, dim0=None, dim1=None):
+        # A transpose is no op of the program format, but a module's weight can be bound
+        # transposed, as nn.Linear's is: the transpose happens when the weight is read.
+        dims = {"t": (0, 1), "T": (0, 1), "mT": (-2, -1)}.get(name, dims + tuple(d for d in (dim0, dim1) if d is not None))
+        if not isinstance(x, _ModuleTensor):
+            what = {"t": "x.t()", "T": "x.T", "mT": "x.mT"}.get(name, f"transpose{tuple(dims)}")
+            raise _Unsupported(f"the transpose {what} of a computed tensor or an input is not supported (the "
+                               f"program format has no transpose op; a module's weight can be transposed)")
+        rank = x.value.dim()
+        if name in ("t", "T") and rank != 2:
+            raise _Unsupported(f"{name} of a rank-{rank} weight is not supported")
+        if rank < 2 or len(dims) != 2 or {d % rank for d in dims} != {rank - 2, rank - 1}:
+            raise _Unsupported(f"transpose{tuple(dims)} of a rank-{rank} weight is not supported (its last two "
+                               f"dims are)")
+        return b.parameter(x.path, x.value, lambda t: t.transpose(-2, -1), suffix="_t")
+
     def cat(n, tensors, dim=0):
         return mg.concat(list(tensors), dim=dim)
+
+    def layer_norm(n, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+        shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+        return b.layer_norm(x, shape, weight, bias, eps)
+
+    def var(n, x, dim=None, unbiased=None, keepdim=False, correction=None):
+        if unbiased is not None and correction is not None:
+            raise _Unsupported("var with both unbiased= and correction=")
+        c = correction if correction is not None else (0 if unbiased is False else 1)
+        return b.variance(x, dim, keepdim, c)
 
     def rms_norm(n, x, normalized_shape, weight=None, eps=None):
         return b.rms_norm(x, normalized_shape, weight, eps if eps is not None else 1.1920928955078125e-07)
@@ -407,11 +534,11 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     def linear(n, x, weight, bias=None):
         # F.linear(x, W) takes W [out, in]: a parameter is bound transposed; a computed W would
         # need a transpose op, which the program format does not have.
-        if not isinstance(weight, _LinearWeight):
+        if not isinstance(weight, _ModuleTensor):
             raise _Unsupported("torch.nn.functional.linear on a computed weight is not supported "
                                "(its transpose is not an op; use a parameter or nn.Linear)")
         w = b.parameter(weight.path, weight.value, lambda t: t.t(), suffix="_t")
-        return b.linear(x, w, bias)
+        return b.linear(bound(x), w, bound(bias))
 
     FUNCTIONS = {
         operator.add: binary(operator.add), torch.add: binary(operator.add),
@@ -422,7 +549,12 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         torch.mm: binary(operator.matmul), torch.bmm: binary(operator.matmul),
         torch.exp: unary(mg.exp), torch.sqrt: unary(mg.sqrt), torch.square: unary(mg.sqr),
         torch.rsqrt: rsqrt, torch.relu: unary(mg.relu), F.relu: unary(mg.relu), F.silu: unary(mg.silu),
-        F.gelu: unary(mg.gelu), torch.sum: reduce(False), torch.mean: reduce(True), torch.cat: cat,
+        F.gelu: gelu, torch.sigmoid: unary(b.sigmoid), F.sigmoid: unary(b.sigmoid), torch.tanh: unary(b.tanh),
+        F.tanh: unary(b.tanh), F.dropout: dropout, F.layer_norm: layer_norm, torch.var: var,
+        torch.softmax: softmax, F.softmax: softmax, F.log_softmax: softmax,
+        torch.t: lambda n, x: transpose(n, "t", x),
+        torch.transpose: lambda n, x, *d, **k: transpose(n, "transpose", x, *d, **k),
+        torch.sum: reduce(False), torch.mean: reduce(True), torch.cat: cat,
         torch.concat: cat, operator.pow: pow_, torch.pow: pow_, operator.getitem: getitem,
         operator.neg: neg, torch.neg: neg,
         F.linear: linear,
@@ -433,7 +565,8 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         "add": FUNCTIONS[operator.add], "sub": FUNCTIONS[operator.sub], "mul": FUNCTIONS[operator.mul],
         "div": FUNCTIONS[operator.truediv], "matmul": FUNCTIONS[operator.matmul], "exp": unary(mg.exp),
         "sqrt": unary(mg.sqrt), "rsqrt": rsqrt, "square": unary(mg.sqr), "relu": unary(mg.relu),
-        "sum": reduce(False), "mean": reduce(True), "pow": pow_, "neg": neg,
+        "sum": reduce(False), "mean": reduce(True), "pow": pow_, "neg": neg, "sigmoid": unary(b.sigmoid),
+        "tanh": unary(b.tanh), "var": var,
     }
 
     def convert_function(n, target, args, kwargs, result):
@@ -446,9 +579,11 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
                 return mg.reshape(args[0], list(result.shape))
         if target is torch.repeat_interleave:
             return repeat_interleave(n, *args, **kwargs)
+        if target is getattr and args[1] in ("T", "mT") and isinstance(args[0], (Tensor, _ModuleTensor)):
+            return transpose(n, args[1], args[0])
         if target is getattr and not isinstance(args[0], Tensor):
             return result
-        if target is getattr and args[1] in ("T", "mT", "H", "mH"):
+        if target is getattr and args[1] in ("H", "mH"):
             raise _Unsupported(f"the transpose x.{args[1]} is not supported (the program format has no transpose op)")
         if target is getattr and args[1] in ("shape", "dtype", "device"):
             return result if args[1] != "shape" else tuple(result)

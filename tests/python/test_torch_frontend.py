@@ -265,13 +265,13 @@ def test_unsupported_ops_name_the_op_and_the_source_line():
 
     def f(x):
         y = x * 2
-        return torch.tanh(y)  # the line the error names
+        return torch.sin(y)  # the line the error names
 
     with pytest.raises(mugraph.MugraphError) as info:
         mugraph.from_torch(f, (torch.randn(4, 4),))
     message = str(info.value)
-    assert "tanh is not supported" in message
-    assert "test_torch_frontend.py:" in message and "torch.tanh(y)" in message
+    assert "sin is not supported" in message
+    assert "test_torch_frontend.py:" in message and "torch.sin(y)" in message
 
     with pytest.raises(mugraph.MugraphError, match="torch.int64"):
         mugraph.from_torch(lambda x: x + 1, (torch.ones(4, dtype=torch.int64),))
@@ -350,8 +350,12 @@ def test_shape_arithmetic_and_negation():
 def test_transposes_and_missing_inputs_say_what_is_wrong():
     import torch
 
-    with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T is not supported"):
+    with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T of a computed tensor or an input is not"):
         mugraph.from_torch(lambda x: x.T @ x, (torch.randn(8, 4),))
+    with pytest.raises(mugraph.MugraphError, match=r"the transpose transpose\(0, 1\) of a computed tensor"):
+        mugraph.from_torch(lambda x: torch.transpose(x * 2, 0, 1), (torch.randn(8, 4),))
+    with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.t\(\) of a computed tensor"):
+        mugraph.from_torch(lambda x: (x + 1).t(), (torch.randn(8, 4),))
     p = mugraph.from_torch(lambda x, y: x + y, (torch.randn(2, 4), torch.randn(2, 4)))
     with pytest.raises(mugraph.MugraphError, match="an input is None"):
         p(np.ones((2, 4)), None)
@@ -385,3 +389,130 @@ def test_bound_weights_are_looked_up_as_getattr_does():
     m.proj = torch.nn.Linear(256, 64, bias=False).half()
     second = p.bindings["proj_weight_t"](None)
     assert torch.equal(second, m.proj.weight.detach().t()) and not torch.equal(first, second)
+
+
+def test_layer_norm_sigmoid_tanh_gelu_tanh_variance_and_dropout_map():
+    # GPT-2's pieces: LayerNorm (module and function), gelu's tanh form, and sigmoid, tanh,
+    # variance and eval-mode dropout, each written with the program's ops, against PyTorch.
+    import torch
+    import torch.nn.functional as F
+
+    class Pieces(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(64)
+            self.proj = torch.nn.Linear(64, 32)
+            self.act = torch.nn.GELU(approximate="tanh")
+            self.drop = torch.nn.Dropout(0.1)
+            self.g = torch.nn.Parameter(torch.rand(32) + 0.5)
+            self.tail = torch.nn.Sequential(torch.nn.Sigmoid(), torch.nn.Tanh(), torch.nn.Identity())
+
+        def forward(self, x):
+            h = self.proj(self.ln(x))
+            a = self.drop(self.act(h)) + F.gelu(h * 0.5, approximate="tanh")
+            b = torch.sigmoid(h) * h.tanh() + self.tail(h) + F.dropout(h, 0.3, training=False)
+            c = h.var(-1, keepdim=True) + torch.var(h, dim=0, unbiased=False) + h.var(1, correction=0)[:, None]
+            return a + b + c + F.layer_norm(h, (32,), self.g, None, 1e-6) + F.layer_norm(a, [8, 32])
+
+    torch.manual_seed(3)
+    m = Pieces().eval()
+    with torch.no_grad():
+        m.ln.weight.uniform_(0.5, 1.5)
+        m.ln.bias.uniform_(-0.5, 0.5)
+    x = torch.randn(8, 64) * 2
+    p = mugraph.from_torch(m, (x,))
+    assert [n for n, _, _ in p.inputs()] == ["x", "ln_weight", "ln_bias", "proj_weight_t", "proj_bias", "g"]
+    assert "tanh" not in p.text and "gelu" not in p.text  # written with exp
+    want = m(x).detach()
+    np.testing.assert_allclose(p(x).numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+    # Far out, the exponentials overflow to inf and the quotients reach their limits: 0, ±1, x.
+    edge = torch.tensor([[-1000.0, -100.0, -20.0, 0.0, 1e-3, 20.0, 100.0, 1000.0]])
+    far = mugraph.from_torch(lambda x: torch.sigmoid(x) + torch.tanh(x) * 2 + F.gelu(x, approximate="tanh"), (edge,))
+    np.testing.assert_allclose(far(edge).numpy(), (torch.sigmoid(edge) + torch.tanh(edge) * 2
+                                                   + F.gelu(edge, approximate="tanh")).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_gpt2_mlp_block_is_superoptimized():
+    # LayerNorm, Linear with bias, gelu's tanh form, Linear with bias, residual add: the search
+    # returns a verified callable that matches the module in f16.
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(128)
+            self.fc = torch.nn.Linear(128, 256)
+            self.proj = torch.nn.Linear(256, 128)
+
+        def forward(self, x):
+            return x + self.proj(torch.nn.functional.gelu(self.fc(self.ln(x)), approximate="tanh"))
+
+    torch.manual_seed(7)
+    m = Block().half().eval()
+    x = torch.randn(8, 128, dtype=torch.float16)
+    p = mugraph.from_torch(m, (x,))
+    best = mugraph.superoptimize(p, time_limit=20, threads=2, top=2)
+    want = m.float()(x.float()).detach().numpy()
+    assert_close_f16(best(x).float().numpy(), want)
+    verdict = best.verify()
+    # gelu's constant 2 √(2/π) is written so that the verifier's bound holds (a guarantee).
+    assert verdict.verdict == "equivalent" and verdict.guarantee, verdict.guarantee_note
+
+
+def test_module_weights_are_bound_transposed_where_a_transpose_reads_them():
+    # x @ w.T, w.t(), torch.transpose and w.mT bind the weight transposed (one input, read
+    # transposed on each call); a weight also read as it is gets a second input.
+    import torch
+
+    class Transposes(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(16, 32) * 0.2)
+            self.v = torch.nn.Parameter(torch.randn(16, 32) * 0.2)
+            self.heads = torch.nn.Parameter(torch.randn(2, 16, 32) * 0.2)
+            self.register_buffer("u", torch.randn(32, 16) * 0.2)
+
+        def forward(self, x, y):
+            a = x @ self.w.T + x @ self.w.t() + x @ torch.transpose(self.w, dim0=0, dim1=1) + x @ self.u
+            b = (y @ self.heads.mT).sum(0) + (y @ self.heads.transpose(-1, -2)).sum(0)
+            return a + torch.nn.functional.linear(x, self.v) + b + self.v.sum() + self.w.t().sum(0)[None, :]
+
+    torch.manual_seed(4)
+    m = Transposes()
+    x, y = torch.randn(4, 32), torch.randn(2, 4, 32)
+    p = mugraph.from_torch(m, (x, y))
+    names = [n for n, _, _ in p.inputs()]
+    assert names == ["x", "y", "w_t", "u", "heads_t", "v_t", "v"], names
+    assert p.inputs()[4][1] == [2, 32, 16]
+    np.testing.assert_allclose(p(x, y).detach().numpy(), m(x, y).detach().numpy(), rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        m.w.mul_(-1)  # updated in place: the callable reads it, transposed, again
+    np.testing.assert_allclose(p(x, y).detach().numpy(), m(x, y).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+    class Leading(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = torch.nn.Parameter(torch.randn(2, 16, 32))
+
+        def forward(self, x):
+            return x @ torch.transpose(self.heads, 0, 1)
+
+    with pytest.raises(mugraph.MugraphError, match=r"transpose\(0, 1\) of a rank-3 weight is not supported"):
+        mugraph.from_torch(Leading(), (torch.randn(16, 2),))
+
+
+def test_dropout_while_training_and_softmax_say_why_they_are_refused():
+    import torch
+    import torch.nn.functional as F
+
+    with pytest.raises(mugraph.MugraphError, match=r"dropout while training .* module.eval\(\)"):
+        mugraph.from_torch(torch.nn.Dropout(0.2), (torch.randn(4, 8),))
+    for f in (lambda x: torch.softmax(x, -1), lambda x: F.softmax(x, dim=-1), lambda x: x.softmax(-1),
+              torch.nn.Softmax(dim=-1)):
+        with pytest.raises(mugraph.MugraphError, match=r"softmax is not supported: it subtracts each row's maximum"):
+            mugraph.from_torch(f, (torch.randn(4, 8),))
+    # The rewrite the message suggests maps.
+    p = mugraph.from_torch(lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True), (torch.randn(4, 8),))
+    x = torch.randn(4, 8)
+    np.testing.assert_allclose(p(x).numpy(), torch.softmax(x, -1).numpy(), rtol=1e-5, atol=1e-6)
