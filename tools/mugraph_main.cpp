@@ -531,7 +531,7 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   for (const std::string& k : r.kept_repeats) std::cout << "  kept as a copy: " << k << "\n";
   if (!r.cut_at.empty()) {
     std::cout << "  no candidate for the whole program in " << sci(r.whole_search_seconds)
-              << " s: cut before its chained matmuls at";
+              << " s: cut before matmuls at";
     for (size_t i = 0; i < r.cut_at.size(); ++i) std::cout << (i ? ", " : " ") << r.cut_at[i];
     std::cout << "\n";
   }
@@ -554,6 +554,11 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
       }
       std::cout << stop_reason_name(p.stop_reason) << " after " << sci(p.search_seconds) << " s, " << p.states
                 << " states; ";
+      if (!p.cut_at.empty()) {
+        std::cout << "nothing whole, so cut before matmuls at";
+        for (size_t k = 0; k < p.cut_at.size(); ++k) std::cout << (k ? ", " : " ") << p.cut_at[k];
+        std::cout << "; ";
+      }
       if (p.best_estimated_us > 0)
         std::cout << "best " << sci(p.best_estimated_us) << " us in " << p.kernels
                   << (p.kernels == 1 ? " kernel" : " kernels") << "\n";

@@ -79,6 +79,11 @@ struct SearchOptions {
   /// seconds; 0: never. search() sets it for a program it can cut in parts if the whole takes
   /// too long (docs/search.md, "Programs too large to search whole").
   double give_up_without_candidate_seconds = 0;
+  /// Whether search() searches a program in parts, cut before its matmuls, when the whole search
+  /// finds no candidate (in half the time limit, or within the limits at all; docs/search.md,
+  /// "Programs too large to search whole"). false: the whole search's result, however empty
+  /// (what tests of the limits themselves want).
+  bool cut_into_parts = true;
   /// The search stops (StopReason::memory_limit, keeping what it found, as at a time limit) once
   /// the process's resident memory reaches this many bytes. Pending tasks accumulate in a long
   /// search (QKNorm: about 5 GB after 4 minutes on 2 threads), and the kernel's OOM killer would
@@ -268,6 +273,8 @@ struct SearchPartResult {
   double best_estimated_us = 0;
   int kernels = 0;  ///< that μGraph's kernels
   bool resumed = false;
+  /// Where this part was cut in turn, its whole search having found nothing (SearchResult::cut_at).
+  std::vector<std::string> cut_at;
 };
 
 /// The outcome of a search.
@@ -310,7 +317,8 @@ struct SearchResult {
   /// sum (S) sums over the repeated dimension".
   std::vector<std::string> kept_repeats;
   /// A program whose whole search found no candidate (in half the time limit, or within the
-  /// limits at all) is searched in parts cut before its chained matmuls (docs/search.md, "Programs too large to search
+  /// limits at all) is searched in parts cut before its chained matmuls, or where it has none,
+  /// before its matmuls' computed operands (docs/search.md, "Programs too large to search
   /// whole"): the tensors it was cut at ("t12"), and the seconds the whole search took (also in
   /// search_seconds). Empty and 0 otherwise.
   std::vector<std::string> cut_at;

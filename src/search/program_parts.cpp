@@ -341,6 +341,20 @@ std::vector<TensorId> chained_matmul_operands(const Graph& program) {
   return cuts;
 }
 
+std::vector<TensorId> computed_matmul_operands(const Graph& program) {
+  std::vector<TensorId> cuts;
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::matmul) continue;
+    for (TensorId in : op.inputs) {
+      const Op& producer = program.op(program.tensor(in).producer);
+      if (producer.kind != OpKind::input && generator_grows(producer) &&
+          std::find(cuts.begin(), cuts.end(), in) == cuts.end())
+        cuts.push_back(in);
+    }
+  }
+  return cuts;
+}
+
 std::string kept_op_summary(const Graph& program, OpId op) {
   const Op& o = program.op(op);
   std::string s(op_name(o.kind));

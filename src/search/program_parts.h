@@ -53,6 +53,11 @@ ProgramSplit split_program(const Graph& program, const std::vector<TensorId>& cu
 /// join them.
 std::vector<TensorId> chained_matmul_operands(const Graph& program);
 
+/// The operands of the program's matmuls that grown ops computed (a LayerNorm's output before
+/// its projection): where a program without chained matmuls, or a part of one cut at them, is
+/// cut when it is still too large to search whole (search.cpp).
+std::vector<TensorId> computed_matmul_operands(const Graph& program);
+
 /// The μGraph that computes `program` from its split: the kept ops as pre-defined kernels and
 /// each part as `part_graphs[p]`, a μGraph equivalent to parts[p].program (its inputs matched by
 /// name, its outputs by position).

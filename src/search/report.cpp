@@ -128,6 +128,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
       pj["states_explored"] = p.states;
       pj["best_estimated_us"] = p.best_estimated_us > 0 ? nlohmann::ordered_json(p.best_estimated_us) : nullptr;
       pj["best_kernels"] = p.kernels;
+      if (!p.cut_at.empty()) pj["cut_at"] = p.cut_at;
       parts.push_back(std::move(pj));
     }
     j["parts"] = std::move(parts);

@@ -760,10 +760,19 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
   // large to search whole in the time given, or within the limits: the whole search gives up if
   // it has found nothing in half the time, and a program whose whole search found nothing is
   // searched in parts cut before its chained matmuls (docs/search.md, "Programs too large to
-  // search whole"). A resume with part checkpoints goes to the parts at once.
-  std::vector<TensorId> cuts = chained_matmul_operands(program);
+  // search whole"). A program without them (or such a part: a LayerNorm, a projection and gelu's
+  // tanh form) is cut, the same way, before its matmuls' computed operands. A resume with part
+  // checkpoints goes to the parts at once.
   // Cuts that other values bridge leave one part, the program again: no fallback then.
-  if (!cuts.empty() && split_program(program, cuts).parts.size() < 2) cuts.clear();
+  const auto parts_apart = [&](std::vector<TensorId> cuts) {
+    if (!cuts.empty() && split_program(program, cuts).parts.size() < 2) cuts.clear();
+    return cuts;
+  };
+  std::vector<TensorId> cuts;
+  if (options.cut_into_parts) {
+    cuts = parts_apart(chained_matmul_operands(program));
+    if (cuts.empty()) cuts = parts_apart(computed_matmul_operands(program));
+  }
   auto searched_in_parts_before = [&] {
     return options.resume && !options.checkpoint_path.empty() &&
            std::filesystem::exists(part_checkpoint_path(options.checkpoint_path, 0));

@@ -149,6 +149,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
     pr.verify_seconds = r.verify_seconds;
     pr.states = r.stats.states;
     pr.resumed = r.resumed;
+    pr.cut_at = r.cut_at;
     if (!r.top.empty()) {
       pr.best_estimated_us = r.top.front().cost.total_us;
       pr.kernels = r.top.front().metrics.kernels;

@@ -294,6 +294,35 @@ output O
       chained_matmul_operands(parse_program("input X[8, 64]\ninput W[64, 64]\nO = matmul(X, W)\noutput O\n")).empty());
 }
 
+TEST(ProgramParts, ComputedMatmulOperandsAreWhatGrownOpsMakeForAMatmul) {
+  // A LayerNorm before its projection, a bias, and gelu's tanh form: cut at the norm's output
+  // alone (the matmul's other operand is an input; what follows the matmul is read by none).
+  const Graph program = parse_program(R"(
+input X[8, 64]
+input W[64, 128]
+input B[128]
+C = sub(X, div(sum(X, dim=1), 64))
+N = div(C, sqrt(add(div(sum(sqr(C), dim=1), 64), 1e-5)))
+H = add(matmul(N, W), B)
+A = div(H, add(exp(mul(add(H, mul(mul(sqr(H), H), 0.044715)), -1.59576912)), 1))
+output A
+)");
+  EXPECT_TRUE(chained_matmul_operands(program).empty());
+  const std::vector<TensorId> cuts = computed_matmul_operands(program);
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(program.tensor(cuts[0]).name, "N");
+  const ProgramSplit split = split_program(program, cuts);
+  ASSERT_EQ(split.parts.size(), 2u);
+  EXPECT_EQ(split.parts[0].program.output_names, (std::vector<std::string>{"N"}));
+  expect_order_computes_before_reading(program, split);
+  expect_join_of_parts_computes_program(program, split);
+  // Both operands computed: both cut. Inputs are never cut.
+  const Graph both = parse_program("input X[8, 64]\ninput W[64, 64]\nO = matmul(exp(X), sqr(W))\noutput O\n");
+  EXPECT_EQ(computed_matmul_operands(both).size(), 2u);
+  EXPECT_TRUE(
+      computed_matmul_operands(parse_program("input X[8, 64]\ninput W[64, 64]\nO = matmul(X, W)\noutput O\n")).empty());
+}
+
 TEST(ProgramParts, RandomProgramsJoinBackToWhatTheyCompute) {
   // Programs of random ops, grown and kept ones mixed, on random earlier tensors: every split
   // orders its units, and its parts joined back compute the program.

@@ -179,10 +179,11 @@ TEST(Search, RmsNormFindsOneFusedKernelWithMatmulAndSum) {
 
 TEST(Search, RmsNormNeedsEnoughBlockOps) {
   // Grown op by op, seven block ops cannot hold the fused RMSNorm (and the limit is one kernel):
-  // nothing found.
+  // nothing found (searched whole: cut before the projection, each part would fit).
   Graph program = parse_program(kRmsNorm);
   SearchOptions o = limits(1, 1, 7);
   o.program_tile_values = false;
+  o.cut_into_parts = false;
   SearchResult r = search(program, o);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   EXPECT_TRUE(r.top.empty());
@@ -201,9 +202,16 @@ TEST(Search, ReplayedProgramCountsAsOneBlockStep) {
   EXPECT_EQ(body.forloop, 1);
   EXPECT_EQ(count_kind(body, OpKind::matmul), 1);
   expect_sound_top(program, r);
-  // One step fewer leaves no room for it.
-  SearchResult none = search(program, limits(1, 1, 3));
+  // One step fewer leaves no room for it (searched whole).
+  SearchOptions fewer = limits(1, 1, 3);
+  fewer.cut_into_parts = false;
+  SearchResult none = search(program, fewer);
   EXPECT_TRUE(none.top.empty());
+  // Cut before the projection, the norm's part replays its program in three steps.
+  SearchResult parted = search(program, limits(1, 1, 3));
+  EXPECT_FALSE(parted.cut_at.empty());
+  ASSERT_FALSE(parted.top.empty());
+  expect_sound_top(program, parted);
 }
 
 TEST(Search, NTransBecomesOneKernelWithOneRowPerBlock) {
@@ -374,7 +382,9 @@ TEST(Search, PreDefinedKernelsAloneStopWhereTheProgramHasMoreStepsThanKernelOps)
   // the gate's product; operand_rules.h): four pre-defined kernels cannot compute it, and the
   // root task, which may add only those, is cut at once.
   const Graph program = parse_program(search_testing::kRmsNormGatedMlpSmall);
-  SearchResult r = search(program, limits(4, 0, 4));
+  SearchOptions o = limits(4, 0, 4);
+  o.cut_into_parts = false;
+  SearchResult r = search(program, o);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   EXPECT_TRUE(r.top.empty());
   EXPECT_EQ(r.stats.pruned["steps_left"], 1);
@@ -704,6 +714,57 @@ output O
   EXPECT_TRUE(whole.cut_at.empty());
   EXPECT_TRUE(whole.parts.empty());
   EXPECT_FALSE(whole.top.empty());
+}
+
+TEST(Search, AProgramWithoutChainedMatmulsIsCutBeforeItsMatmulsComputedOperands) {
+  // A norm before its projection and an exp: three inputs, so one kernel op reading at most two
+  // cannot compute it whole. There is no chained matmul to cut at; cut before the matmul's
+  // computed operand N, each part is one kernel reading two.
+  const Graph program = parse_program(R"(
+input X[8, 64]
+input G[64]
+input W[64, 64]
+N = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))
+O = exp(mul(matmul(N, W), 0.125))
+output O
+)");
+  SearchOptions options = limits(1, 1, 12);
+  options.max_kernel_inputs = 2;
+  SearchResult r = search(program, options);
+  EXPECT_EQ(r.cut_at, (std::vector<std::string>{"N"}));
+  ASSERT_EQ(r.parts.size(), 2u);
+  EXPECT_EQ(r.parts[0].outputs, (std::vector<std::string>{"N"}));
+  ASSERT_FALSE(r.top.empty());
+  expect_sound_top(program, r);
+  expect_computes_program(program, r.top.front().graph);
+  EXPECT_EQ(r.top.front().metrics.kernels, 2);
+  EXPECT_EQ(r.top.front().metrics.graph_defined_kernels, 2);
+
+  // A part cut before chained matmuls that is still too large is cut again, before its own
+  // matmuls' computed operands, and its report says where.
+  const Graph chained = parse_program(R"(
+input X[8, 64]
+input G[64]
+input W1[64, 64]
+input W2[64, 64]
+N = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))
+H = exp(mul(matmul(N, W1), 0.125))
+O = matmul(H, W2)
+output O
+)");
+  SearchResult nested = search(chained, options);
+  EXPECT_EQ(nested.cut_at, (std::vector<std::string>{"H"}));
+  ASSERT_EQ(nested.parts.size(), 2u);
+  EXPECT_EQ(nested.parts[0].cut_at, (std::vector<std::string>{"N"}));
+  EXPECT_TRUE(nested.parts[1].cut_at.empty());
+  EXPECT_EQ(nested.parts[0].kernels, 2);
+  ASSERT_FALSE(nested.top.empty());
+  expect_sound_top(chained, nested);
+  expect_computes_program(chained, nested.top.front().graph);
+  EXPECT_EQ(nested.top.front().metrics.kernels, 3);
+  nlohmann::json report = nlohmann::json::parse(search_report_json(nested, options));
+  EXPECT_EQ(report["parts"][0]["cut_at"][0], "N");
+  EXPECT_FALSE(report["parts"][1].contains("cut_at"));
 }
 
 TEST(Search, ProgramWithoutOutputsIsAUserError) {
@@ -1198,9 +1259,11 @@ TEST(Search, ReportHasTheDocumentedFields) {
   EXPECT_FALSE(j.at("retile").at("stopped").get<bool>());
 
   // No candidate: best is null.
-  SearchResult none = search(parse_program(kRmsNorm), limits(1, 1, 3));
+  SearchOptions fewer = limits(1, 1, 3);
+  fewer.cut_into_parts = false;
+  SearchResult none = search(parse_program(kRmsNorm), fewer);
   ASSERT_TRUE(none.top.empty());
-  auto k = nlohmann::json::parse(search_report_json(none, limits(1, 1, 3)));
+  auto k = nlohmann::json::parse(search_report_json(none, fewer));
   EXPECT_TRUE(k.at("best").is_null());
   EXPECT_TRUE(k.at("top").empty());
 }

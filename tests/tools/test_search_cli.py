@@ -420,12 +420,14 @@ def test_resume_without_checkpoint(mugraph_bin, tmp_path):
 
 
 def test_resume_with_other_limits_or_corrupt_checkpoint(mugraph_bin, tmp_path):
-    text, args = FAST["rmsnorm"]
+    # The gated MLP's matmuls read inputs only: a search that finds nothing in its time is not
+    # searched again in parts (which would keep part checkpoints instead).
+    text, args = FAST["gated_mlp"]
     prog = write_program(tmp_path, text)
     out = tmp_path / "out"
     search(mugraph_bin, prog, out, *args, "--time-limit", "0.001")
     assert (out / "checkpoint.json").is_file()
-    r = search(mugraph_bin, prog, out, *ONE_KERNEL, "--max-block-ops", "9", "--resume")
+    r = search(mugraph_bin, prog, out, *ONE_KERNEL, "--max-block-ops", "8", "--resume")
     no_crash(r)
     assert r.returncode == 1
     assert "checkpoint.json" in r.stderr
@@ -434,6 +436,31 @@ def test_resume_with_other_limits_or_corrupt_checkpoint(mugraph_bin, tmp_path):
     no_crash(r)
     assert r.returncode == 1
     assert "checkpoint.json" in r.stderr
+
+
+def test_a_part_still_too_large_is_cut_again_and_says_where(mugraph_bin, tmp_path):
+    # Kernels that read two tensors: the whole program (four inputs) is cut before its chained
+    # matmul's operand H, and the first part (three) before its matmul's computed operand N.
+    prog = write_program(tmp_path, """\
+input X[8, 64]
+input G[64]
+input W1[64, 64]
+input W2[64, 64]
+N = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))
+H = exp(mul(matmul(N, W1), 0.125))
+O = matmul(H, W2)
+output O
+""")
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *ONE_KERNEL, "--max-kernel-inputs", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "cut before matmuls at H" in r.stdout, r.stdout
+    assert "part 1 (9 ops -> H): exhausted" in r.stdout and "nothing whole, so cut before matmuls at N" in r.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["cut_at"] == ["H"] and report["parts"][0]["cut_at"] == ["N"] and "cut_at" not in report["parts"][1]
+    assert report["best"]["kernels"] == 3
+    r = run_cli(mugraph_bin, "verify", prog, out / "best.json")
+    assert r.returncode == 0, r.stdout + r.stderr
 
 
 # --- interruption and resume ---------------------------------------------------------------------
