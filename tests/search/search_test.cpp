@@ -989,6 +989,7 @@ TEST(Search, AModelBoundSearchStoppedEarlyKeepsWhatRetilingFoundInItsCheckpoint)
   o.threads = 2;
   o.cost_bound = CostBound::model;
   o.checkpoint_path = dir.file("checkpoint.json");
+  o.cut_into_parts = false;  // the whole search's checkpoint, however little the first stop found
   // Stopped early enough to leave tasks pending and late enough for retiling to keep something:
   // how late that is depends on the machine (under the sanitizers nothing was found by 0.02 s).
   SearchResult first;
@@ -1144,6 +1145,7 @@ TEST(Search, ResumeWithAnotherProgramOrOtherLimitsIsAUserError) {
   TempDir dir;
   SearchOptions o = rms_limits();
   o.checkpoint_path = dir.file("checkpoint.json");
+  o.cut_into_parts = false;  // the whole search's checkpoint (the sanitizers' slow runs find nothing in time)
   ASSERT_EQ(search(program, o, stop_at_once().get()).stop_reason, StopReason::interrupted);
   ASSERT_TRUE(std::filesystem::exists(o.checkpoint_path));
   o.resume = true;
