@@ -60,6 +60,15 @@ class _ModuleTensor:
         self.value = value
 
 
+def _dims(x: Tensor, dims) -> list:
+    """dims as PyTorch's reductions take them (None: all; an int; negatives from the end), sorted."""
+    if dims is None:
+        dims = range(x.ndim)
+    elif isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % x.ndim for d in dims})
+
+
 class _Builder:
     def __init__(self, module, program: Program):
         self.module = module
@@ -106,11 +115,7 @@ class _Builder:
     # --- ops -----------------------------------------------------------------------------------
 
     def reduce_sum(self, x: Tensor, dims, keepdim: bool, mean: bool = False) -> Tensor:
-        if dims is None:
-            dims = list(range(x.ndim))
-        elif isinstance(dims, int):
-            dims = [dims]
-        dims = sorted({d % x.ndim for d in dims})
+        dims = _dims(x, dims)
         count = 1
         for d in dims:
             count *= x.shape[d]
@@ -134,11 +139,7 @@ class _Builder:
 
     def variance(self, x: Tensor, dims, keepdim: bool, correction: float) -> Tensor:
         """Σ (x − mean)² / (n − correction) over dims, as torch.var computes it."""
-        if dims is None:
-            dims = list(range(x.ndim))
-        elif isinstance(dims, int):
-            dims = [dims]
-        dims = sorted({d % x.ndim for d in dims})
+        dims = _dims(x, dims)
         count = math.prod(x.shape[d] for d in dims)
         if count - correction <= 0:
             raise _Unsupported(f"a variance of {count} values with correction {correction} divides by "

@@ -323,17 +323,17 @@ Graph join_parts(const Graph& program, const ProgramSplit& split, const std::vec
   return g;
 }
 
-std::vector<TensorId> chained_matmul_operands(const Graph& program) {
-  std::vector<bool> after_matmul(program.tensors.size(), false);
+namespace {
+
+/// The operands of the program's matmuls that a grown op computed and `keep` accepts, each once.
+template <typename Keep>
+std::vector<TensorId> computed_operands_of_matmuls(const Graph& program, Keep keep) {
   std::vector<TensorId> cuts;
   for (const Op& op : program.ops) {
-    bool after = op.kind == OpKind::matmul;
-    for (TensorId in : op.inputs) after = after || after_matmul[in.index()];
-    for (TensorId out : op.outputs) after_matmul[out.index()] = after;
     if (op.kind != OpKind::matmul) continue;
     for (TensorId in : op.inputs) {
       const Op& producer = program.op(program.tensor(in).producer);
-      if (after_matmul[in.index()] && producer.kind != OpKind::input && generator_grows(producer) &&
+      if (keep(in) && producer.kind != OpKind::input && generator_grows(producer) &&
           std::find(cuts.begin(), cuts.end(), in) == cuts.end())
         cuts.push_back(in);
     }
@@ -341,18 +341,20 @@ std::vector<TensorId> chained_matmul_operands(const Graph& program) {
   return cuts;
 }
 
-std::vector<TensorId> computed_matmul_operands(const Graph& program) {
-  std::vector<TensorId> cuts;
+}  // namespace
+
+std::vector<TensorId> chained_matmul_operands(const Graph& program) {
+  std::vector<bool> after_matmul(program.tensors.size(), false);
   for (const Op& op : program.ops) {
-    if (op.kind != OpKind::matmul) continue;
-    for (TensorId in : op.inputs) {
-      const Op& producer = program.op(program.tensor(in).producer);
-      if (producer.kind != OpKind::input && generator_grows(producer) &&
-          std::find(cuts.begin(), cuts.end(), in) == cuts.end())
-        cuts.push_back(in);
-    }
+    bool after = op.kind == OpKind::matmul;
+    for (TensorId in : op.inputs) after = after || after_matmul[in.index()];
+    for (TensorId out : op.outputs) after_matmul[out.index()] = after;
   }
-  return cuts;
+  return computed_operands_of_matmuls(program, [&](TensorId in) { return after_matmul[in.index()]; });
+}
+
+std::vector<TensorId> computed_matmul_operands(const Graph& program) {
+  return computed_operands_of_matmuls(program, [](TensorId) { return true; });
 }
 
 std::string kept_op_summary(const Graph& program, OpId op) {
