@@ -42,31 +42,66 @@ struct BlockClosings {
   int64_t bytes = 0;
 };
 
-/// The identity of a block search: what BlockSearch reads of the prefix and the task.
+/// The identity of a block search: what BlockSearch reads of the prefix and the task, in two
+/// parts. The shelf: the operands (types, abstract expressions, index labels), the room after
+/// the kernel and the bound, the same for every configuration of a block task, so that a task
+/// finds its shelf once. The configuration: what differs between a task's block searches, a
+/// fixed-size value looked up on the shelf.
 /// `kernel_ops_after`: kernel ops the prefix leaves room for after this one (it bounds the
 /// kernel's outputs); `must_finish`: its outputs can only be program outputs.
-std::string block_search_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands,
-                             const KernelConfig& config, bool must_finish, int kernel_ops_after, bool model_bound);
-/// The two parts of block_search_key: what it reads of the operands, the same for every
-/// configuration of a block task (made once per task), and the rest, appended per configuration.
+struct BlockSearchKey {
+  std::string shelf;
+  KernelConfig config;
+  friend bool operator==(const BlockSearchKey&, const BlockSearchKey&) = default;
+};
+BlockSearchKey block_search_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands,
+                                const KernelConfig& config, bool must_finish, int kernel_ops_after, bool model_bound);
+/// The shelf's part of the key that reads the operands, made once per task.
 std::string block_operands_key(const Graph& prefix, const PrefixFacts& facts, const std::vector<TensorId>& operands);
-std::string block_search_key(std::string operands_key, size_t operands, const KernelConfig& config, bool must_finish,
-                             int kernel_ops_after, bool model_bound);
+/// The shelf key: the operands' key and the rest of what the task's block searches share.
+std::string block_shelf_key(std::string operands_key, bool must_finish, int kernel_ops_after, bool model_bound);
 
 /// Roughly the bytes a closing holds.
 int64_t closing_bytes(const BlockClosing& c);
 
-/// Shared by the worker threads of one search; lookups take a shared lock.
+struct KernelConfigHash {
+  size_t operator()(const KernelConfig& c) const;
+};
+
+/// The entries of one shelf key, by configuration. A task holds its shelf while it runs: the
+/// lookups per configuration touch only this small table, not the whole cache (a search makes
+/// tens of millions of them: 12 M in 20 s on `bench/heldout/llama_mlp_block.mg`).
+class BlockShelf {
+ public:
+  explicit BlockShelf(std::string key, uint64_t generation) : key_(std::move(key)), generation_(generation) {}
+  const std::string& key() const { return key_; }
+
+ private:
+  friend class BlockCache;
+  const std::string key_;
+  uint64_t generation_;  ///< the cache's generation it belongs to (guarded by the cache's mutex)
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<KernelConfig, std::shared_ptr<const BlockClosings>, KernelConfigHash> entries_;
+};
+
+/// Shared by the worker threads of one search; lookups take shared locks.
 class BlockCache {
  public:
   /// Holds at most about `capacity_bytes` (entries and keys); past that it is cleared and refilled.
   explicit BlockCache(int64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
-  /// The entry for `key` whose cut reaches `cut_us` (it holds every closing a search with that
-  /// cut would make); null if there is none.
-  std::shared_ptr<const BlockClosings> find(const std::string& key, double cut_us) const;
-  /// Stores an entry, unless one that reaches as far is there.
-  void insert(const std::string& key, std::shared_ptr<const BlockClosings> entry);
+  /// The shelf for `key`, made (empty) if there is none.
+  std::shared_ptr<BlockShelf> shelf(const std::string& key);
+  /// The entry for `config` on `shelf` whose cut reaches `cut_us` (it holds every closing a
+  /// search with that cut would make); null if there is none.
+  std::shared_ptr<const BlockClosings> find(const BlockShelf& shelf, const KernelConfig& config, double cut_us) const;
+  /// Stores an entry, unless one that reaches as far is there. A shelf the cache no longer
+  /// holds (it was cleared since) takes none.
+  void insert(const std::shared_ptr<BlockShelf>& shelf, const KernelConfig& config,
+              std::shared_ptr<const BlockClosings> entry);
+  /// The same through a whole key.
+  std::shared_ptr<const BlockClosings> find(const BlockSearchKey& key, double cut_us);
+  void insert(const BlockSearchKey& key, std::shared_ptr<const BlockClosings> entry);
   /// Forgets every entry (the model bound's phase begins: the bytes phase's entries hold no
   /// floors).
   void clear();
@@ -76,9 +111,13 @@ class BlockCache {
   int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
+  void clear_locked();
+
   const int64_t capacity_bytes_;
+  /// Guards shelves_, generation_ and every shelf's generation; taken before a shelf's mutex.
   mutable std::shared_mutex mutex_;
-  std::unordered_map<std::string, std::shared_ptr<const BlockClosings>> entries_;
+  std::unordered_map<std::string, std::shared_ptr<BlockShelf>> shelves_;
+  uint64_t generation_ = 0;
   std::atomic<int64_t> bytes_{0};
 };
 

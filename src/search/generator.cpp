@@ -2050,6 +2050,14 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   BlockCache* const cache = ctx_.block_cache();
   const int kernel_ops_after = ctx_.options().max_kernel_ops - count_kernel_ops(prefix) - 1;
   const std::string operands_key = cache ? block_operands_key(prefix, facts, task.operands) : std::string();
+  // The task's shelves in the cache, by whether the kernel must finish the program (taken when
+  // first needed).
+  std::array<std::shared_ptr<BlockShelf>, 2> shelves;
+  auto shelf_for = [&](bool must_finish) -> const std::shared_ptr<BlockShelf>& {
+    std::shared_ptr<BlockShelf>& s = shelves[must_finish ? 1 : 0];
+    if (!s) s = cache->shelf(block_shelf_key(operands_key, must_finish, kernel_ops_after, model_bound));
+    return s;
+  };
   // The cut the growth floor is compared with: the bound less the rest floor (none without the
   // model bound).
   auto growth_cut_us = [&] {
@@ -2084,11 +2092,9 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
       return ctx_.beyond_bound(bytes, kernels, floor_extra) ||
              (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
     };
-    std::string key;
     if (cache) {
-      key =
-          block_search_key(operands_key, task.operands.size(), configs[i], must_finish, kernel_ops_after, model_bound);
-      if (std::shared_ptr<const BlockClosings> hit = cache->find(key, growth_cut_us())) {
+      if (std::shared_ptr<const BlockClosings> hit =
+              cache->find(*shelf_for(must_finish), configs[i], growth_cut_us())) {
         ++out.stats.block_replays;
         // What the growth would close, in its order: the closings within the growth cut, which
         // the bound keeps tightening as the growth would read it.
@@ -2117,7 +2123,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     if (!s.run()) return false;
     if (cache)
       if (std::shared_ptr<const BlockClosings> entry = s.recorded(growth_cut_us()))
-        cache->insert(key, std::move(entry));
+        cache->insert(shelf_for(must_finish), configs[i], std::move(entry));
   }
   // The next chunk of a chain, if the bound has not passed its floor.
   if (chains_chunks(prefix, *list) && end < configs.size() && !(rest_floor_us + list->floors[end] > ctx_.bound_us())) {

@@ -31,33 +31,56 @@ std::shared_ptr<const BlockClosings> entry(double complete_to_us, int64_t bytes 
   return e;
 }
 
+BlockSearchKey key(const std::string& shelf, int64_t forloop = 1) {
+  KernelConfig config;
+  config.forloop = forloop;
+  return {shelf, config};
+}
+
 TEST(BlockCache, FindsOnlyAnEntryThatReachesTheCut) {
   BlockCache cache(1 << 20);
-  EXPECT_EQ(cache.find("k", 1.0), nullptr);
-  cache.insert("k", entry(5.0));
-  ASSERT_NE(cache.find("k", 4.0), nullptr);
-  ASSERT_NE(cache.find("k", 5.0), nullptr);
-  EXPECT_EQ(cache.find("k", 5.5), nullptr) << "a growth cut at 5 us may have missed closings with floors above it";
-  EXPECT_EQ(cache.find("other", 1.0), nullptr);
+  EXPECT_EQ(cache.find(key("k"), 1.0), nullptr);
+  cache.insert(key("k"), entry(5.0));
+  ASSERT_NE(cache.find(key("k"), 4.0), nullptr);
+  ASSERT_NE(cache.find(key("k"), 5.0), nullptr);
+  EXPECT_EQ(cache.find(key("k"), 5.5), nullptr) << "a growth cut at 5 us may have missed closings with floors above it";
+  EXPECT_EQ(cache.find(key("other"), 1.0), nullptr);
+  EXPECT_EQ(cache.find(key("k", 2), 1.0), nullptr) << "another configuration on the same shelf";
   // An entry that reaches less does not replace one that reaches more; one that reaches more does.
-  cache.insert("k", entry(3.0));
-  EXPECT_EQ(cache.find("k", 4.0)->complete_to_us, 5.0);
-  cache.insert("k", entry(std::numeric_limits<double>::infinity()));
-  EXPECT_NE(cache.find("k", 1e9), nullptr);
+  cache.insert(key("k"), entry(3.0));
+  EXPECT_EQ(cache.find(key("k"), 4.0)->complete_to_us, 5.0);
+  cache.insert(key("k"), entry(std::numeric_limits<double>::infinity()));
+  EXPECT_NE(cache.find(key("k"), 1e9), nullptr);
   cache.clear();
-  EXPECT_EQ(cache.find("k", 1.0), nullptr);
+  EXPECT_EQ(cache.find(key("k"), 1.0), nullptr);
   EXPECT_EQ(cache.bytes(), 0);
+}
+
+TEST(BlockCache, AShelfTakenBeforeAClearAddsNothing) {
+  // A task holds its shelf while it runs; the cache may be cleared meanwhile (it filled up, or
+  // the model bound's phase began). What the task then records must not come back.
+  BlockCache cache(1 << 20);
+  std::shared_ptr<BlockShelf> held = cache.shelf("k");
+  cache.insert(held, key("k").config, entry(1.0));
+  EXPECT_NE(cache.find(*held, key("k").config, 1.0), nullptr);
+  cache.clear();
+  cache.insert(held, key("k", 2).config, entry(1.0));
+  EXPECT_EQ(cache.find(key("k", 2), 1.0), nullptr);
+  EXPECT_EQ(cache.bytes(), 0);
+  EXPECT_NE(cache.shelf("k"), held) << "the next task gets a new shelf";
 }
 
 TEST(BlockCache, StaysWithinItsCapacity) {
   BlockCache cache(64 << 10);
   // Larger than a sixteenth of the capacity: not kept.
-  cache.insert("big", entry(1.0, cache.entry_limit_bytes() + 1));
-  EXPECT_EQ(cache.find("big", 0.0), nullptr);
+  cache.insert(key("big"), entry(1.0, cache.entry_limit_bytes() + 1));
+  EXPECT_EQ(cache.find(key("big"), 0.0), nullptr);
   for (int i = 0; i < 1000; ++i) {
-    cache.insert("k" + std::to_string(i), entry(1.0, 1000));
+    // Ten configurations on each shelf.
+    const BlockSearchKey k = key("k" + std::to_string(i / 10), i % 10 + 1);
+    cache.insert(k, entry(1.0, 1000));
     EXPECT_LE(cache.bytes(), 64 << 10);
-    ASSERT_NE(cache.find("k" + std::to_string(i), 1.0), nullptr) << "the newest entry is kept";
+    ASSERT_NE(cache.find(k, 1.0), nullptr) << "the newest entry is kept";
   }
 }
 
@@ -70,7 +93,7 @@ TEST(BlockCache, KeysTellApartWhatTheGrowthReads) {
   const std::vector<TensorId> xg{TensorId(0), TensorId(1)};
   const std::vector<KernelConfig> configs = kernel_configs(prefix, xg);
   ASSERT_GE(configs.size(), 2u);
-  const std::string k = block_search_key(prefix, facts, xg, configs[0], false, 2, true);
+  const BlockSearchKey k = block_search_key(prefix, facts, xg, configs[0], false, 2, true);
   EXPECT_EQ(k, block_search_key(prefix, facts, xg, configs[0], false, 2, true));
   EXPECT_NE(k, block_search_key(prefix, facts, xg, configs[1], false, 2, true));
   EXPECT_NE(k, block_search_key(prefix, facts, xg, configs[0], true, 2, true));
