@@ -92,11 +92,14 @@ def retile_cell(rep):
     if not rt.get("seeds"):
         return "—"
     before, after = rt.get("best_before_us"), rt.get("best_after_us")
-    if rep.get("parts"):  # each part retiled its own; the whole program has no one estimate
-        n = len(rep["parts"])
+    n = len(rep.get("parts") or [])
+    if n and rep.get("whole_best_estimated_us") is None:
+        # Searched in parts only: each part retiled its own; the whole program has no one estimate.
         return f"{sc.fmt_seconds(rt.get('seconds'))} s, in {n} part{'s' if n != 1 else ''}"
     gain = f" ({before / after:.2f}×)" if before and after and after < before else ""
-    return f"{sc.fmt_seconds(rt.get('seconds'))} s: {before:.2f} → {after:.2f} µs{gain}"
+    # An exhausted whole search with its parts searched beside it: the whole program's retiling.
+    beside = f", {n} parts beside" if n else ""
+    return f"{sc.fmt_seconds(rt.get('seconds'))} s: {before:.2f} → {after:.2f} µs{gain}{beside}"
 
 
 def row_for(name, run):

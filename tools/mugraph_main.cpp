@@ -530,9 +530,16 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   }
   for (const std::string& k : r.kept_repeats) std::cout << "  kept as a copy: " << k << "\n";
   if (!r.cut_at.empty()) {
-    std::cout << "  no candidate for the whole program in " << sci(r.whole_search_seconds)
-              << " s: cut before matmuls at";
+    if (r.whole_best_estimated_us > 0)
+      std::cout << "  the whole program's search was exhausted in " << sci(r.whole_search_seconds) << " s, best "
+                << sci(r.whole_best_estimated_us) << " us; searched in parts as well, cut before matmuls at";
+    else
+      std::cout << "  no candidate for the whole program in " << sci(r.whole_search_seconds)
+                << " s: cut before matmuls at";
     for (size_t i = 0; i < r.cut_at.size(); ++i) std::cout << (i ? ", " : " ") << r.cut_at[i];
+    if (r.whole_best_estimated_us > 0 && !r.top.empty())
+      std::cout << (r.top.front().cost.total_us < r.whole_best_estimated_us ? ": the parts' join is faster"
+                                                                            : ": the whole program's best stays");
     std::cout << "\n";
   }
   if (!r.kept_ops.empty() || !r.parts.empty()) {

@@ -323,6 +323,11 @@ struct SearchResult {
   /// search_seconds). Empty and 0 otherwise.
   std::vector<std::string> cut_at;
   double whole_search_seconds = 0;
+  /// A program with such cuts whose whole search was exhausted with time to spare is searched
+  /// in parts as well, and `top` holds the best μGraphs of both (docs/search.md, "The parts beside
+  /// an exhausted whole search"): the whole search's best estimate (µs). 0 when the program was
+  /// searched in parts because the whole search found nothing.
+  double whole_best_estimated_us = 0;
 };
 
 /// External control of a running search (signal handlers set `stop`).

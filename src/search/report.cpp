@@ -110,6 +110,8 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   if (!r.cut_at.empty()) {
     j["cut_at"] = r.cut_at;
     j["whole_search_seconds"] = r.whole_search_seconds;
+    j["whole_best_estimated_us"] =
+        r.whole_best_estimated_us > 0 ? nlohmann::ordered_json(r.whole_best_estimated_us) : nullptr;
   }
   if (!r.kept_ops.empty() || !r.parts.empty()) {
     j["kept_ops"] = r.kept_ops;

@@ -746,6 +746,64 @@ class Driver {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::string> cut_names(const Graph& program, const std::vector<TensorId>& cuts) {
+  std::vector<std::string> names;
+  for (TensorId t : cuts)
+    names.push_back(program.tensor(t).name.empty() ? "t" + std::to_string(t.value) : program.tensor(t).name);
+  return names;
+}
+
+/// The time the parts get after an exhausted whole search: as long as it took, at least 10 s,
+/// within what the time limit leaves. A user who gave no limit asked for the search to end on
+/// its own; the parts at most double it.
+double parts_beside_whole_seconds(const SearchOptions& options, const SearchResult& whole) {
+  double seconds = std::max(whole.search_seconds, 10.0);
+  if (options.time_limit_seconds > 0) seconds = std::min(seconds, options.time_limit_seconds - whole.search_seconds);
+  return seconds;
+}
+
+/// The whole search's result with the parts' beside it: the best of both, their times and
+/// counts together.
+SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& program,
+                          const std::vector<TensorId>& cuts, int top_k) {
+  SearchResult r = std::move(parts);
+  r.whole_search_seconds = whole.search_seconds;
+  r.whole_best_estimated_us = whole.top.front().cost.total_us;
+  r.cut_at = cut_names(program, cuts);
+  for (SearchCandidate& c : r.top) c.found_seconds += whole.search_seconds;
+  r.search_seconds += whole.search_seconds;
+  r.verify_seconds += whole.verify_seconds;
+  r.stats.add(whole.stats);
+  r.background_verified += whole.background_verified;
+  r.background_verify_seconds += whole.background_verify_seconds;
+  r.worse_key += whole.worse_key;
+  r.bytes_phase_seconds = whole.bytes_phase_seconds;
+  r.resumed = whole.resumed;
+  // The whole search's retiling, with the parts' counts and time.
+  RetileStats retile = whole.retile;
+  retile.seeds += r.retile.seeds;
+  retile.configs += r.retile.configs;
+  retile.rebuilt += r.retile.rebuilt;
+  retile.complete += r.retile.complete;
+  retile.kept += r.retile.kept;
+  retile.seconds += r.retile.seconds;
+  retile.stopped |= r.retile.stopped;
+  r.retile = retile;
+  // Best first; on a tie the whole search's (one search's μGraph, not a join).
+  std::vector<SearchCandidate> top = std::move(whole.top);
+  for (SearchCandidate& c : r.top) top.push_back(std::move(c));
+  std::stable_sort(top.begin(), top.end(), [](const SearchCandidate& a, const SearchCandidate& b) {
+    return a.cost.total_us < b.cost.total_us;
+  });
+  if (top.size() > static_cast<size_t>(top_k)) top.resize(static_cast<size_t>(top_k));
+  r.top = std::move(top);
+  return r;
+}
+
+}  // namespace
+
 SearchResult search(const Graph& program, const SearchOptions& options, SearchControl* control) {
   // Repeats become broadcasts first where they can (lift_repeats.h): the rewritten program is
   // searched, and its μGraphs are checked against this one.
@@ -785,11 +843,29 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
     SearchContext ctx(program, o);
     Driver driver(ctx, control);
     whole = driver.run();
+    const bool interrupted = control && control->stop.load();
     // Nothing in half the time, or nothing within the limits at all: the parts may fit them.
     const bool nothing = !cuts.empty() && whole.top.empty() &&
                          (whole.stop_reason == StopReason::time_limit || whole.stop_reason == StopReason::exhausted) &&
-                         !(control && control->stop.load());
-    if (!nothing) return whole;
+                         !interrupted;
+    if (!nothing) {
+      // Exhausted with time to spare: the parts' join may still be faster. The limits bound each
+      // part, not their join (a norm, a gated MLP and a down projection take three graph-defined
+      // kernels), and the whole search never saw such μGraphs.
+      const double parts_seconds = parts_beside_whole_seconds(options, whole);
+      if (cuts.empty() || whole.top.empty() || whole.stop_reason != StopReason::exhausted || interrupted ||
+          parts_seconds <= 0)
+        return whole;
+      SearchOptions rest = options;
+      rest.time_limit_seconds = parts_seconds;
+      // No part checkpoints: a resume goes to the whole search's checkpoint, which holds its
+      // candidates, and searches the parts again after it.
+      rest.checkpoint_path.clear();
+      rest.resume = false;
+      rest.on_progress = progress_after(options, whole.search_seconds);
+      SearchResult parts = search_in_parts(program, rest, control, program, cuts);
+      return beside_whole(std::move(whole), std::move(parts), program, cuts, options.top_k);
+    }
   }
   SearchOptions rest = options;
   if (options.time_limit_seconds > 0)
@@ -798,9 +874,9 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
   SearchResult r = search_in_parts(program, rest, control, program, cuts);
   r.whole_search_seconds = whole.search_seconds;
   r.search_seconds += whole.search_seconds;
+  for (SearchCandidate& c : r.top) c.found_seconds += whole.search_seconds;
   r.stats.add(whole.stats);
-  for (TensorId t : cuts)
-    r.cut_at.push_back(program.tensor(t).name.empty() ? "t" + std::to_string(t.value) : program.tensor(t).name);
+  r.cut_at = cut_names(program, cuts);
   return r;
 }
 
