@@ -725,7 +725,7 @@ int run_main(int argc, char** argv) {
 
   SearchOptions sopts;
   std::string search_target = "h100", cost_bound = "bytes";
-  bool no_abstract_pruning = false, no_program_tile_values = false, quiet = false;
+  bool no_abstract_pruning = false, no_program_tile_values = false, quiet = false, whole_only = false;
   auto* srch = app.add_subcommand(
       "search",
       "Search for the best μGraph equivalent to a program; writes DIR/best.json, DIR/top/NN.json, DIR/report.json");
@@ -791,6 +791,10 @@ int run_main(int argc, char** argv) {
   srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");
   srch->add_flag("--no-program-tile-values", no_program_tile_values,
                  "grow tile-local values op by op instead of replaying the program's (ablation)");
+  srch->add_flag("--whole-only", whole_only,
+                 "search the program whole only, never in parts cut before its matmuls (by default a program "
+                 "whose whole search finds nothing in half the time is cut, and one exhausted early is searched "
+                 "in parts as well)");
   srch->add_flag("-q,--quiet", quiet, "no progress line");
   MeasureRequest measure;
   srch->add_option("--measure", measure.count,
@@ -935,6 +939,7 @@ int run_main(int argc, char** argv) {
   if (*srch) {
     sopts.target = require_target(search_target);
     sopts.abstract_pruning = !no_abstract_pruning;
+    sopts.cut_into_parts = !whole_only;
     sopts.cost_bound = require_cost_bound(cost_bound);
     sopts.program_tile_values = !no_program_tile_values;
     // The model bound exhausts only small spaces (docs/search.md, "The cost bound"): without a

@@ -755,11 +755,11 @@ std::vector<std::string> cut_names(const Graph& program, const std::vector<Tenso
   return names;
 }
 
-/// The time the parts get after an exhausted whole search: as long as it took, at least 10 s,
-/// within what the time limit leaves. A user who gave no limit asked for the search to end on
-/// its own; the parts at most double it.
+/// The time the parts get after an exhausted whole search: as long as it took, within what the
+/// time limit leaves. A user who gave no limit asked for the search to end on its own; the parts
+/// at most double it.
 double parts_beside_whole_seconds(const SearchOptions& options, const SearchResult& whole) {
-  double seconds = std::max(whole.search_seconds, 10.0);
+  double seconds = whole.search_seconds;
   if (options.time_limit_seconds > 0) seconds = std::min(seconds, options.time_limit_seconds - whole.search_seconds);
   return seconds;
 }
@@ -769,6 +769,11 @@ double parts_beside_whole_seconds(const SearchOptions& options, const SearchResu
 SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& program,
                           const std::vector<TensorId>& cuts, int top_k) {
   SearchResult r = std::move(parts);
+  // The search was exhausted; the parts' time is the search's own choice, not the user's limit.
+  if (r.stop_reason != StopReason::interrupted) {
+    if (!r.stop_detail.empty()) r.stop_detail = "the parts beside it: " + r.stop_detail;
+    r.stop_reason = whole.stop_reason;
+  }
   r.whole_search_seconds = whole.search_seconds;
   r.whole_best_estimated_us = whole.top.front().cost.total_us;
   r.cut_at = cut_names(program, cuts);
@@ -858,6 +863,9 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
         return whole;
       SearchOptions rest = options;
       rest.time_limit_seconds = parts_seconds;
+      // Each part's best alone: the whole search's candidates fill the rest of the top, and each
+      // part's candidate verified costs another run at the program's size.
+      rest.top_k = 1;
       // No part checkpoints: a resume goes to the whole search's checkpoint, which holds its
       // candidates, and searches the parts again after it.
       rest.checkpoint_path.clear();

@@ -463,6 +463,41 @@ output O
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+
+def test_an_exhausted_search_is_joined_by_its_parts_unless_whole_only(mugraph_bin, tmp_path):
+    # Llama's MLP block, small, with one graph-defined kernel: the whole search fuses the gated MLP
+    # and leaves the rest to pre-defined kernels; searched in parts beside it, cut before the down
+    # projection's operand M, each part has a graph-defined kernel and their join is faster.
+    prog = write_program(tmp_path, """\
+input X[8, 64]
+input G[64]
+input W1[64, 128]
+input W2[64, 128]
+input W3[128, 64]
+N = mul(G, div(X, sqrt(add(div(sum(sqr(X), dim=1), 64), 1e-6))))
+M = mul(silu(matmul(N, W1)), matmul(N, W2))
+O = add(X, matmul(M, W3))
+output O
+""")
+    limits = ["--max-kernel-ops", "3", "--max-graph-kernels", "1", "--max-block-ops", "12"]
+    out = tmp_path / "out"
+    r = search(mugraph_bin, prog, out, *limits)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "searched in parts as well, cut before matmuls at M: the parts' join is faster" in r.stdout, r.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "exhausted" and report["cut_at"] == ["M"]
+    assert report["best"]["estimated_us"] < report["whole_best_estimated_us"]
+    assert report["best"]["graph_defined_kernels"] == 2
+    r = run_cli(mugraph_bin, "verify", prog, out / "best.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    whole = tmp_path / "whole"
+    r = search(mugraph_bin, prog, whole, *limits, "--whole-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((whole / "report.json").read_text())
+    assert "cut_at" not in report and not report.get("parts")
+    assert report["best"]["graph_defined_kernels"] == 1
+
+
 # --- interruption and resume ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
