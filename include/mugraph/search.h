@@ -256,6 +256,8 @@ struct RetileStats {
   double best_before_us = 0, best_after_us = 0;
   double seconds = 0;
   bool stopped = false;  ///< a stop (interrupt) ended it early
+  /// Adds another search's counts and time (a part's); the best estimates stay this one's.
+  void add(const RetileStats& other);
 };
 
 /// One part of a program searched in parts (SearchResult::parts).

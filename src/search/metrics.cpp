@@ -96,6 +96,16 @@ void SearchStats::add(const SearchStats& o) {
   block_replays += o.block_replays;
 }
 
+void RetileStats::add(const RetileStats& o) {
+  seeds += o.seeds;
+  configs += o.configs;
+  rebuilt += o.rebuilt;
+  complete += o.complete;
+  kept += o.kept;
+  seconds += o.seconds;
+  stopped |= o.stopped;
+}
+
 std::string_view cost_bound_name(CostBound b) {
   switch (b) {
     case CostBound::bytes:

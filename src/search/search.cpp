@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -744,10 +745,6 @@ class Driver {
   mutable std::atomic<int64_t> memory_checked_ms_{INT64_MIN / 2}, memory_seen_{0};
 };
 
-}  // namespace
-
-namespace {
-
 std::vector<std::string> cut_names(const Graph& program, const std::vector<TensorId>& cuts) {
   std::vector<std::string> names;
   for (TensorId t : cuts)
@@ -755,13 +752,17 @@ std::vector<std::string> cut_names(const Graph& program, const std::vector<Tenso
   return names;
 }
 
-/// The time the parts get after an exhausted whole search: as long as it took, within what the
-/// time limit leaves. A user who gave no limit asked for the search to end on its own; the parts
-/// at most double it.
-double parts_beside_whole_seconds(const SearchOptions& options, const SearchResult& whole) {
-  double seconds = whole.search_seconds;
-  if (options.time_limit_seconds > 0) seconds = std::min(seconds, options.time_limit_seconds - whole.search_seconds);
-  return seconds;
+/// The time limit of the parts' search after an exhausted whole search (0: none), or nothing when
+/// the time limit leaves none. The parts get as long as the whole search took, within what the
+/// limit leaves: a user who gave no limit asked for the search to end on its own, and the parts
+/// at most double it. Deterministic searches get what the limit leaves, all of it: a share
+/// measured on the clock would make what they find depend on the machine.
+std::optional<double> parts_beside_whole_time_limit(const SearchOptions& options, const SearchResult& whole) {
+  const double left = options.time_limit_seconds > 0 ? options.time_limit_seconds - whole.search_seconds
+                                                     : std::numeric_limits<double>::infinity();
+  if (left <= 0) return std::nullopt;
+  if (options.deterministic) return std::isinf(left) ? 0.0 : left;
+  return std::max(std::min(left, whole.search_seconds), 1e-3);
 }
 
 /// The whole search's result with the parts' beside it: the best of both, their times and
@@ -788,13 +789,7 @@ SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& p
   r.resumed = whole.resumed;
   // The whole search's retiling, with the parts' counts and time.
   RetileStats retile = whole.retile;
-  retile.seeds += r.retile.seeds;
-  retile.configs += r.retile.configs;
-  retile.rebuilt += r.retile.rebuilt;
-  retile.complete += r.retile.complete;
-  retile.kept += r.retile.kept;
-  retile.seconds += r.retile.seconds;
-  retile.stopped |= r.retile.stopped;
+  retile.add(r.retile);
   r.retile = retile;
   // Best first; on a tie the whole search's (one search's μGraph, not a join).
   std::vector<SearchCandidate> top = std::move(whole.top);
@@ -857,12 +852,12 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
       // Exhausted with time to spare: the parts' join may still be faster. The limits bound each
       // part, not their join (a norm, a gated MLP and a down projection take three graph-defined
       // kernels), and the whole search never saw such μGraphs.
-      const double parts_seconds = parts_beside_whole_seconds(options, whole);
+      const std::optional<double> parts_limit = parts_beside_whole_time_limit(options, whole);
       if (cuts.empty() || whole.top.empty() || whole.stop_reason != StopReason::exhausted || interrupted ||
-          parts_seconds <= 0)
+          !parts_limit)
         return whole;
       SearchOptions rest = options;
-      rest.time_limit_seconds = parts_seconds;
+      rest.time_limit_seconds = *parts_limit;
       // Each part's best alone: the whole search's candidates fill the rest of the top, and each
       // part's candidate verified costs another run at the program's size.
       rest.top_k = 1;

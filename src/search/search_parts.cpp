@@ -161,14 +161,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
     result.background_verify_seconds += r.background_verify_seconds;
     result.worse_key += r.worse_key;
     result.resumed |= r.resumed;
-    RetileStats& rt = result.retile;
-    rt.seeds += r.retile.seeds;
-    rt.configs += r.retile.configs;
-    rt.rebuilt += r.retile.rebuilt;
-    rt.complete += r.retile.complete;
-    rt.kept += r.retile.kept;
-    rt.seconds += r.retile.seconds;
-    rt.stopped |= r.retile.stopped;
+    result.retile.add(r.retile);
   }
 
   // The stop reason and what each part that did not finish left.
