@@ -76,17 +76,17 @@ size_t KernelConfigHash::operator()(const KernelConfig& c) const {
   hash_combine(h, static_cast<size_t>(c.grid.y));
   hash_combine(h, static_cast<size_t>(c.grid.z));
   hash_combine(h, static_cast<size_t>(c.forloop));
+  // The maps are int8 arrays: hashed eight at a time.
+  auto words = [&h](const void* data, size_t size) {
+    for (size_t i = 0; i < size; i += sizeof(uint64_t)) {
+      uint64_t w;
+      std::memcpy(&w, static_cast<const char*>(data) + i, sizeof(w));
+      hash_combine(h, static_cast<size_t>(w));
+    }
+  };
   static_assert(sizeof(c.imaps) % sizeof(uint64_t) == 0 && sizeof(c.fmaps) % sizeof(uint64_t) == 0);
-  for (size_t i = 0; i < sizeof(c.imaps); i += sizeof(uint64_t)) {
-    uint64_t w;
-    std::memcpy(&w, reinterpret_cast<const char*>(c.imaps.data()) + i, sizeof(w));
-    hash_combine(h, static_cast<size_t>(w));
-  }
-  for (size_t i = 0; i < sizeof(c.fmaps); i += sizeof(uint64_t)) {
-    uint64_t w;
-    std::memcpy(&w, reinterpret_cast<const char*>(c.fmaps.data()) + i, sizeof(w));
-    hash_combine(h, static_cast<size_t>(w));
-  }
+  words(c.imaps.data(), sizeof(c.imaps));
+  words(c.fmaps.data(), sizeof(c.fmaps));
   return h;
 }
 
@@ -105,7 +105,7 @@ std::shared_ptr<BlockShelf> BlockCache::shelf(const std::string& key) {
   if (it != shelves_.end()) return it->second;
   const int64_t size = shelf_bytes(key);
   if (bytes_.load() + size > capacity_bytes_) clear_locked();
-  auto made = std::make_shared<BlockShelf>(key, generation_);
+  auto made = std::make_shared<BlockShelf>(key);
   shelves_.emplace(key, made);
   bytes_.fetch_add(size);
   return made;
@@ -124,7 +124,7 @@ void BlockCache::insert(const std::shared_ptr<BlockShelf>& shelf, const KernelCo
   const int64_t size = entry_bytes(*entry);
   if (size > entry_limit_bytes()) return;
   std::unique_lock lock(mutex_);
-  if (shelf->generation_ != generation_) return;  // cleared since the task took it
+  if (!holds_locked(*shelf)) return;  // cleared since the task took it
   std::unique_lock shelf_lock(shelf->mutex_);
   auto it = shelf->entries_.find(config);
   if (it != shelf->entries_.end()) {
@@ -133,10 +133,9 @@ void BlockCache::insert(const std::shared_ptr<BlockShelf>& shelf, const KernelCo
     shelf->entries_.erase(it);
   }
   if (bytes_.load() + size > capacity_bytes_) {
-    // Refill from this entry: the shelf stays, empty, in the next generation.
+    // Refill from this entry: the shelf stays, empty.
     clear_locked();
     shelf->entries_.clear();
-    shelf->generation_ = generation_;
     shelves_.emplace(shelf->key(), shelf);
     bytes_.fetch_add(shelf_bytes(shelf->key()));
   }
@@ -164,11 +163,15 @@ void BlockCache::clear() {
   clear_locked();
 }
 
+bool BlockCache::holds_locked(const BlockShelf& shelf) const {
+  auto it = shelves_.find(shelf.key());
+  return it != shelves_.end() && it->second.get() == &shelf;
+}
+
 void BlockCache::clear_locked() {
-  // Tasks that hold a shelf of an older generation may still find its entries (they are right
-  // for their keys) but add none.
+  // Tasks that hold a shelf the cache no longer holds may still find its entries (they are
+  // right for their keys) but add none.
   shelves_.clear();
-  ++generation_;
   bytes_.store(0);
 }
 

@@ -73,13 +73,12 @@ struct KernelConfigHash {
 /// tens of millions of them: 12 M in 20 s on `bench/heldout/llama_mlp_block.mg`).
 class BlockShelf {
  public:
-  explicit BlockShelf(std::string key, uint64_t generation) : key_(std::move(key)), generation_(generation) {}
+  explicit BlockShelf(std::string key) : key_(std::move(key)) {}
   const std::string& key() const { return key_; }
 
  private:
   friend class BlockCache;
   const std::string key_;
-  uint64_t generation_;  ///< the cache's generation it belongs to (guarded by the cache's mutex)
   mutable std::shared_mutex mutex_;
   std::unordered_map<KernelConfig, std::shared_ptr<const BlockClosings>, KernelConfigHash> entries_;
 };
@@ -111,13 +110,14 @@ class BlockCache {
   int64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
  private:
+  /// Whether `shelf` is the one the cache holds for its key (not one cleared since).
+  bool holds_locked(const BlockShelf& shelf) const;
   void clear_locked();
 
   const int64_t capacity_bytes_;
-  /// Guards shelves_, generation_ and every shelf's generation; taken before a shelf's mutex.
+  /// Guards shelves_; taken before a shelf's mutex.
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<BlockShelf>> shelves_;
-  uint64_t generation_ = 0;
   std::atomic<int64_t> bytes_{0};
 };
 

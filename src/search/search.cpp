@@ -765,6 +765,17 @@ std::optional<double> parts_beside_whole_time_limit(const SearchOptions& options
   return std::max(std::min(left, whole.search_seconds), 1e-3);
 }
 
+/// The parts' result after the whole search's: where it was cut, and the clock and counts
+/// continued from the whole search's.
+void after_whole(SearchResult& parts, const SearchResult& whole, const Graph& program,
+                 const std::vector<TensorId>& cuts) {
+  parts.whole_search_seconds = whole.search_seconds;
+  parts.search_seconds += whole.search_seconds;
+  for (SearchCandidate& c : parts.top) c.found_seconds += whole.search_seconds;
+  parts.stats.add(whole.stats);
+  parts.cut_at = cut_names(program, cuts);
+}
+
 /// The whole search's result with the parts' beside it: the best of both, their times and
 /// counts together.
 SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& program,
@@ -775,13 +786,9 @@ SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& p
     if (!r.stop_detail.empty()) r.stop_detail = "the parts beside it: " + r.stop_detail;
     r.stop_reason = whole.stop_reason;
   }
-  r.whole_search_seconds = whole.search_seconds;
+  after_whole(r, whole, program, cuts);
   r.whole_best_estimated_us = whole.top.front().cost.total_us;
-  r.cut_at = cut_names(program, cuts);
-  for (SearchCandidate& c : r.top) c.found_seconds += whole.search_seconds;
-  r.search_seconds += whole.search_seconds;
   r.verify_seconds += whole.verify_seconds;
-  r.stats.add(whole.stats);
   r.background_verified += whole.background_verified;
   r.background_verify_seconds += whole.background_verify_seconds;
   r.worse_key += whole.worse_key;
@@ -875,11 +882,7 @@ SearchResult search(const Graph& program, const SearchOptions& options, SearchCo
     rest.time_limit_seconds = std::max(options.time_limit_seconds - whole.search_seconds, 1e-3);
   rest.on_progress = progress_after(options, whole.search_seconds);  // the parts continue its clock
   SearchResult r = search_in_parts(program, rest, control, program, cuts);
-  r.whole_search_seconds = whole.search_seconds;
-  r.search_seconds += whole.search_seconds;
-  for (SearchCandidate& c : r.top) c.found_seconds += whole.search_seconds;
-  r.stats.add(whole.stats);
-  r.cut_at = cut_names(program, cuts);
+  after_whole(r, whole, program, cuts);
   return r;
 }
 
