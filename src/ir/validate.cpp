@@ -136,13 +136,19 @@ struct Validator {
   }
 
   // Definition 2.1 on a block graph: every path from an input iterator to an output saver passes
-  // at most one accumulator, and exactly one when the for-loop runs more than once. For each
-  // tensor we track the fewest and most accumulators on a path reaching it.
+  // at most one accumulator, and exactly one when the for-loop runs more than once; except that
+  // a path from a loop-invariant iterator (fmap φ: the same tile in every iteration) may join
+  // the accumulated values after the loop without one (an epilogue operand: a bias, a residual).
+  // A saved value must still pass an accumulator. For each tensor we track the fewest
+  // accumulators on a path from a per-iteration iterator (kNone: no such path) and the most on
+  // any path.
   std::optional<Rejection> path_rule(const Graph& g, const std::string& where) {
+    constexpr int kNone = 1 << 20;
     std::vector<int> lo(g.tensors.size(), 0), hi(g.tensors.size(), 0);
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const Op& op = g.ops[i];
-      int l = op.inputs.empty() ? 0 : 1 << 20, h = 0;
+      int l = kNone, h = 0;
+      if (op.kind == OpKind::input_iterator && (g.forloop == 1 || op.attrs.fmap != kPhi)) l = 0;
       for (TensorId t : op.inputs) {
         l = std::min(l, lo[t.index()]);
         h = std::max(h, hi[t.index()]);
@@ -154,7 +160,7 @@ struct Validator {
                                               "pass at most one accumulator";
         l = h = 1;
       }
-      if (op.kind == OpKind::output_saver && g.forloop > 1 && l == 0)
+      if (op.kind == OpKind::output_saver && g.forloop > 1 && (l == 0 || h == 0))
         return reject(Reason::path_rule) << where << "op " << i << " (output_saver) saves a value with a path from an input"
                                          << " iterator that passes no accumulator, but the for-loop runs " << g.forloop
                                          << " iterations";

@@ -301,7 +301,7 @@ TEST(GraphExprs, EveryExampleUGraphAtEveryLevel) {
     }
     ++files;
   }
-  EXPECT_EQ(files, 10);
+  EXPECT_EQ(files, 11);
 }
 
 // --- concat ----------------------------------------------------------------------------------

@@ -393,6 +393,50 @@ TEST(GraphKernel, LoopValueReachingASaverIsRefused) {
   }
 }
 
+TEST(GraphKernel, LoopInvariantTilesJoinTheAccumulatedValuesAfterTheLoop) {
+  // O = X·W + 2·R, X [4, 8], W [8, 6], R [4, 6]: grid x = 2 splits the columns, the loop walks
+  // the reduced dim in 4 steps. R's tile (fmap φ) is loaded once; 2·R is computed from it alone
+  // (loop-invariant), and added to the accumulated product after the loop. Integer values keep
+  // every sum exact, so the result equals the program's to the bit.
+  Graph body = make_block_graph({TensorType{{4, 8}, DType::f32}, TensorType{{8, 6}, DType::f32},
+                                 TensorType{{4, 6}, DType::f32}},
+                                Dim3{2, 1, 1}, 4);
+  TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, kNoMap, 1));
+  TensorId wt = body.add(OpKind::input_iterator, {}, test::iter(1, {1, kPhi, kPhi}, 0));
+  TensorId rt = body.add(OpKind::input_iterator, {}, test::iter(2, {1, kPhi, kPhi}, kPhi));
+  TensorId twice = body.add(OpKind::mul, {rt}, test::scalar("2"));
+  TensorId acc = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, wt})}, test::accum_sum());
+  body.add(OpKind::output_saver, {body.add(OpKind::add, {acc, twice})}, test::saver(0, {1, kPhi, kPhi}));
+  Graph k = kernel_of(std::move(body));
+  ASSERT_FALSE(validate(k)) << validate(k)->str();
+  std::vector<float> x = iota(32, -16), w = iota(48, -24), r = iota(24, -5);
+  HostTensor out = run(k, {tensor({4, 8}, x), tensor({8, 6}, w), tensor({4, 6}, r)}, 2).at(0);
+  ASSERT_EQ(out.type.shape, (Shape{4, 6}));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j) {
+      float want = 2 * r[static_cast<size_t>(i * 6 + j)];
+      for (int c = 0; c < 8; ++c) want += x[static_cast<size_t>(i * 8 + c)] * w[static_cast<size_t>(c * 6 + j)];
+      EXPECT_EQ(out.data[static_cast<size_t>(i * 6 + j)], want) << i << ", " << j;
+    }
+}
+
+TEST(GraphKernel, ALoopInvariantTileSavedWithoutAnAccumulatorIsRefused) {
+  // Only the accumulated values leave the loop: R's tile may join them, but not be saved alone.
+  Graph body = make_block_graph({TensorType{{4, 8}, DType::f32}, TensorType{{4, 1}, DType::f32}}, Dim3{1, 1, 1}, 4);
+  TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, kNoMap, 1));
+  TensorId rt = body.add(OpKind::input_iterator, {}, test::iter(1, kNoMap, kPhi));
+  body.add(OpKind::output_saver, {body.add(OpKind::accum, {xt}, test::accum_sum())}, test::saver(0, kNoMap));
+  body.add(OpKind::output_saver, {body.add(OpKind::exp, {rt})}, test::saver(1, kNoMap));
+  Graph k = kernel_of(std::move(body));
+  ASSERT_TRUE(validate(k));
+  try {
+    run(k, random_inputs(k, 1));
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("passes no accumulator"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GraphKernel, DeadOpsAreSkipped) {
   // An op that reaches no saver may even mix loop and post values (validate allows it, since no
   // path through it ends at a saver); the interpreter skips it.

@@ -147,6 +147,36 @@ inline Graph gated_mlp_fig10b(int64_t rows = 8, int64_t h = 4096, int64_t n = 40
   return k;
 }
 
+/// examples/linear_residual.mg with its bias and residual as epilogue operands. X [rows=16,
+/// h=4096], W [h, n=4096], B [n], R [rows, n]. 64 blocks each own 64 columns of W; the for-loop
+/// walks the reduced dim in 16 steps of 256 and accumulates the product. The block's slices of B
+/// and R do not change with the iteration (fmap φ): loaded once, they join the accumulated
+/// product after the loop, in a thread graph that adds all three.
+inline Graph linear_residual_epilogue(int64_t rows = 16, int64_t h = 4096, int64_t n = 4096, int64_t grid = 64,
+                                      int64_t loop = 16) {
+  Graph k;
+  TensorId x = k.add_input("X", {rows, h});
+  TensorId w = k.add_input("W", {h, n});
+  TensorId bias = k.add_input("B", {n});
+  TensorId r = k.add_input("R", {rows, n});
+  Graph b = make_block_graph({k.type(x), k.type(w), k.type(bias), k.type(r)}, Dim3{grid, 1, 1}, loop);
+  TensorId xt = b.add(OpKind::input_iterator, {}, iterator(0, kNoMap, 1));              // [16, 256]
+  TensorId wt = b.add(OpKind::input_iterator, {}, iterator(1, kX1, 0));                 // [256, 64]
+  TensorId bt = b.add(OpKind::input_iterator, {}, iterator(2, kX0, kPhi));              // [64], once
+  TensorId rt = b.add(OpKind::input_iterator, {}, iterator(3, kX1, kPhi));              // [16, 64], once
+  TensorId acc = b.add(OpKind::accum, {b.add(OpKind::matmul, {xt, wt})}, accum(kPhi));  // [16, 64]
+  Graph t = make_thread_graph({b.type(rt), b.type(acc), b.type(bt)});
+  TensorId t_r = t.add(OpKind::input_iterator, {}, load(0));
+  TensorId t_acc = t.add(OpKind::input_iterator, {}, load(1));
+  TensorId t_b = t.add(OpKind::input_iterator, {}, load(2));
+  t.add(OpKind::output_saver, {t.add(OpKind::add, {t_r, t.add(OpKind::add, {t_acc, t_b})})}, saver(0));
+  auto fused = b.append_with_body(OpKind::thread_graph, {rt, acc, bt}, std::move(t));
+  b.add(OpKind::output_saver, {output_of(b, fused)}, saver(0, kX1));
+  auto kop = k.append_with_body(OpKind::graph_kernel, {x, w, bias, r}, std::move(b));
+  name_output(k, output_of(k, kop), "O");
+  return k;
+}
+
 /// examples/gated_mlp.mg as Figure 10b with the reduced dim split across blocks too, so that each
 /// block reads W1 and W2 in rows twice as wide (128 bytes instead of 64). X [rows=8, h=4096],
 /// W1, W2 [h, n=4096]. Kernel 1: grid (n / cols = 64, splits = 2); block (c, s) walks its
@@ -335,6 +365,7 @@ inline const std::vector<Example>& all_examples() {
       {"rmsnorm_fig3b_grid64.json", "rmsnorm_linear.mg", [] { return rmsnorm_fig3b(16, 4096, 4096, 64); }},
       {"gated_mlp_fig10b_grid64.json", "gated_mlp.mg", [] { return gated_mlp_fig10b(8, 4096, 4096, 64); }},
       {"exp_scale_concat.json", "exp_scale.mg", [] { return exp_scale_concat(); }},
+      {"linear_residual_epilogue.json", "linear_residual.mg", [] { return linear_residual_epilogue(); }},
       {"rmsnorm_two_kernels.json", "rmsnorm.mg", [] { return rmsnorm_two_kernels(); }},
       {"gqa_split_kv.json", "gqa.mg", [] { return gqa_split_kv(); }},
       {"qknorm_split_kv.json", "../bench/paper/programs/qknorm_bs1.mg", [] { return qknorm_split_kv(); }},

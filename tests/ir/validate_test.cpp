@@ -62,6 +62,34 @@ TEST(Validate, PathRuleNeedsAnAccumulatorWhenLooping) {
   EXPECT_NE(r->message.find("passes no accumulator"), std::string::npos) << r->message;
 }
 
+TEST(Validate, PathRuleLetsALoopInvariantTileJoinTheAccumulatedValues) {
+  // O = X·W + R with a loop over the reduced dim: R's tile (fmap φ) is the same in every
+  // iteration, so its path may join the accumulated product after the loop without an
+  // accumulator (an epilogue operand). Saving R's tile alone still needs one.
+  const TensorType x{{4, 8}, DType::f32}, w{{8, 6}, DType::f32}, r{{4, 6}, DType::f32};
+  auto kernel = [&](bool epilogue) {
+    Graph body = make_block_graph({x, w, r}, Dim3{1, 1, 1}, 4);
+    TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, 1));
+    TensorId wt = body.add(OpKind::input_iterator, {}, test::iter(1, {kPhi, kPhi, kPhi}, 0));
+    TensorId rt = body.add(OpKind::input_iterator, {}, test::iter(2, {kPhi, kPhi, kPhi}, kPhi));
+    TensorId acc = body.add(OpKind::accum, {body.add(OpKind::matmul, {xt, wt})}, test::accum_sum());
+    body.add(OpKind::output_saver, {epilogue ? body.add(OpKind::add, {acc, rt}) : body.add(OpKind::exp, {rt})},
+             test::saver(0, {kPhi, kPhi, kPhi}));
+    Graph k;
+    TensorId ins[] = {k.add_input("X", x.shape, x.dtype), k.add_input("W", w.shape, w.dtype),
+                      k.add_input("R", r.shape, r.dtype)};
+    auto op = k.append_with_body(OpKind::graph_kernel, {ins[0], ins[1], ins[2]}, body);
+    MUGRAPH_CHECK(op.ok()) << op.rejection().str();
+    k.mark_output(k.ops[op->index()].outputs[0], "O");
+    return k;
+  };
+  EXPECT_FALSE(validate(kernel(true))) << validate(kernel(true))->str();
+  auto r2 = validate(kernel(false));
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->reason, Reason::path_rule);
+  EXPECT_NE(r2->message.find("passes no accumulator"), std::string::npos) << r2->message;
+}
+
 TEST(Validate, PathRuleForbidsTwoAccumulators) {
   Graph body = make_block_graph({TensorType{{16, 64}, DType::f32}}, Dim3{1, 1, 1}, 4);
   TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, 1));

@@ -96,6 +96,37 @@ TEST(OpOrder, LoopInvariantOpsRunOnceBeforeTheLoop) {
   EXPECT_EQ(schedule_block_ops(once).pre_steps, 0);
 }
 
+TEST(OpOrder, EpilogueOperandsAreReadAfterTheLoopAndLiveThroughIt) {
+  // O = X·W + 2·R: R's tile (fmap φ) is loaded once and doubled before the loop; the add after
+  // the loop reads the double with the accumulated product. The double's bytes live from before
+  // the loop to that add, so neither the loop's tiles nor the add's result may share them.
+  Graph k;
+  TensorId x = k.add_input("X", {16, 64});
+  TensorId w = k.add_input("W", {64, 32});
+  TensorId r = k.add_input("R", {16, 32});
+  Graph b = make_block_graph({k.type(x), k.type(w), k.type(r)}, Dim3{2, 1, 1}, 4);
+  TensorId xt = b.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, 1));  // [16, 16]
+  TensorId wt = b.add(OpKind::input_iterator, {}, test::iter(1, {1, kPhi, kPhi}, 0));     // [16, 16]
+  TensorId rt = b.add(OpKind::input_iterator, {}, test::iter(2, {1, kPhi, kPhi}, kPhi));  // [16, 16]
+  TensorId twice = b.add(OpKind::mul, {rt}, test::scalar("2"));
+  TensorId mm = b.add(OpKind::matmul, {xt, wt});
+  TensorId acc = b.add(OpKind::accum, {mm}, test::accum_sum());
+  TensorId sum = b.add(OpKind::add, {acc, twice});
+  b.add(OpKind::output_saver, {sum}, test::saver(0, {1, kPhi, kPhi}));
+  const BlockSchedule s = schedule_block_ops(b);
+  EXPECT_EQ(s.phase[3], OpPhase::pre);
+  EXPECT_EQ(s.phase[4], OpPhase::loop);
+  EXPECT_EQ(s.phase[6], OpPhase::post);
+  EXPECT_EQ(s.step[6], 0);  // the loop's last barrier separates it from both its operands
+  EXPECT_EQ(s.order, (std::vector<int32_t>{2, 3, 0, 1, 4, 5, 6, 7}));
+  const std::vector<TensorLifetime> life = tensor_lifetimes(b, s, true);
+  EXPECT_EQ(life[twice.index()].first, s.time(OpPhase::pre, 0));
+  EXPECT_EQ(life[twice.index()].last, s.time(OpPhase::post, 0));
+  EXPECT_TRUE(life[twice.index()].overlaps(life[mm.index()]));
+  EXPECT_TRUE(life[twice.index()].overlaps(life[sum.index()]));
+  EXPECT_TRUE(life[acc.index()].overlaps(life[sum.index()]));
+}
+
 TEST(OpOrder, ReshapesSeparateNothing) {
   Graph k;
   TensorId x = k.add_input("X", {16, 64});
