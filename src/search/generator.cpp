@@ -981,7 +981,21 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
 
 namespace {
 
-enum Phase : uint8_t { kLoop = 0, kPost = 1 };
+/// Where a block tensor's value exists: per iteration of the loop body (kLoop), after the loop
+/// (kPost: accumulated values and what is computed from them), or in every iteration alike
+/// (kInvariant: a tile loaded with fmap φ in a kernel with a loop, and what is computed from
+/// such tiles alone). Loop-invariant values may meet either of the others: in the loop body, or
+/// after the loop as epilogue operands (a bias, a residual; block_structure.h).
+enum Phase : uint8_t { kLoop = 0, kPost = 1, kInvariant = 2 };
+
+/// The phase of an op's result from its operands' phases, or nullopt where a per-iteration value
+/// meets an accumulated one (the path rule of Definition 2.1).
+inline std::optional<Phase> joined_phase(OpKind kind, Phase a, std::optional<Phase> b) {
+  if (kind == OpKind::accum) return kPost;
+  const bool loop = a == kLoop || b == kLoop, post = a == kPost || b == kPost;
+  if (loop && post) return std::nullopt;
+  return post ? kPost : loop ? kLoop : kInvariant;
+}
 
 /// Depth-first growth of one block graph.
 class BlockSearch {
@@ -1121,7 +1135,8 @@ class BlockSearch {
         ++prunes_[kIndex];
         return false;
       }
-      push_tensor(param_exprs_[i], kLoop, true, false, *tile, uint64_t{1} << i);
+      push_tensor(param_exprs_[i], cfg_.forloop > 1 && cfg_.fmaps[i] == kPhi ? kInvariant : kLoop, true, false, *tile,
+                  uint64_t{1} << i);
       // A loop over the slots of a stack of partial results (tile_labels: the tile's dim there
       // lost its loop bit) reads one partial sum per iteration, which only an accumulator may
       // complete (the partial-sum rules of append_checked).
@@ -1208,6 +1223,13 @@ class BlockSearch {
     bg_.tensors.pop_back();
   }
 
+  /// The phase of an op of `kind` on `operands` (joined_phase).
+  std::optional<Phase> phase_of(OpKind kind, std::span<const int32_t> operands) const {
+    const Phase a = state_[static_cast<size_t>(operands[0])].phase;
+    return joined_phase(kind, a,
+                        operands.size() > 1 ? std::optional(state_[static_cast<size_t>(operands[1])].phase) : std::nullopt);
+  }
+
   /// Steps of the block-op budget used: ops, with each replayed program subgraph as one.
   int steps() const { return static_cast<int>(bg_.ops.size()) - replayed_extra_ops_; }
 
@@ -1275,7 +1297,7 @@ class BlockSearch {
     if (op.kind == OpKind::sum && is_split(a.labels[op.attrs.dim])) return false;
     if (op.kind == OpKind::matmul && is_split(a.labels[a.labels.rank - 1])) return false;
     for (int32_t o : operands)
-      if (state_[static_cast<size_t>(o)].partial || state_[static_cast<size_t>(o)].phase != kLoop) return false;
+      if (state_[static_cast<size_t>(o)].partial || state_[static_cast<size_t>(o)].phase == kPost) return false;
     if (!append_checked(op.kind, operands, op.attrs, /*replayed=*/true)) return false;
     state_.back().program_value = t;
     tile_of_[static_cast<size_t>(t)] = static_cast<int32_t>(state_.size()) - 1;
@@ -1366,8 +1388,8 @@ class BlockSearch {
     e.sinks += sign;
     if (concat)
       e.concats += sign;
-    else if (phase == kLoop && cfg_.forloop > 1)
-      e.loop_sinks += sign;
+    else if (phase != kPost && cfg_.forloop > 1)
+      e.loop_sinks += sign;  // a loop-invariant value too: it is accumulated or joins an accumulated one
   }
 
   /// The open ends of the block graph.
@@ -1403,9 +1425,8 @@ class BlockSearch {
         continue;
       add_open_end(e, s.iterator, s.concat, s.phase, -1);
     }
-    // The new op's output, as append_checked pushes it.
-    add_open_end(e, false, kind == OpKind::concat,
-                 kind == OpKind::accum ? kPost : state_[static_cast<size_t>(operands.front())].phase);
+    // The new op's output, as append_checked pushes it (try_op checked that the phases meet).
+    add_open_end(e, false, kind == OpKind::concat, *phase_of(kind, operands));
     return ops_needed(e);
   }
 
@@ -1439,6 +1460,8 @@ class BlockSearch {
         if (static_cast<int32_t>(t) >= last.max_input) return false;  // the loop body can still grow
         continue;
       }
+      // Post-loop values, and loop-invariant ones, which may join them (the loop-invariant ops
+      // still to come make no dim larger either).
       const Shape& s = bg_.tensors[t].type.shape;
       rank = std::max(rank, s.rank());
       for (int d = 0; d < s.rank(); ++d) {
@@ -1516,7 +1539,7 @@ class BlockSearch {
       }
     }
     for (int32_t a = 0; a < n; ++a) {
-      if (a >= m && loop && state_[a].phase == kLoop && !state_[a].iterator && !state_[a].concat && open(a)) {
+      if (a >= m && loop && state_[a].phase != kPost && !state_[a].iterator && !state_[a].concat && open(a)) {
         try_op(last, ends, OpKind::accum, {a}, attrs::accum(kPhi));
         for (int d = 0; d < bg_.tensors[a].type.shape.rank(); ++d)
           try_op(last, ends, OpKind::accum, {a}, attrs::accum(d));
@@ -1539,10 +1562,10 @@ class BlockSearch {
     int32_t max_input = -1;
     for (int32_t i : operand_ids) max_input = std::max(max_input, i);
     if (max_input < last.max_input) return;
-    // Phases: with a loop, a path must cross exactly one accumulator, so loop-body and
-    // post-processing values never meet, and only loop-body values are accumulated.
-    for (int32_t i : operand_ids)
-      if (state_[static_cast<size_t>(i)].phase != state_[static_cast<size_t>(*operand_ids.begin())].phase) return;
+    // Phases: with a loop, a path from a per-iteration tile must cross exactly one accumulator,
+    // so per-iteration and post-processing values never meet, and only loop-body values are
+    // accumulated (dfs offers accumulators those alone); loop-invariant values meet either.
+    if (!phase_of(kind, std::span<const int32_t>(operand_ids.begin(), operand_ids.size()))) return;
     // The probe op is scratch (its inputs keep their capacity): read before the recursion only.
     probe_.kind = kind;
     probe_.inputs.clear();
@@ -1679,7 +1702,11 @@ class BlockSearch {
     ExprId e = op_expressions(bg_, op, operand_exprs, ctx_.exprs(), param_exprs_)[0];
     // Concats are opaque to the oracle (absexpr.h); the matmul that reads them is checked.
     if (!replayed && kind != OpKind::concat && !gen_.useful(e, out_.stats)) return prune(kAbstractExpression);
-    Phase phase = kind == OpKind::accum ? kPost : state_[inputs[0].index()].phase;
+    // try_op offers only ops whose operands' phases meet; a retiled op may not meet under this
+    // configuration's loop (retile: it no longer fits).
+    const std::optional<Phase> joined = phase_of(kind, operands);
+    if (!joined) return false;
+    const Phase phase = *joined;
     NfId nf;
     const bool completes = (kind == OpKind::accum && attrs.dim == kPhi) || completes_stack;
     if (!tile_of_.empty() && partial && !replayed && split_sum == 0 && kind != OpKind::concat &&

@@ -16,6 +16,7 @@
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
+#include "mugraph/validate.h"
 #include "retile.h"
 #include "search_fixtures.h"
 
@@ -910,6 +911,43 @@ TEST(Generator, AnAccumulatedProgramValueIsCheckedAfterTheLoop) {
   EXPECT_TRUE(without.scaled_by_64);
   EXPECT_FALSE(grow(times_c, true, true).scaled_by_c);
   EXPECT_TRUE(grow(times_c, true, false).scaled_by_c) << "the oracle alone refuses S·C: the rule is not exercised";
+}
+
+TEST(Generator, ABiasAndAResidualJoinAMatmulsAccumulatedSumsAfterItsLoop) {
+  // O = R + (X·W + B): a kernel whose loop walks the reduced dim loads B's and R's tiles once
+  // (fmap φ) and adds them to the accumulated product after the loop (epilogue operands). Such
+  // kernels finish the program alone; every one the search closes is a valid μGraph.
+  const Graph program = parse_program(
+      "input X[8, 64]\ninput W[64, 32]\ninput B[32]\ninput R[8, 32]\nO = add(R, add(matmul(X, W), B))\noutput O\n");
+  SearchOptions o;
+  o.max_block_ops = 8;  // the four iterators, matmul, accum and the two adds
+  SearchContext ctx(program, o);
+  Graph prefix;
+  std::vector<TensorId> operands;
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::input)
+      operands.push_back(prefix.add_input(op.attrs.name, program.type(op.outputs[0]).shape, DType::f16));
+  const TaskOutput out = testing::run_block_tasks(ctx, prefix, operands);
+  int epilogues = 0;
+  for (const FoundCandidate& f : out.candidates) {
+    EXPECT_FALSE(validate(f.graph)) << validate(f.graph)->str();
+    for (const Op& kop : f.graph.ops) {
+      if (kop.kind != OpKind::graph_kernel) continue;
+      const Graph& b = f.graph.bodies[static_cast<size_t>(kop.attrs.body)];
+      if (b.forloop < 2) continue;
+      // Post-loop adds with an operand loaded once: one of B's tile, one of R's.
+      int joined = 0;
+      for (const Op& op : b.ops) {
+        if (op.kind != OpKind::add) continue;
+        for (TensorId t : op.inputs) {
+          const Op& made = b.op(b.tensors[t.index()].producer);
+          joined += made.kind == OpKind::input_iterator && made.attrs.fmap == kPhi;
+        }
+      }
+      epilogues += joined == 2;
+    }
+  }
+  EXPECT_GT(epilogues, 0) << out.candidates.size() << " candidates, none with both adds after a loop";
 }
 
 TEST(Generator, AKernelFinishesTheProgramOnlyFromOperandsHoldingWhatTheOutputsUseOutsideSums) {

@@ -123,6 +123,41 @@ TEST(Retile, FindsEveryTilingOfTheStructureTheBlockSearchFinds) {
   expect_equivalent(program, found, 16);
 }
 
+TEST(Retile, AnEpilogueWhoseOperandAnotherLoopWalksDoesNotFit) {
+  // O = Y·W / sqrt(Σ X²): a kernel whose loop walks X's columns accumulates Σ X² and divides
+  // Y·W, computed from tiles loaded once, by it after the loop (an epilogue). Under a loop that
+  // walks Y's columns (and W's rows) instead, Y·W changes with the iteration and may not meet the
+  // accumulated sum: the retiled kernel does not fit, and nothing is closed.
+  const Graph program = parse_program(
+      "input X[4, 64]\ninput Y[4, 32]\ninput W[32, 16]\nO = div(matmul(Y, W), sqrt(sum(sqr(X), dim=1)))\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Generator gen(ctx);
+  const auto root = std::make_shared<const Graph>(*ctx.root().prefix);
+  const std::vector<TensorId> operands{TensorId(0), TensorId(1), TensorId(2)};
+  Graph body = make_block_graph({root->type(operands[0]), root->type(operands[1]), root->type(operands[2])},
+                                Dim3{1, 1, 1}, 4);
+  const TensorId xt = body.add(OpKind::input_iterator, {}, attrs::iterator(0, {kPhi, kPhi, kPhi}, 1));
+  const TensorId yt = body.add(OpKind::input_iterator, {}, attrs::iterator(1, {kPhi, kPhi, kPhi}, kPhi));
+  const TensorId wt = body.add(OpKind::input_iterator, {}, attrs::iterator(2, {kPhi, kPhi, kPhi}, kPhi));
+  const TensorId mm = body.add(OpKind::matmul, {yt, wt});
+  const TensorId ssq = body.add(OpKind::accum, {body.add(OpKind::sum, {body.add(OpKind::sqr, {xt})}, attrs::sum(1))},
+                                attrs::accum(kPhi));
+  body.add(OpKind::output_saver, {body.add(OpKind::div, {mm, body.add(OpKind::sqrt, {ssq})})},
+           attrs::saver(0, {kPhi, kPhi, kPhi}));
+  const KernelConfig own = config_of(body);
+  const std::vector<Graph> same = gen.retile_kernel(root, operands, own, body);
+  ASSERT_FALSE(same.empty()) << "the epilogue closes under its own configuration";
+  for (Graph g : same) {  // the kernel graph with its kernel's result as the program's output
+    g.mark_output(g.ops.back().outputs[0], "O");
+    EXPECT_FALSE(validate(g).has_value()) << validate(g)->str();
+  }
+  KernelConfig other = own;
+  other.fmaps[0] = kPhi;
+  other.fmaps[1] = 1;
+  other.fmaps[2] = 0;
+  EXPECT_TRUE(gen.retile_kernel(root, operands, other, body).empty());
+}
+
 TEST(Retile, ChoosesTheNextKernelAgainForEachTilingOfTheFirst) {
   // The split-keys GQA: kernel 1 stacks its blocks' partials, one slot per key slice, and kernel
   // 2's loop walks the slots. Retiling kernel 1 to fewer slices changes the stack, so kernel 2
