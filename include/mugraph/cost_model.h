@@ -153,7 +153,8 @@ bool kernel_op_is_view(const Graph& kernel_graph, const Op& op);
 int64_t kernel_device_bytes(const Graph& kernel_graph, const Op& op);
 
 /// Adds the FLOPs of op `op` of graph `g` (any level), `reps` times, to `tensor` (a matmul of
-/// two 16-bit operands, on tensor cores) or `fma` (on CUDA cores): a matmul 2·M·N·K per batch, a
+/// two 16-bit operands, neither an accumulated tile of f32 sums (holds_f32_sums), on tensor
+/// cores) or `fma` (on CUDA cores): a matmul 2·M·N·K per batch, a
 /// reduction one per input element, other compute ops one per output element; a thread graph the
 /// sum of its ops. Iterators, savers, accumulators and layout ops: none.
 void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double& fma);

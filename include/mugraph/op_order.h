@@ -68,6 +68,12 @@ struct BlockSchedule {
 /// Throws UserError where the graph's loop structure is undefined (as the interpreters do).
 BlockSchedule schedule_block_ops(const Graph& block_graph);
 
+/// Whether tensor t of a block graph is a summing accumulator's result, or a reshape of one:
+/// shared memory holds such sums in f32 (rounded to the tensor's dtype where they are read), so
+/// no tensor-core matmul reads them (codegen runs such a matmul on the block's threads, and the
+/// cost model counts its FLOPs at the CUDA-core rate).
+bool holds_f32_sums(const Graph& block_graph, TensorId t);
+
 /// When an STensor of a block graph holds a value, in the kernel's timeline (BlockSchedule::time):
 /// from the step that writes it to the last step that reads it, both inclusive. A tensor whose
 /// value must survive from one loop iteration to the next (an accumulator's result, a

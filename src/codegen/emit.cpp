@@ -564,12 +564,16 @@ class BlockKernelEmitter {
   /// The tile ops' scope: the block's threads, a count the launch bounds fix.
   std::string scope() const { return "mgd::Threads<" + std::to_string(body_.threads.volume()) + ">"; }
   /// Whether op i is a matmul for the warpgroup tensor cores: the target has them, the block is
-  /// whole warpgroups, and both operands are f16 or both bf16.
+  /// whole warpgroups, and both operands are f16 or both bf16 in shared memory. A summing
+  /// accumulator's tile holds f32 sums (rounded when read), which wgmma cannot read: a matmul
+  /// after the loop of an accumulated tile and one loaded once (X·(A·B), with A·B accumulated)
+  /// runs on the block's threads, as on sm_80.
   bool wgmma_matmul(size_t i) const {
     const Op& op = body_.ops[i];
     if (!wgmma_ || op.kind != OpKind::matmul || body_.threads.volume() % kWarpgroupThreads != 0) return false;
     const DType a = body_.type(op.inputs[0]).dtype, b = body_.type(op.inputs[1]).dtype;
-    return a == b && (a == DType::f16 || a == DType::bf16);
+    return a == b && (a == DType::f16 || a == DType::bf16) && !holds_f32_sums(body_, op.inputs[0]) &&
+           !holds_f32_sums(body_, op.inputs[1]);
   }
   /// Where input iterator i's tiles start.
   TileOrigin load_origin(size_t i) const {

@@ -103,6 +103,17 @@ BlockSchedule schedule_block_ops(const Graph& g) {
   return s;
 }
 
+bool holds_f32_sums(const Graph& g, TensorId t) {
+  for (;;) {
+    const OpId made = g.tensor(t).producer;
+    if (!made.valid()) return false;
+    const Op& op = g.op(made);
+    if (op.kind == OpKind::accum) return op.attrs.dim == kPhi;
+    if (op.kind != OpKind::reshape) return false;
+    t = op.inputs[0];
+  }
+}
+
 std::vector<TensorLifetime> tensor_lifetimes(const Graph& g, const BlockSchedule& s, bool pipelined_loads) {
   std::vector<TensorLifetime> life(g.tensors.size());
   auto owner = [&](TensorId t) {

@@ -587,6 +587,35 @@ TEST(Codegen, LoopInvariantOpsRunOnceBeforeTheLoop) {
   EXPECT_EQ(count(src, "mgd::op::Sqr>("), 0);
 }
 
+TEST(Codegen, AMatmulOfAnAccumulatedTileRunsOnTheBlocksThreads) {
+  // X·(A·B): the loop accumulates A·B (f32 sums in shared memory), and X, loaded once, joins it
+  // after the loop. The tensor cores read 16-bit tiles only: that matmul runs on the block's
+  // threads on both targets (the loop's A·B on wgmma), and the cost model counts its FLOPs at
+  // the CUDA-core rate.
+  Graph k;
+  const TensorId x = k.add_input("X", {64, 256}), a = k.add_input("A", {256, 256}), b = k.add_input("B", {256, 256});
+  Graph body = make_block_graph({k.type(x), k.type(a), k.type(b)}, Dim3{16, 1, 1}, 4);
+  const TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));  // [64, 256]
+  const TensorId at = body.add(OpKind::input_iterator, {}, test::iter(1, {kPhi, kPhi, kPhi}, 1));     // [256, 64]
+  const TensorId bt = body.add(OpKind::input_iterator, {}, test::iter(2, {1, kPhi, kPhi}, 0));        // [64, 16]
+  const TensorId ab = body.add(OpKind::accum, {body.add(OpKind::matmul, {at, bt})}, test::accum_sum());
+  body.add(OpKind::output_saver, {body.add(OpKind::matmul, {xt, ab})}, test::saver(0, {1, kPhi, kPhi}));
+  auto op = k.append_with_body(OpKind::graph_kernel, {x, a, b}, std::move(body));
+  ASSERT_TRUE(op.ok()) << op.rejection().str();
+  k.mark_output(k.ops[op->index()].outputs[0], "O");
+  ASSERT_FALSE(validate(k)) << validate(k)->str();
+  const std::string hopper = generate_cuda(k, find_cuda_target("sm_90a")).source;
+  EXPECT_EQ(count(hopper, "mgd::matmul_wgmma"), 1) << hopper;
+  EXPECT_EQ(count(hopper, "mgd::matmul<"), 1) << hopper;
+  const Graph& b2 = k.bodies[0];
+  double tensor = 0, fma = 0;
+  add_flops(b2, b2.ops[3], 1.0, tensor, fma);
+  EXPECT_EQ(tensor, 2.0 * 256 * 16 * 64);
+  EXPECT_EQ(fma, 0.0);
+  add_flops(b2, b2.ops[5], 1.0, tensor, fma);
+  EXPECT_EQ(fma, 2.0 * 64 * 16 * 256);
+}
+
 TEST(Codegen, ThreadGraphValuesAThreadsElementsShareAreComputedOnce) {
   // QKNorm at batch 1: K's normalisation in the loop scales each column of the [64, 32] tile by
   // sqrt(sum / 64) of that column. With 256 threads each thread's 8 elements (e, e + 256, ...)
