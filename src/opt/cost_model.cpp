@@ -234,9 +234,9 @@ void add_flops(const Graph& g, const Op& op, double reps, double& tensor, double
       const double flops = 2.0 * static_cast<double>(g.type(op.outputs[0]).shape.numel()) *
                            static_cast<double>(a.shape[a.shape.rank() - 1]) * reps;
       // Tensor cores take 16-bit operands; an accumulated tile holds f32 sums (holds_f32_sums).
-      const bool tensor_cores = is_16_bit(a.dtype) && is_16_bit(g.type(op.inputs[1]).dtype) &&
-                                (g.level != Level::block || (!holds_f32_sums(g, op.inputs[0]) &&
-                                                             !holds_f32_sums(g, op.inputs[1])));
+      const bool tensor_cores =
+          is_16_bit(a.dtype) && is_16_bit(g.type(op.inputs[1]).dtype) &&
+          (g.level != Level::block || (!holds_f32_sums(g, op.inputs[0]) && !holds_f32_sums(g, op.inputs[1])));
       (tensor_cores ? tensor : fma) += flops;
       break;
     }

@@ -1226,8 +1226,8 @@ class BlockSearch {
   /// The phase of an op of `kind` on `operands` (joined_phase).
   std::optional<Phase> phase_of(OpKind kind, std::span<const int32_t> operands) const {
     const Phase a = state_[static_cast<size_t>(operands[0])].phase;
-    return joined_phase(kind, a,
-                        operands.size() > 1 ? std::optional(state_[static_cast<size_t>(operands[1])].phase) : std::nullopt);
+    return joined_phase(
+        kind, a, operands.size() > 1 ? std::optional(state_[static_cast<size_t>(operands[1])].phase) : std::nullopt);
   }
 
   /// Steps of the block-op budget used: ops, with each replayed program subgraph as one.

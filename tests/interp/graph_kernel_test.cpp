@@ -398,9 +398,9 @@ TEST(GraphKernel, LoopInvariantTilesJoinTheAccumulatedValuesAfterTheLoop) {
   // the reduced dim in 4 steps. R's tile (fmap φ) is loaded once; 2·R is computed from it alone
   // (loop-invariant), and added to the accumulated product after the loop. Integer values keep
   // every sum exact, so the result equals the program's to the bit.
-  Graph body = make_block_graph({TensorType{{4, 8}, DType::f32}, TensorType{{8, 6}, DType::f32},
-                                 TensorType{{4, 6}, DType::f32}},
-                                Dim3{2, 1, 1}, 4);
+  Graph body =
+      make_block_graph({TensorType{{4, 8}, DType::f32}, TensorType{{8, 6}, DType::f32}, TensorType{{4, 6}, DType::f32}},
+                       Dim3{2, 1, 1}, 4);
   TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, kNoMap, 1));
   TensorId wt = body.add(OpKind::input_iterator, {}, test::iter(1, {1, kPhi, kPhi}, 0));
   TensorId rt = body.add(OpKind::input_iterator, {}, test::iter(2, {1, kPhi, kPhi}, kPhi));

@@ -134,8 +134,8 @@ TEST(Retile, AnEpilogueWhoseOperandAnotherLoopWalksDoesNotFit) {
   Generator gen(ctx);
   const auto root = std::make_shared<const Graph>(*ctx.root().prefix);
   const std::vector<TensorId> operands{TensorId(0), TensorId(1), TensorId(2)};
-  Graph body = make_block_graph({root->type(operands[0]), root->type(operands[1]), root->type(operands[2])},
-                                Dim3{1, 1, 1}, 4);
+  Graph body =
+      make_block_graph({root->type(operands[0]), root->type(operands[1]), root->type(operands[2])}, Dim3{1, 1, 1}, 4);
   const TensorId xt = body.add(OpKind::input_iterator, {}, attrs::iterator(0, {kPhi, kPhi, kPhi}, 1));
   const TensorId yt = body.add(OpKind::input_iterator, {}, attrs::iterator(1, {kPhi, kPhi, kPhi}, kPhi));
   const TensorId wt = body.add(OpKind::input_iterator, {}, attrs::iterator(2, {kPhi, kPhi, kPhi}, kPhi));
