@@ -989,9 +989,10 @@ namespace {
 enum Phase : uint8_t { kLoop = 0, kPost = 1, kInvariant = 2 };
 
 /// The phase of an op's result from its operands' phases, or nullopt where a per-iteration value
-/// meets an accumulated one (the path rule of Definition 2.1).
+/// meets an accumulated one, or an accumulated value is accumulated again (the path rule of
+/// Definition 2.1).
 inline std::optional<Phase> joined_phase(OpKind kind, Phase a, std::optional<Phase> b) {
-  if (kind == OpKind::accum) return kPost;
+  if (kind == OpKind::accum) return a == kPost ? std::nullopt : std::optional(kPost);
   const bool loop = a == kLoop || b == kLoop, post = a == kPost || b == kPost;
   if (loop && post) return std::nullopt;
   return post ? kPost : loop ? kLoop : kInvariant;
