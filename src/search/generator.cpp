@@ -1414,20 +1414,20 @@ class BlockSearch {
 
   int ops_needed() const { return ops_needed(open_ends()); }
 
-  /// ops_needed() once an op of `kind` reading `operands` is appended to the block graph whose
+  /// ops_needed() once an op of `kind` reading `operands`, its result in `phase`, is appended to the block graph whose
   /// open ends are `ends` (it reads them, and its output is a sink): so that try_op refuses an
   /// op that leaves the graph unclosable before append_checked's shape, label and oracle work,
   /// which most ops tried would otherwise pay for (nTrans: half of the ops tried are refused
   /// this way).
-  int ops_needed_with(OpenEnds e, OpKind kind, std::span<const int32_t> operands) const {
+  int ops_needed_with(OpenEnds e, OpKind kind, Phase phase, std::span<const int32_t> operands) const {
     for (size_t k = 0; k < operands.size(); ++k) {
       const TensorState& s = state_[static_cast<size_t>(operands[k])];
       if (s.uses > 0 || std::find(operands.begin(), operands.begin() + k, operands[k]) != operands.begin() + k)
         continue;
       add_open_end(e, s.iterator, s.concat, s.phase, -1);
     }
-    // The new op's output, as append_checked pushes it (try_op checked that the phases meet).
-    add_open_end(e, false, kind == OpKind::concat, *phase_of(kind, operands));
+    // The new op's output, as append_checked pushes it.
+    add_open_end(e, false, kind == OpKind::concat, phase);
     return ops_needed(e);
   }
 
@@ -1566,7 +1566,9 @@ class BlockSearch {
     // Phases: with a loop, a path from a per-iteration tile must cross exactly one accumulator,
     // so per-iteration and post-processing values never meet, and only loop-body values are
     // accumulated (dfs offers accumulators those alone); loop-invariant values meet either.
-    if (!phase_of(kind, std::span<const int32_t>(operand_ids.begin(), operand_ids.size()))) return;
+    const std::span<const int32_t> operands(operand_ids.begin(), operand_ids.size());
+    const std::optional<Phase> phase = phase_of(kind, operands);
+    if (!phase) return;
     // The probe op is scratch (its inputs keep their capacity): read before the recursion only.
     probe_.kind = kind;
     probe_.inputs.clear();
@@ -1581,8 +1583,7 @@ class BlockSearch {
     // A concat is only there to feed a matmul (the LoRA rewrite): nothing else may read one.
     for (int32_t i : operand_ids)
       if (state_[static_cast<size_t>(i)].concat && kind != OpKind::matmul) return;
-    const std::span<const int32_t> operands(operand_ids.begin(), operand_ids.size());
-    const int needed = ops_needed_with(ends, kind, operands);
+    const int needed = ops_needed_with(ends, kind, *phase, operands);
     if (needed > ctx_.options().max_block_ops - (steps() + 1)) {
       ++prunes_[kUnclosable];
       return;
