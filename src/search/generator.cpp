@@ -1414,8 +1414,9 @@ class BlockSearch {
 
   int ops_needed() const { return ops_needed(open_ends()); }
 
-  /// ops_needed() once an op of `kind` reading `operands`, its result in `phase`, is appended to the block graph whose
-  /// open ends are `ends` (it reads them, and its output is a sink): so that try_op refuses an
+  /// ops_needed() once an op of `kind` reading `operands`, its result in `phase`, is appended to
+  /// the block graph whose open ends are `ends` (it reads them, and its output is a sink): so
+  /// that try_op refuses an
   /// op that leaves the graph unclosable before append_checked's shape, label and oracle work,
   /// which most ops tried would otherwise pay for (nTrans: half of the ops tried are refused
   /// this way).
