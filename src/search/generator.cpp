@@ -1416,10 +1416,9 @@ class BlockSearch {
 
   /// ops_needed() once an op of `kind` reading `operands`, its result in `phase`, is appended to
   /// the block graph whose open ends are `ends` (it reads them, and its output is a sink): so
-  /// that try_op refuses an
-  /// op that leaves the graph unclosable before append_checked's shape, label and oracle work,
-  /// which most ops tried would otherwise pay for (nTrans: half of the ops tried are refused
-  /// this way).
+  /// that try_op refuses an op that leaves the graph unclosable before append_checked's shape,
+  /// label and oracle work, which most ops tried would otherwise pay for (nTrans: half of the
+  /// ops tried are refused this way).
   int ops_needed_with(OpenEnds e, OpKind kind, Phase phase, std::span<const int32_t> operands) const {
     for (size_t k = 0; k < operands.size(); ++k) {
       const TensorState& s = state_[static_cast<size_t>(operands[k])];
