@@ -682,6 +682,10 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
     return;
   }
   if (count_kernel_ops(next) >= ctx.options().max_kernel_ops || no_children) return;
+  if (writes_partial_sums_nothing_completes(ctx, next, exprs)) {
+    ++out.stats.pruned["partial_sum"];
+    return;
+  }
   auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
   // The new kernel's estimate (a fusion and a choice of threads) only where the parent's floor
   // does not already cut the prefix.
@@ -1090,6 +1094,7 @@ class BlockSearch {
     kProgramTileValue,
     kUnclosable,
     kCostBound,
+    kRedundantOperand,
     kPruneCount,
     kAllowed = kPruneCount,  ///< tile_value_rejection: no rule applies
   };
@@ -1101,13 +1106,18 @@ class BlockSearch {
                                                                     "duplicate_value",
                                                                     "program_tile_value",
                                                                     "unclosable",
-                                                                    "cost_bound"};
+                                                                    "cost_bound",
+                                                                    "redundant_operand"};
 
   /// Grows the block graph: every canonical sequence of ops within the limits, each closed in
   /// every valid way.
   void grow() {
     if (!start()) return;
     find_program_tiles();
+    if (const Prune why = stack_operand_rejection(); why != kAllowed) {
+      ++prunes_[why];
+      return;
+    }
     grow_with_program_tiles(0);
   }
 
@@ -1249,6 +1259,22 @@ class BlockSearch {
           tile_of_[t] = static_cast<int32_t>(i);
           state_[i].program_value = static_cast<int>(t);
         }
+    // An earlier kernel may have computed a program value in another form: its sums split over
+    // blocks and summed again (nTrans: α ⊙ N with N's sum of squares as Σ_4 (Σ_1024 D²) / 4096),
+    // or accumulated by a loop (GatedMLP: X·W1). The DTensor holds that value all the same, as
+    // the kernel-graph rules see it (held_program_tensors, by normal form), and what is computed
+    // from it is checked like what is computed from an input: left opaque, nTrans's last kernel
+    // grew millions of states of α·N + α·N/4096 + α·N + … (the oracle lets them through: the
+    // output's Σ (X + α·N)² holds α·N 4096 times over).
+    for (size_t i = 0; i < operands_.size(); ++i) {
+      if (state_[i].program_value >= 0) continue;
+      const NfResult nf = normal_form(param_exprs_[i], ctx_.exprs(), ctx_.normal_forms());
+      if (nf.stop != NfStop::none) continue;
+      const int t = program_value_of(nf.id, state_[i].labels);
+      if (t < 0 || tile_of_[static_cast<size_t>(t)] >= 0) continue;
+      tile_of_[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+      state_[i].program_value = t;
+    }
     // An iterator over a DTensor the program does not compute holds no program value: the rule
     // is silent about what is computed from it; unless it is a stack of partial sums of the
     // program's own contractions (the blocks' sums of (H − X)² on nTrans): the sum over the
@@ -1278,6 +1304,44 @@ class BlockSearch {
       while (bg_.ops.size() > before) pop_op();
       if (replayable_[t]) replay_roots_.push_back(static_cast<int>(t));
     }
+  }
+
+  /// Whether the configuration reads a stack of partial sums (an earlier kernel's blocks'
+  /// shares of a program contraction) that it has no use for: kAllowed, or the reason.
+  /// - kRedundantOperand: the stack's completion is a program value this configuration also
+  ///   holds or can replay from its other iterators. Whatever the kernel computes from the stack
+  ///   is linear in it and, completed here or by a later kernel, a function of that sum and of
+  ///   whole values: the kernel without the stack computes it too, and reads less. (nTrans: a
+  ///   last kernel reading whole rows of H, X and α beside the 64 blocks' sums of (H − X)² an
+  ///   earlier kernel wrote grew millions of states of arithmetic on the stack, in two
+  ///   configurations that took 56 s of the minute.) Not where the sum holds a matmul: its
+  ///   replay is tensor-core work the stack saves.
+  /// - kPartialSum: its completion is no program value. The stack adds up the summands of a
+  ///   program contraction P (sums_program_contractions), so the earlier kernel scaled them
+  ///   (c·p_k, c whole, in its loop body or after its accumulator), and c·P is no program value.
+  ///   This kernel may only scale them again (c'·p_k) before completing them, to a program value
+  ///   c'·c·P; the earlier kernel saving p_k scaled by c'·c, or unscaled, is grown too. (nTrans:
+  ///   Σ (H − X)² / 4096², saved for a last kernel to multiply by 4096; 1.2 M states.)
+  Prune stack_operand_rejection() {
+    if (tile_of_.empty()) return kAllowed;
+    const auto& values = ctx_.program_values();
+    const Graph& program = ctx_.program();
+    for (size_t i = 0; i < operands_.size(); ++i) {
+      const TensorState& st = state_[i];
+      if (st.opaque || ((st.split_sum & kStackBit) == 0 && !st.stack_loop)) continue;
+      const std::optional<int32_t> completion =
+          completed_stack_value(ctx_, param_exprs_[i], task_.prefix->type(operands_[i]).shape.numel());
+      if (!completion) continue;  // a normal form past its limits: nothing is known
+      const int t = *completion;
+      if (t < 0) return kPartialSum;
+      if (tile_of_[static_cast<size_t>(t)] < 0 && !replayable_[static_cast<size_t>(t)]) continue;
+      bool matmul = false;
+      for (size_t u = 0; u < values.size(); ++u)
+        matmul |=
+            values[static_cast<size_t>(t)].cone[u] && program.op(program.tensors[u].producer).kind == OpKind::matmul;
+      if (!matmul) return kRedundantOperand;
+    }
+    return kAllowed;
   }
 
   /// Appends the program's ops that compute program tensor t from what the block graph holds.

@@ -31,8 +31,10 @@ bool reaches_output_avoiding(const SearchContext& ctx, int32_t from, const std::
 bool outer_summands(SearchContext& ctx, ExprId e, std::vector<NfId>& out) {
   const ExprNode& n = ctx.exprs().node(e);
   if (n.kind == ExprKind::sum) {
-    // Through nested sums, and through a sum scaled by a constant inside one: a loop's
-    // accumulator over (Σ_k' X²) / n adds up X² (the norm's mean of squares, split).
+    // Through nested sums, and through a sum scaled by constants inside one: a loop's
+    // accumulator over (Σ_k' X²) / n adds up X² (the norm's mean of squares, split), and one
+    // over (Σ_k' X²) / n / n adds up X² too (scaled so that no program value is its sum: the
+    // kernel reading it refuses it: generator.cpp, stack_operand_rejection).
     ExprId inner = n.a;
     for (;;) {
       const ExprNode& i = ctx.exprs().node(inner);
@@ -40,14 +42,18 @@ bool outer_summands(SearchContext& ctx, ExprId e, std::vector<NfId>& out) {
         inner = i.a;
         continue;
       }
-      if ((i.kind == ExprKind::div || i.kind == ExprKind::mul) && ctx.exprs().node(i.b).kind == ExprKind::constant &&
-          ctx.exprs().node(i.a).kind == ExprKind::sum) {
-        inner = i.a;
-        continue;
+      ExprId scaled = inner;
+      for (;;) {
+        const ExprNode& c = ctx.exprs().node(scaled);
+        if ((c.kind == ExprKind::div || c.kind == ExprKind::mul) && ctx.exprs().node(c.b).kind == ExprKind::constant)
+          scaled = c.a;
+        else if (c.kind == ExprKind::mul && ctx.exprs().node(c.a).kind == ExprKind::constant)
+          scaled = c.b;
+        else
+          break;
       }
-      if (i.kind == ExprKind::mul && ctx.exprs().node(i.a).kind == ExprKind::constant &&
-          ctx.exprs().node(i.b).kind == ExprKind::sum) {
-        inner = i.b;
+      if (scaled != inner && ctx.exprs().node(scaled).kind == ExprKind::sum) {
+        inner = scaled;
         continue;
       }
       break;
@@ -74,6 +80,37 @@ bool sums_program_contractions(SearchContext& ctx, ExprId e) {
   std::vector<NfId> summands;
   if (!outer_summands(ctx, e, summands) || summands.empty()) return false;
   return std::all_of(summands.begin(), summands.end(), [&](NfId s) { return a_contraction_sums(ctx, s); });
+}
+
+std::optional<int32_t> completed_stack_value(SearchContext& ctx, ExprId stack, int64_t numel) {
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  const Graph& program = ctx.program();
+  for (size_t t = 0; t < values.size(); ++t) {
+    const int64_t whole = program.tensors[t].type.shape.numel();
+    if (numel % whole != 0 || numel / whole < 2) continue;
+    // A value whose normal form is past the limits equals no form within them.
+    const NfResult nf = normal_form(ctx.exprs().sum(numel / whole, stack), ctx.exprs(), ctx.normal_forms());
+    if (nf.stop != NfStop::none) return std::nullopt;
+    if (values[t].nf.valid() && nf.id == values[t].nf) return static_cast<int32_t>(t);
+  }
+  return -1;
+}
+
+bool writes_partial_sums_nothing_completes(SearchContext& ctx, const Graph& prefix, const std::vector<ExprId>& exprs) {
+  const std::vector<ProgramValue>& values = ctx.program_values();
+  if (values.empty() || prefix.ops.empty() || prefix.ops.back().kind != OpKind::graph_kernel) return false;
+  for (TensorId t : prefix.ops.back().outputs) {
+    const ExprId e = exprs[t.index()];
+    const NfResult nf = normal_form(e, ctx.exprs(), ctx.normal_forms());
+    if (nf.stop != NfStop::none) continue;
+    // A whole value (a program value's normal form, over its indices or others) is no partial
+    // sum, as the kernels reading it take it (generator.cpp, find_program_tiles).
+    if (std::any_of(values.begin(), values.end(), [&](const ProgramValue& v) { return v.nf == nf.id; })) continue;
+    if (!sums_program_contractions(ctx, e)) continue;
+    const std::optional<int32_t> completion = completed_stack_value(ctx, e, prefix.type(t).shape.numel());
+    if (completion && *completion < 0) return true;
+  }
+  return false;
 }
 
 std::vector<int32_t> program_values_held(const SearchContext& ctx, NfId nf, const Shape& shape,

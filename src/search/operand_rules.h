@@ -34,6 +34,20 @@ std::vector<std::vector<int32_t>> held_program_tensors(SearchContext& ctx, const
 /// contraction of the program sums (a reassociation, such as Figure 3b's (X ⊙ G)·W).
 bool sums_program_contractions(SearchContext& ctx, ExprId e);
 
+/// The program value (an id) that adding up the partial sums a DTensor of `numel` elements with
+/// expression `stack` holds gives, or -1: a value P whose normal form is that of the DTensor's
+/// n partials of each element summed, n its size over P's (however the kernel that wrote them
+/// laid its slots out). nullopt if a normal form was past its limits (nothing is known).
+std::optional<int32_t> completed_stack_value(SearchContext& ctx, ExprId stack, int64_t numel);
+
+/// Whether the last op of `prefix`, a graph-defined kernel, writes partial sums of the program's
+/// contractions (sums_program_contractions; no program value's normal form) that no sum of them
+/// completes to a program value: it scaled them (c·p_k, c whole) so that c·P is none. A later
+/// kernel could only scale them again (c'·p_k) to complete them to one, and the kernel saving
+/// p_k scaled by c'·c, or unscaled, is grown too (nTrans: Σ (H − X)² / 4096², saved for a later
+/// kernel to multiply by 4096). `exprs`: the prefix's tensor expressions.
+bool writes_partial_sums_nothing_completes(SearchContext& ctx, const Graph& prefix, const std::vector<ExprId>& exprs);
+
 /// Whether some operand of a kernel reading `operands` is redundant: it holds program values,
 /// and another operand carries each of them, or every path in the program from it to an output
 /// passes through a value another operand carries. Whatever the kernel would compute from it,

@@ -13,7 +13,7 @@ namespace mugraph::search_detail::testing {
 
 /// Every output of running all chunks of the block task of `operands` after `prefix`, with no
 /// cost bound: the first pass's (Task::finish_only) where the search makes one, then the full
-/// pass's, as the search does.
+/// pass's, as the search does; their statistics summed.
 inline TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const std::vector<TensorId>& operands) {
   Generator gen(ctx);
   auto shared = std::make_shared<const Graph>(prefix);
@@ -31,6 +31,7 @@ inline TaskOutput run_block_tasks(SearchContext& ctx, const Graph& prefix, const
       t.finish_only = pass == 0;
       TaskOutput out;
       EXPECT_TRUE(gen.run(t, out, stop));
+      all.stats.add(out.stats);
       for (Task& child : out.children) all.children.push_back(std::move(child));
       for (FoundCandidate& f : out.candidates) all.candidates.push_back(std::move(f));
     }

@@ -16,7 +16,9 @@
 #include "mugraph/cost_model.h"
 #include "mugraph/frontend.h"
 #include "mugraph/json.h"
+#include "mugraph/printer.h"
 #include "mugraph/validate.h"
+#include "operand_rules.h"
 #include "retile.h"
 #include "search_fixtures.h"
 
@@ -1019,6 +1021,89 @@ TEST(Generator, AKernelReadingWholeSumsAnEarlierKernelAccumulatedTreatsThemAsWho
   const Op& k1 = prefix.ops[r->index()];
   const TaskOutput out = testing::run_block_tasks(ctx, prefix, {k1.outputs[0], k1.outputs[1]});
   EXPECT_FALSE(out.candidates.empty());
+}
+
+/// X[8, 64] and a kernel that stacks four blocks' sums of `summand` (X, or X²) over their
+/// 16 columns, each divided by 64 `divisions` times: the [8, 4] stack of partial sums.
+TensorId stack_of_partial_row_sums(Graph& prefix, TensorId x, OpKind summand, int divisions = 0) {
+  Graph b = make_block_graph({prefix.type(x)}, Dim3{4, 1, 1}, 1);
+  TensorId t = b.add(OpKind::input_iterator, {}, examples::iterator(0, examples::kX1, kPhi));  // [8, 16]
+  if (summand != OpKind::input) t = b.add(summand, {t});
+  t = b.add(OpKind::sum, {t}, attrs::sum(1));
+  for (int k = 0; k < divisions; ++k) t = b.add(OpKind::div, {t}, attrs::scalar(Scalar{64, 0}));
+  b.add(OpKind::output_saver, {t}, examples::saver(0, examples::kX1));
+  auto r = prefix.append_with_body(OpKind::graph_kernel, {x}, std::move(b));
+  EXPECT_TRUE(r.ok()) << r.rejection().str();
+  return prefix.ops[r->index()].outputs[0];
+}
+
+TEST(Generator, AnEarlierKernelsProgramValueInAnotherFormIsThatValue) {
+  // O = X / Σ X with S = Σ X computed as the program spells it, or as the sum of a stack of
+  // four blocks' partial sums: Σ_4 Σ_16 X, another expression with S's normal form. A kernel
+  // reading X and either is grown alike: what it computes from S must be a program value. Left
+  // opaque, the second let through arithmetic on S that the first refuses (nTrans's last
+  // kernel: millions of states of α·N + α·N/4096 + …).
+  const Graph program = parse_program("input X[8, 64]\nS = sum(X, dim=1)\nO = div(X, S)\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Graph spelled;
+  const TensorId x1 = spelled.add_input("X", {8, 64}, DType::f16);
+  const TensorId s1 = spelled.add(OpKind::sum, {x1}, attrs::sum(1));
+  Graph stacked;
+  const TensorId x2 = stacked.add_input("X", {8, 64}, DType::f16);
+  const TensorId s2 = stacked.add(OpKind::sum, {stack_of_partial_row_sums(stacked, x2, OpKind::input)}, attrs::sum(1));
+  const TaskOutput a = run_block_tasks(ctx, spelled, {x1, s1});
+  const TaskOutput b = run_block_tasks(ctx, stacked, {x2, s2});
+  EXPECT_FALSE(a.candidates.empty());
+  EXPECT_EQ(a.candidates.size(), b.candidates.size());
+  EXPECT_EQ(a.stats.states, b.stats.states);
+}
+
+TEST(Generator, AKernelThatCanSumItsRowsWholeReadsNoStackOfTheirPartialSums) {
+  // O = X / sqrt(Σ X²) after a kernel that stacks four blocks' sums of X² over their columns.
+  // A kernel whose blocks hold whole rows of X computes Σ X² itself: reading the stack too
+  // (and summing it, or anything else) is what the same kernel without the stack does with
+  // more bytes. Blocks that hold a quarter of the columns still complete the stack.
+  const Graph program = parse_program("input X[8, 64]\nO = div(X, sqrt(sum(sqr(X), dim=1)))\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Graph prefix;
+  const TensorId x = prefix.add_input("X", {8, 64}, DType::f16);
+  const TensorId stack = stack_of_partial_row_sums(prefix, x, OpKind::sqr);
+  const TaskOutput out = run_block_tasks(ctx, prefix, {x, stack});
+  EXPECT_GT(out.stats.pruned.count("redundant_operand") ? out.stats.pruned.at("redundant_operand") : 0, 0);
+  int split_columns = 0;
+  for (const FoundCandidate& c : out.candidates) {
+    const Op& last = c.graph.ops.back();
+    ASSERT_EQ(last.kind, OpKind::graph_kernel);
+    const Shape& x_tile = c.graph.bodies[static_cast<size_t>(last.attrs.body)].tensors[0].type.shape;
+    EXPECT_LT(x_tile[1], 64) << "a kernel holding whole rows of X read the stack:\n" << describe(c.graph);
+    split_columns += x_tile[1] < 64 ? 1 : 0;
+  }
+  EXPECT_GT(split_columns, 0);
+}
+
+TEST(Generator, AStackScaledSoThatItsSumIsNoProgramValueIsNotRead) {
+  // O = X / sqrt(Σ X² / 64) after a kernel that stacks four blocks' sums of X², divided by 64
+  // once (summed, the program's mean square) or twice (Σ X² / 64², no program value). Only
+  // multiplied by 64 again could the second complete to a program value: the kernel writing it
+  // makes no prefix, and no configuration reading it is grown (3,822 block states were).
+  const Graph program = parse_program("input X[8, 64]\nO = div(X, sqrt(div(sum(sqr(X), dim=1), 64)))\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  for (int divisions : {1, 2}) {
+    Graph prefix;
+    const TensorId x = prefix.add_input("X", {8, 64}, DType::f16);
+    const TensorId stack = stack_of_partial_row_sums(prefix, x, OpKind::sqr, divisions);
+    // The search keeps no prefix ending in the kernel that writes the second.
+    EXPECT_EQ(writes_partial_sums_nothing_completes(ctx, prefix, expressions(prefix, ctx.exprs()).tensors),
+              divisions == 2);
+    const TaskOutput out = run_block_tasks(ctx, prefix, {x, stack});
+    if (divisions == 1) {
+      EXPECT_FALSE(out.candidates.empty());
+    } else {
+      EXPECT_TRUE(out.candidates.empty()) << describe(out.candidates[0].graph);
+      EXPECT_TRUE(out.children.empty());
+      EXPECT_EQ(out.stats.states, 0) << "block graphs grown around the stack";
+    }
+  }
 }
 
 TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {

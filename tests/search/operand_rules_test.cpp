@@ -343,5 +343,21 @@ TEST(OperandRulesWithoutProgramTileValues, AreSilent) {
   EXPECT_EQ(unsplittable_indices(ctx, p.g, held, exprs, {p.h, p.x, p.alpha}), (std::vector<uint64_t>{0, 0, 0}));
 }
 
+TEST_F(OperandRules, PartialSumsScaledByConstantsAddUpTheProgramsContractions) {
+  // Blocks' partial sums of D² (the program sums D² over 64 columns), as later kernels read
+  // them: plain, scaled by a constant once or twice inside a loop's accumulator, and scaled by
+  // a value (H) or summing H², which no contraction of the program sums.
+  ExprPool& e = ctx.exprs();
+  const ExprId d2 = e.mul(exprs[p.d.index()], exprs[p.d.index()]);
+  const ExprId part = e.sum(16, d2);
+  const ExprId c64 = e.constant(Scalar{64, 0});
+  EXPECT_TRUE(sums_program_contractions(ctx, part));
+  EXPECT_TRUE(sums_program_contractions(ctx, e.sum(4, e.div(part, c64))));
+  EXPECT_TRUE(sums_program_contractions(ctx, e.sum(4, e.div(e.div(part, c64), c64))));
+  EXPECT_TRUE(sums_program_contractions(ctx, e.sum(4, e.mul(c64, e.div(part, c64)))));
+  EXPECT_FALSE(sums_program_contractions(ctx, e.sum(4, e.mul(part, exprs[p.h.index()]))));
+  EXPECT_FALSE(sums_program_contractions(ctx, e.sum(16, exprs[p.sqr_h.index()])));
+}
+
 }  // namespace
 }  // namespace mugraph::search_detail
