@@ -1823,25 +1823,46 @@ class BlockSearch {
     return true;
   }
 
-  /// Whether two of the sinks hold the same value: equal normal forms over the same indices, split
-  /// the same way, in tiles of one shape (partial sums included: the same labels and split sums
-  /// make them the same share of the same sum). Such a kernel writes one value twice, and the one
-  /// that writes it once is grown too (RMSNorm: sum(X²)/4096 accumulated, beside the accumulated
-  /// sum(X²) divided by 4096).
+  /// Whether two of the sinks hold the same value, or one holds the other scaled by a constant
+  /// of the program (unless either is a program output's value, which the program writes both
+  /// of): equal normal forms (one of them multiplied or divided by the constant) over
+  /// the same indices, split the same way, in tiles of one shape (partial sums included: the same
+  /// labels and split sums make them the same share of the same sum). Such a kernel writes one
+  /// value twice, and the one that writes it once is grown too (RMSNorm: sum(X²)/4096
+  /// accumulated, beside the accumulated sum(X²) divided by 4096); a kernel that reads the value
+  /// scales it with one op if it needs the other (nTrans: the blocks' sums of (H − X)² beside
+  /// the same sums divided by 4096, 31 s of a 60-s search in the kernels reading them).
   bool saves_a_value_twice(const std::vector<int32_t>& sinks) const {
     if (sinks.size() < 2) return false;
+    ExprPool& pool = ctx_.exprs();
+    auto nf_of = [&](ExprId e) {
+      const NfResult r = normal_form(e, pool, ctx_.normal_forms());
+      return r.stop == NfStop::none ? r.id : NfId();
+    };
+    auto is_output_value = [&](NfId nf) {
+      const auto& values = ctx_.program_values();
+      for (size_t t = 0; t < values.size(); ++t)
+        if (values[t].nf == nf && ctx_.is_program_output(static_cast<int32_t>(t))) return true;
+      return false;
+    };
     std::vector<NfId> nfs;
-    for (int32_t s : sinks) {
-      NfResult r = normal_form(state_[static_cast<size_t>(s)].expr, ctx_.exprs(), ctx_.normal_forms());
-      nfs.push_back(r.stop == NfStop::none ? r.id : NfId());
-    }
+    for (int32_t s : sinks) nfs.push_back(nf_of(state_[static_cast<size_t>(s)].expr));
     for (size_t a = 0; a < sinks.size(); ++a)
       for (size_t b = a + 1; b < sinks.size(); ++b) {
         const TensorState& x = state_[static_cast<size_t>(sinks[a])];
         const TensorState& y = state_[static_cast<size_t>(sinks[b])];
-        if (nfs[a].valid() && nfs[a] == nfs[b] && x.labels == y.labels && x.split_sum == y.split_sum &&
-            bg_.tensors[static_cast<size_t>(sinks[a])].type == bg_.tensors[static_cast<size_t>(sinks[b])].type)
-          return true;
+        if (!nfs[a].valid() || !nfs[b].valid() || x.labels != y.labels || x.split_sum != y.split_sum ||
+            bg_.tensors[static_cast<size_t>(sinks[a])].type != bg_.tensors[static_cast<size_t>(sinks[b])].type)
+          continue;
+        if (nfs[a] == nfs[b]) return true;
+        if (is_output_value(nfs[a]) || is_output_value(nfs[b])) continue;  // the program writes both
+        for (const SearchContext::Constant& c : ctx_.constants()) {
+          // x · c, or x / c (not c / x: the constant second).
+          if (c.kind != OpKind::mul && !(c.kind == OpKind::div && c.pos == 1)) continue;
+          const ExprId k = pool.constant(c.value);
+          const ExprKind op = c.kind == OpKind::mul ? ExprKind::mul : ExprKind::div;
+          if (nf_of(pool.binary(op, x.expr, k)) == nfs[b] || nf_of(pool.binary(op, y.expr, k)) == nfs[a]) return true;
+        }
       }
     return false;
   }

@@ -1106,6 +1106,39 @@ TEST(Generator, AStackScaledSoThatItsSumIsNoProgramValueIsNotRead) {
   }
 }
 
+TEST(Generator, AKernelSavesNoValueBesideItScaledByAConstant) {
+  // O = X / sqrt(Σ X² / 64): a first kernel may write the blocks' sums of X², or those sums
+  // divided by 64, for a later kernel to complete; not both, which a later kernel reading one
+  // gets with one op. A program whose outputs are a value and the value times 2 has its kernel
+  // write both.
+  const Graph program = parse_program("input X[8, 64]\nO = div(X, sqrt(div(sum(sqr(X), dim=1), 64)))\noutput O\n");
+  SearchContext ctx(program, SearchOptions{});
+  Graph inputs;
+  const TensorId x = inputs.add_input("X", {8, 64}, DType::f16);
+  const TaskOutput out = run_block_tasks(ctx, inputs, {x});
+  ExprPool& pool = ctx.exprs();
+  const ExprId c64 = pool.constant(Scalar{64, 0});
+  auto nf = [&](ExprId e) { return normal_form(e, pool, ctx.normal_forms()).id; };
+  int writes_sums = 0;
+  for (const Task& child : out.children) {
+    const Graph& g = *child.prefix;
+    const std::vector<ExprId> exprs = expressions(g, pool).tensors;
+    const Op& k = g.ops.back();
+    for (TensorId a : k.outputs)
+      for (TensorId b : k.outputs) {
+        if (a == b || g.type(a) != g.type(b)) continue;
+        EXPECT_NE(nf(pool.div(exprs[a.index()], c64)), nf(exprs[b.index()])) << describe(g);
+      }
+    writes_sums += k.outputs.size() == 1 && g.type(k.outputs[0]).shape[1] > 1 ? 1 : 0;
+  }
+  EXPECT_GT(writes_sums, 0) << "no kernel writes a stack of partial sums";
+  const Graph chain = parse_program("input X[16, 256]\nY = exp(X)\nO = mul(Y, 2)\noutput Y, O\n");
+  SearchContext chain_ctx(chain, SearchOptions{});
+  Graph chain_inputs;
+  const TensorId cx = chain_inputs.add_input("X", {16, 256}, DType::f16);
+  EXPECT_FALSE(run_block_tasks(chain_ctx, chain_inputs, {cx}).candidates.empty());
+}
+
 TEST(Generator, ChunksOfAnOperandSetChainBeyondTheRoot) {
   // With the model bound, a kernel task past the root makes only the first chunk of each operand
   // set, without the list; each chunk makes the next (the path and floor it would have had) while
