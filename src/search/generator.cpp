@@ -1855,7 +1855,9 @@ class BlockSearch {
             bg_.tensors[static_cast<size_t>(sinks[a])].type != bg_.tensors[static_cast<size_t>(sinks[b])].type)
           continue;
         if (nfs[a] == nfs[b]) return true;
-        if (is_output_value(nfs[a]) || is_output_value(nfs[b])) continue;  // the program writes both
+        // Program outputs are known by their values' normal forms (none without program tile
+        // values: --no-program-tile-values leaves the rule to equal values).
+        if (ctx_.program_values().empty() || is_output_value(nfs[a]) || is_output_value(nfs[b])) continue;
         for (const SearchContext::Constant& c : ctx_.constants()) {
           // x · c, or x / c (not c / x: the constant second).
           if (c.kind != OpKind::mul && !(c.kind == OpKind::div && c.pos == 1)) continue;
