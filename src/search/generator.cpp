@@ -1266,15 +1266,6 @@ class BlockSearch {
     // from it is checked like what is computed from an input: left opaque, nTrans's last kernel
     // grew millions of states of α·N + α·N/4096 + α·N + … (the oracle lets them through: the
     // output's Σ (X + α·N)² holds α·N 4096 times over).
-    for (size_t i = 0; i < operands_.size(); ++i) {
-      if (state_[i].program_value >= 0) continue;
-      const NfResult nf = normal_form(param_exprs_[i], ctx_.exprs(), ctx_.normal_forms());
-      if (nf.stop != NfStop::none) continue;
-      const int t = program_value_of(nf.id, state_[i].labels);
-      if (t < 0 || tile_of_[static_cast<size_t>(t)] >= 0) continue;
-      tile_of_[static_cast<size_t>(t)] = static_cast<int32_t>(i);
-      state_[i].program_value = t;
-    }
     // An iterator over a DTensor the program does not compute holds no program value: the rule
     // is silent about what is computed from it; unless it is a stack of partial sums of the
     // program's own contractions (the blocks' sums of (H − X)² on nTrans): the sum over the
@@ -1282,13 +1273,21 @@ class BlockSearch {
     // gives is checked like an accumulated sum (append_checked).
     for (size_t i = 0; i < operands_.size(); ++i) {
       TensorState& st = state_[i];
-      st.partial = st.opaque = st.program_value < 0;
-      if (!st.opaque || !sums_program_contractions(ctx_, param_exprs_[i])) continue;
-      // A whole sum with a program value's normal form is no partial one (GatedMLP: X·W1 as an
-      // earlier kernel's loop accumulated it, an expression other than the program's).
-      const NfResult whole = normal_form(param_exprs_[i], ctx_.exprs(), ctx_.normal_forms());
-      if (whole.stop != NfStop::none ||
-          std::any_of(values.begin(), values.end(), [&](const ProgramValue& v) { return v.nf == whole.id; }))
+      if (st.program_value >= 0) continue;
+      const NfResult nf = normal_form(param_exprs_[i], ctx_.exprs(), ctx_.normal_forms());
+      if (nf.stop == NfStop::none) {
+        const int t = program_value_of(nf.id, st.labels);
+        if (t >= 0 && tile_of_[static_cast<size_t>(t)] < 0) {
+          tile_of_[static_cast<size_t>(t)] = static_cast<int32_t>(i);
+          st.program_value = t;
+          continue;
+        }
+      }
+      st.partial = st.opaque = true;
+      // A whole sum with a program value's normal form (over other indices) is no partial one.
+      if (nf.stop != NfStop::none ||
+          std::any_of(values.begin(), values.end(), [&](const ProgramValue& v) { return v.nf == nf.id; }) ||
+          !sums_program_contractions(ctx_, param_exprs_[i]))
         continue;
       st.opaque = false;
       // Partial sums an earlier kernel scaled (or combined) are scaled ones: completed, they must
