@@ -314,6 +314,66 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     // The LoRA rewrite's matmul of concats computes two contractions that an add sums.
     if (!adds_contractions) program_steps_ = find_program_steps(program_, program_values_);
   }
+  find_first_reader_extras();
+}
+
+void SearchContext::find_first_reader_extras() {
+  int64_t largest_output = 0;
+  for (TensorId o : program_.outputs) largest_output = std::max(largest_output, program_.type(o).shape.numel());
+  for (const Op& input : program_.ops) {
+    if (input.kind != OpKind::input) continue;
+    const TensorType& type = program_.type(input.outputs[0]);
+    const DimLabels& labels = indices_->input(input.attrs.name);
+    // The pre-defined ops the generator may give it (run_kernel_task): the program's kinds.
+    double extra = std::numeric_limits<double>::infinity();
+    for (OpKind kind : kinds_) {
+      switch (op_info(kind).category) {
+        case OpCategory::matmul:
+          // Its dram term takes all its bytes at the share: 1/share - 1 of them beyond the peak's.
+          extra = std::min(extra, 1.0 / gpu_.cublas_dram_share - 1.0);
+          break;
+        case OpCategory::unary:
+        case OpCategory::binary:
+          // It writes at least the input's elements, each at least as wide (promote), and those
+          // bytes are no later bytes of lower_bound's unless they are a missing program output.
+          extra = std::min(extra, largest_output >= type.shape.numel() ? 0.0 : 1.0);
+          break;
+        case OpCategory::reduction:
+          // A sum costs no more than its bytes, if the index rules let one read the input alone
+          // (run_kernel_task asks them): RMSNorm's W is contracted with Y, never summed alone.
+          for (int d = 0; d < type.shape.rank(); ++d) {
+            if (type.shape[d] <= 1) continue;
+            const OpAttrs sum = attrs::sum(d);
+            auto out = infer_output_types(program_, kind, {type}, sum);
+            if (out.ok() && op_labels(*indices_, kind, sum, {labels}, {type.shape}, (*out)[0].shape)) extra = 0;
+          }
+          break;
+        default:
+          break;
+      }
+    }
+    // No op can read it: nothing completes the prefix, which the bound need not tell.
+    first_reader_extra_.push_back(std::isfinite(extra) ? extra : 0.0);
+  }
+}
+
+double SearchContext::unread_inputs_extra_us(const Graph& prefix, const std::vector<TensorId>& reads) const {
+  std::vector<bool> read(prefix.tensors.size(), false);
+  for (const Op& op : prefix.ops)
+    for (TensorId t : op.inputs) read[t.index()] = true;
+  for (TensorId t : reads) read[t.index()] = true;
+  double extra_bytes = 0;
+  size_t input = 0;
+  for (const Op& op : prefix.ops) {
+    if (op.kind != OpKind::input) continue;
+    const TensorId t = op.outputs[0];
+    MUGRAPH_CHECK(input < first_reader_extra_.size()) << "a prefix with more inputs than the program";
+    const double per_byte = first_reader_extra_[input++];
+    if (read[t.index()]) continue;
+    const TensorType& type = prefix.type(t);
+    extra_bytes = std::max(extra_bytes, per_byte * static_cast<double>(type.shape.numel() * dtype_bytes(type.dtype)));
+  }
+  return extra_bytes / gpu_.dram_bytes_per_us;
 }
 
 SearchContext::~SearchContext() = default;
@@ -687,19 +747,23 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
     return;
   }
   auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
+  // Past the last graph-defined kernel, the inputs left unread cost more than their bytes.
+  const double unread_extra = ctx.model_bound() && count_graph_kernels(next) >= ctx.options().max_graph_kernels
+                                  ? ctx.unread_inputs_extra_us(next, {})
+                                  : 0.0;
   // The new kernel's estimate (a fusion and a choice of threads) only where the parent's floor
   // does not already cut the prefix.
-  if (ctx.beyond_bound(bytes, kernels, prefix_floor_extra)) {
+  if (ctx.beyond_bound(bytes, kernels, prefix_floor_extra + unread_extra)) {
     ++out.stats.pruned["cost_bound"];
     return;
   }
   const double floor_extra = ctx.next_floor_extra_us(prefix_floor_extra, next);
-  if (ctx.beyond_bound(bytes, kernels, floor_extra)) {
+  if (ctx.beyond_bound(bytes, kernels, floor_extra + unread_extra)) {
     ++out.stats.pruned["cost_bound"];
     return;
   }
   Task child;
-  if (ctx.model_bound()) child.floor_us = cost_lower_bound_us(bytes, kernels, ctx.gpu()) + floor_extra;
+  if (ctx.model_bound()) child.floor_us = cost_lower_bound_us(bytes, kernels, ctx.gpu()) + floor_extra + unread_extra;
   child.floor_extra_us = floor_extra;
   child.path = task.path;
   child.path.push_back(child_index++);
@@ -828,7 +892,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       } else {
         int64_t later_bytes = 0;
         auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes, &later_bytes);
-        if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
+        const double unread_extra = unread_extra_after_us(prefix, subset, finishes);
+        if (ctx_.beyond_bound(bytes, kernels, floor_extra + unread_extra)) {
           ++out.stats.pruned["cost_bound"];
         } else {
           std::shared_ptr<const ConfigList> configs = configs_for(task.prefix, subset);
@@ -840,7 +905,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
           // The full pass after a first pass cuts with the later kernel its closures need
           // counted (see run_block_task): its chunks within the bound may be fewer.
           const bool first_pass = gets_first_pass(opt, prefix, finishes);
-          const double rest = configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0;
+          const double rest =
+              configs->by_floor ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra, unread_extra) : 0;
           const double full_rest = rest + (configs->by_floor && first_pass ? ctx_.gpu().launch_us : 0.0);
           auto within = [&](double rest_us) {
             if (!configs->by_floor) return n;
@@ -2121,11 +2187,17 @@ double Generator::prefix_floor_extra_us(const Task& task) const {
   return std::isnan(task.floor_extra_us) ? ctx_.floor_extra_us(*task.prefix) : task.floor_extra_us;
 }
 
-double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes,
-                                      double floor_extra) const {
+double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra,
+                                      double unread_extra) const {
   return cost_lower_bound_us(candidate_metrics(prefix, ctx_.options().target).device_bytes + later_bytes,
                              count_kernel_ops(prefix) + (finishes ? 0 : 1), ctx_.gpu()) +
-         floor_extra;
+         floor_extra + unread_extra;
+}
+
+double Generator::unread_extra_after_us(const Graph& prefix, const std::vector<TensorId>& operands,
+                                        bool finishes) const {
+  if (!ctx_.model_bound() || finishes || count_graph_kernels(prefix) + 1 < ctx_.options().max_graph_kernels) return 0;
+  return ctx_.unread_inputs_extra_us(prefix, operands);
 }
 
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
@@ -2139,7 +2211,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   const int64_t bytes = lower.first;
   const int kernels = lower.second;
   const double floor_extra = prefix_floor_extra_us(task);
-  if (ctx_.beyond_bound(bytes, kernels, floor_extra)) {
+  const double unread_extra = unread_extra_after_us(prefix, task.operands, finishes);
+  if (ctx_.beyond_bound(bytes, kernels, floor_extra + unread_extra)) {
     ++out.stats.pruned["cost_bound"];
     return true;
   }
@@ -2154,7 +2227,8 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   // kernel's launch in the floor it cuts with.
   const bool leaves_finishing = has_first_pass && !task.finish_only;
   // The floor a chained chunk is ordered by: its twin's, as the kernel task gives it.
-  const double order_rest_us = model_bound ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra) : 0.0;
+  const double order_rest_us =
+      model_bound ? model_rest_floor_us(prefix, later_bytes, finishes, floor_extra, unread_extra) : 0.0;
   const double rest_floor_us = order_rest_us + (model_bound && leaves_finishing ? ctx_.gpu().launch_us : 0.0);
   // The operand rules for a kernel that must finish the program (computed once it is known
   // that one must).
@@ -2204,7 +2278,7 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
       }
     }
     const std::function<bool()> beyond = [&] {
-      return ctx_.beyond_bound(bytes, kernels, floor_extra) ||
+      return ctx_.beyond_bound(bytes, kernels, floor_extra + unread_extra) ||
              (model_bound && rest_floor_us + list->floors[i] > ctx_.bound_us());
     };
     if (cache) {

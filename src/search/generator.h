@@ -317,6 +317,15 @@ class SearchContext {
   std::pair<int64_t, int> lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
                                       const std::vector<TensorId>& extra_reads, bool another_kernel = false,
                                       int64_t* later_bytes = nullptr);
+  /// With the model bound, where no graph-defined kernel may follow: what the pre-defined kernels
+  /// still to come cost at least beyond cost_lower_bound_us's share, because each program input
+  /// that neither `prefix` nor `reads` reads must be read by one of them. Its first reader is a
+  /// cuBLAS matmul, which moves its bytes at cublas_dram_share of the peak, or an element-wise
+  /// op, which also writes at least as many bytes (no program output being as large), or a
+  /// reduction, which costs nothing more but is only possible where the index rules let one sum
+  /// that input alone (first_reader_extra_). The largest input's term, not their sum: one op may
+  /// read two of them.
+  double unread_inputs_extra_us(const Graph& prefix, const std::vector<TensorId>& reads) const;
 
  private:
   Graph program_;
@@ -335,12 +344,18 @@ class SearchContext {
   bool concat_ = false;
   std::vector<Constant> constants_;
   const GpuSpec& gpu_;
+  /// By program input, in program order: at least what its first pre-defined reader costs
+  /// beyond moving its bytes at the peak, per byte of it (unread_inputs_extra_us).
+  std::vector<double> first_reader_extra_;
   std::atomic<int64_t> bound_bytes_{INT64_MAX};
   std::atomic<int> bound_kernels_{INT32_MAX};
   std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
   std::atomic<bool> model_bound_{false};
   std::unique_ptr<BlockCache> block_cache_;
   std::unique_ptr<ConfigListCache> config_lists_;
+
+  /// Fills first_reader_extra_ (the constructor).
+  void find_first_reader_extras();
 };
 
 /// What a block graph's growth reads of its kernel-graph prefix, computed once per prefix: the
@@ -388,8 +403,14 @@ class Generator {
   /// the new kernel's operands). A configuration whose config_floor_us added to it is beyond the
   /// bound is cut. A full pass with a first-pass twin (gets_first_pass) passes `finishes` false:
   /// its twin closes every kernel that finishes the program, so its own closures need a later
-  /// kernel.
-  double model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra) const;
+  /// kernel. `unread_extra`: unread_extra_after_us's, for the same kernel.
+  double model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra,
+                             double unread_extra) const;
+  /// With the model bound, for a graph-defined kernel reading `operands` after `prefix`: if it is
+  /// the last one there is room for and cannot finish the program, what the pre-defined kernels
+  /// after it cost at least for the program inputs it leaves unread
+  /// (SearchContext::unread_inputs_extra_us); else 0.
+  double unread_extra_after_us(const Graph& prefix, const std::vector<TensorId>& operands, bool finishes) const;
 
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
   /// input the outputs depend on, so that it could compute them alone; and every input the

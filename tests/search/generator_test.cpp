@@ -431,7 +431,8 @@ TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   // The full pass's floor (which the counted chunks are) counts a later kernel where a first
   // pass closes the kernels that finish the program.
   const bool full_pass_finishes = finishes && !gets_first_pass(options, root, finishes);
-  ctx.set_bound_us(probe.model_rest_floor_us(root, later_bytes, full_pass_finishes, ctx.floor_extra_us(root)) +
+  ctx.set_bound_us(probe.model_rest_floor_us(root, later_bytes, full_pass_finishes, ctx.floor_extra_us(root),
+                                             probe.unread_extra_after_us(root, most->first, finishes)) +
                    list->floors[list->floors.size() / 2]);
   const std::map<std::vector<TensorId>, int32_t> bounded = chunks();
   int left_out = 0, kept = 0;
@@ -559,6 +560,57 @@ TEST(Generator, TaskFloorsAreLowerBoundsOfEveryCandidateBelowThem) {
   EXPECT_GT(candidates, 20);
   EXPECT_GT(later_kernels, 0) << "no candidate of two kernels or more was reached";
   EXPECT_GT(chained, 0) << "no chunk was made by the chunk before it";
+}
+
+TEST(Generator, InputsLeftToPreDefinedKernelsRaiseTheFloor) {
+  // Once the last graph-defined kernel is placed, an input it leaves unread goes to pre-defined
+  // kernels: W to cuBLAS at its share of the bandwidth, or to an element-wise kernel that writes
+  // as much as it reads. The floors of the block tasks of a last kernel reading X and G count it.
+  const Graph program = parse_program(
+      "input X[2, 64]\ninput G[64]\ninput W[64, 1024]\n"
+      "Y = div(mul(X, G), sqrt(div(sum(sqr(X), dim=1), 64)))\nO = matmul(Y, W)\noutput O\n");
+  const TensorId x(0), g(1), w(2);
+  auto first_chunk_floors = [&](int max_graph_kernels, double* unread_extra) {
+    SearchOptions options = small_model_bound_options();
+    options.max_graph_kernels = max_graph_kernels;
+    SearchContext ctx(program, options);
+    Generator gen(ctx);
+    std::atomic<bool> stop{false};
+    TaskOutput out;
+    EXPECT_TRUE(gen.run(ctx.root(), out, stop));
+    std::map<std::vector<TensorId>, double> floors;
+    for (const Task& t : out.children)
+      if (t.is_block() && !t.finish_only && t.chunk == 0) floors[t.operands] = t.floor_us;
+    *unread_extra = ctx.unread_inputs_extra_us(*ctx.root().prefix, {x, g});
+    // X has as many elements as O: an element-wise kernel could read it and write O, which the
+    // bound counts already. Read, W costs nothing more.
+    EXPECT_EQ(ctx.unread_inputs_extra_us(*ctx.root().prefix, {g, w}), 0);
+    EXPECT_EQ(ctx.unread_inputs_extra_us(*ctx.root().prefix, {x, g, w}), 0);
+    return floors;
+  };
+  double extra = 0, same = 0;
+  const std::map<std::vector<TensorId>, double> last = first_chunk_floors(1, &extra);
+  const std::map<std::vector<TensorId>, double> not_last = first_chunk_floors(2, &same);
+  const GpuSpec& gpu = gpu_spec("h200");
+  EXPECT_DOUBLE_EQ(extra, 64.0 * 1024 * 2 * std::min(1 / gpu.cublas_dram_share - 1, 1.0) / gpu.dram_bytes_per_us);
+  EXPECT_EQ(same, extra);  // what the context says; only a last kernel's floors count it
+  ASSERT_TRUE(last.count({x, g}) && not_last.count({x, g}));
+  EXPECT_NEAR(last.at({x, g}) - not_last.at({x, g}), extra, 1e-9);
+  ASSERT_TRUE(last.count({x, g, w}) && not_last.count({x, g, w}));
+  EXPECT_DOUBLE_EQ(last.at({x, g, w}), not_last.at({x, g, w}));
+}
+
+TEST(Generator, AnInputOnlySummedAddsNothingToTheFloor) {
+  // The outputs use W only through its sums along each dim: a pre-defined reduction may be all
+  // that reads it, which costs no more than its bytes.
+  const Graph program = parse_program("input X[2, 64]\ninput W[64, 64]\nO = mul(X, sum(W, dim=0))\noutput O\n");
+  SearchOptions options = small_model_bound_options();
+  SearchContext ctx(program, options);
+  EXPECT_EQ(ctx.unread_inputs_extra_us(*ctx.root().prefix, {TensorId(0)}), 0);
+  // The same shapes, with W multiplied in whole.
+  const Graph whole = parse_program("input X[2, 64]\ninput W[64, 64]\nO = matmul(X, W)\noutput O\n");
+  SearchContext whole_ctx(whole, options);
+  EXPECT_GT(whole_ctx.unread_inputs_extra_us(*whole_ctx.root().prefix, {TensorId(0)}), 0);
 }
 
 TEST(Generator, AKernelSavingATensorNothingReadsIsDead) {
