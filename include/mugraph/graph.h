@@ -131,6 +131,11 @@ struct Op {
   friend bool operator==(const Op&, const Op&) = default;
 };
 
+/// Whether a block op is an accumulator that sums its iterations (accum with dim kPhi), not one
+/// that concatenates them. It keeps its sums in f32 whatever its dtype, as tensor-core matmuls
+/// and reductions do: shared memory, the cost model and the emitter all size its tensors so.
+inline bool is_sum_accumulator(const Op& op) { return op.kind == OpKind::accum && op.attrs.dim == kPhi; }
+
 /// A kernel, block or thread graph.
 struct Graph {
   Level level = Level::kernel;

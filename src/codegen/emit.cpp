@@ -909,7 +909,7 @@ class BlockKernelEmitter {
       const std::vector<size_t> r = readers(op.outputs[0]);
       if (r.size() != 1) continue;
       const Op& acc = body_.ops[r[0]];
-      if (acc.kind != OpKind::accum || acc.attrs.dim != kPhi || schedule_.phase[r[0]] != OpPhase::loop) continue;
+      if (!is_sum_accumulator(acc) || schedule_.phase[r[0]] != OpPhase::loop) continue;
       const Shape& c = body_.type(op.outputs[0]).shape;
       const int64_t m = c[c.rank() - 2], n = c[c.rank() - 1];
       const Shape& a = body_.type(op.inputs[0]).shape;
@@ -1013,8 +1013,7 @@ class BlockKernelEmitter {
       // A result read only by a summing accumulator of the same phase goes straight into it.
       const auto summed_by = [&](size_t op) {
         const std::vector<size_t> r = readers(body_.ops[op].outputs[0]);
-        return r.size() == 1 && body_.ops[r[0]].kind == OpKind::accum && body_.ops[r[0]].attrs.dim == kPhi &&
-                       schedule_.phase[r[0]] == schedule_.phase[i]
+        return r.size() == 1 && is_sum_accumulator(body_.ops[r[0]]) && schedule_.phase[r[0]] == schedule_.phase[i]
                    ? r[0]
                    : kNoOp;
       };
@@ -1230,7 +1229,7 @@ class BlockKernelEmitter {
       if (schedule_.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape ||
           schedule_.folded[i] || unstored[i])
         continue;
-      const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
+      const bool f32_acc = is_sum_accumulator(op);
       const bool staged = stages > 1 && streamed_load(i);
       for (TensorId t : op.outputs) {
         // Swizzled tiles start where their pattern does; the copy engine writes tiles to

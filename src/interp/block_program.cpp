@@ -207,7 +207,7 @@ void BlockProgram::finish_accumulators(const Plan& p, BlockWorker& w) const {
   const Graph& g = *p.g;
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const Op& op = g.ops[i];
-    if (op.kind != OpKind::accum || p.phase[i] == Phase::dead || op.attrs.dim != kPhi) continue;
+    if (!is_sum_accumulator(op) || p.phase[i] == Phase::dead) continue;
     TensorId t = op.outputs[0];
     round_span(w.arena.data() + p.offset[t.index()], g.type(t).shape.numel(), g.type(t).dtype);
   }

@@ -85,7 +85,7 @@ int64_t planned_bytes(const Graph& body, const BlockSchedule& schedule, int stag
     if (schedule.phase[i] == OpPhase::dead || op.kind == OpKind::output_saver || op.kind == OpKind::reshape ||
         schedule.folded[i])
       continue;
-    const bool f32_acc = op.kind == OpKind::accum && op.attrs.dim == kPhi;
+    const bool f32_acc = is_sum_accumulator(op);
     const bool streamed =
         pipelined && op.kind == OpKind::input_iterator && op.attrs.fmap != kPhi && schedule.phase[i] == OpPhase::loop;
     // A tile loaded once: loop-invariant, or in a kernel without a loop.

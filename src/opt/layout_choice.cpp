@@ -94,7 +94,7 @@ const Op& folding_sum(const Graph& g, const BlockSchedule& s, size_t i) {
 
 /// Bytes per element of tensor t in shared memory (summing accumulators hold f32).
 int element_bytes(const Graph& g, TensorId t, const Op* producer) {
-  if (producer && producer->kind == OpKind::accum && producer->attrs.dim == kPhi) return 4;
+  if (producer && is_sum_accumulator(*producer)) return 4;
   return dtype_bytes(g.type(t).dtype);
 }
 
@@ -435,7 +435,7 @@ std::vector<TileLayout> allowed_layouts(const LayoutProblem& p, TensorId t) {
   // Reshapes alias their operand's bytes in row-major order; summing accumulators are dense f32;
   // the copy engine writes dense boxes.
   if (producer->kind == OpKind::reshape || s.folded[pi]) return out;  // folded: never stored
-  if (producer->kind == OpKind::accum && producer->attrs.dim == kPhi) return out;
+  if (is_sum_accumulator(*producer)) return out;
   const TileLoad load = producer->kind == OpKind::input_iterator ? p.loads[pi] : TileLoad::none;
   if (load == TileLoad::tma) return out;
   for (size_t i = 0; i < g.ops.size(); ++i) {
