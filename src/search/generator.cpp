@@ -362,6 +362,10 @@ double SearchContext::unread_inputs_extra_us(const Graph& prefix, const std::vec
   for (const Op& op : prefix.ops)
     for (TensorId t : op.inputs) read[t.index()] = true;
   for (TensorId t : reads) read[t.index()] = true;
+  return unread_inputs_extra_us(prefix, read);
+}
+
+double SearchContext::unread_inputs_extra_us(const Graph& prefix, const std::vector<bool>& read) const {
   double extra_bytes = 0;
   size_t input = 0;
   for (const Op& op : prefix.ops) {
@@ -399,7 +403,7 @@ Task SearchContext::root() const {
 
 std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
                                                    const std::vector<TensorId>& extra_reads, bool another_kernel,
-                                                   int64_t* later_bytes) {
+                                                   int64_t* later_bytes, double* unread_extra_us) {
   CandidateMetrics m = candidate_metrics(prefix, options_.target);
   int64_t bytes = m.device_bytes;
   int kernels = m.kernels;
@@ -447,6 +451,14 @@ std::pair<int64_t, int> SearchContext::lower_bound(const Graph& prefix, const st
     later += size(TensorId(static_cast<int32_t>(t)));
   }
   if (later_bytes) *later_bytes = later;
+  if (unread_extra_us) {
+    // Only pre-defined kernels follow: the prefix's (no new kernel) or the new kernel's, if it
+    // is the last graph-defined one and another kernel must follow it.
+    const int graph_kernels = count_graph_kernels(prefix) + (extra_reads.empty() ? 0 : 1);
+    const bool pre_defined_rest =
+        graph_kernels >= options_.max_graph_kernels && (extra_reads.empty() || another_kernel);
+    *unread_extra_us = model_bound() && pre_defined_rest ? unread_inputs_extra_us(prefix, read) : 0.0;
+  }
   return {bytes + later, kernels};
 }
 
@@ -746,11 +758,9 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
     ++out.stats.pruned["partial_sum"];
     return;
   }
-  auto [bytes, kernels] = ctx.lower_bound(next, exprs, {});
   // Past the last graph-defined kernel, the inputs left unread cost more than their bytes.
-  const double unread_extra = ctx.model_bound() && count_graph_kernels(next) >= ctx.options().max_graph_kernels
-                                  ? ctx.unread_inputs_extra_us(next, {})
-                                  : 0.0;
+  double unread_extra = 0;
+  auto [bytes, kernels] = ctx.lower_bound(next, exprs, {}, false, nullptr, &unread_extra);
   // The new kernel's estimate (a fusion and a choice of threads) only where the parent's floor
   // does not already cut the prefix.
   if (ctx.beyond_bound(bytes, kernels, prefix_floor_extra + unread_extra)) {
@@ -891,8 +901,8 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
         ++out.stats.pruned["redundant_operand"];
       } else {
         int64_t later_bytes = 0;
-        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes, &later_bytes);
-        const double unread_extra = unread_extra_after_us(prefix, subset, finishes);
+        double unread_extra = 0;
+        auto [bytes, kernels] = ctx_.lower_bound(prefix, exprs, subset, !finishes, &later_bytes, &unread_extra);
         if (ctx_.beyond_bound(bytes, kernels, floor_extra + unread_extra)) {
           ++out.stats.pruned["cost_bound"];
         } else {
@@ -2194,12 +2204,6 @@ double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, 
          floor_extra + unread_extra;
 }
 
-double Generator::unread_extra_after_us(const Graph& prefix, const std::vector<TensorId>& operands,
-                                        bool finishes) const {
-  if (!ctx_.model_bound() || finishes || count_graph_kernels(prefix) + 1 < ctx_.options().max_graph_kernels) return 0;
-  return ctx_.unread_inputs_extra_us(prefix, operands);
-}
-
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
@@ -2207,11 +2211,12 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
   // Plain variables, not a structured binding: the bound check below captures them in a
   // lambda (which C++17 compilers, the fuzzers' clang among them, refuse for bindings).
   int64_t later_bytes = 0;
-  const std::pair<int64_t, int> lower = ctx_.lower_bound(prefix, exprs, task.operands, !finishes, &later_bytes);
+  double unread_extra = 0;
+  const std::pair<int64_t, int> lower =
+      ctx_.lower_bound(prefix, exprs, task.operands, !finishes, &later_bytes, &unread_extra);
   const int64_t bytes = lower.first;
   const int kernels = lower.second;
   const double floor_extra = prefix_floor_extra_us(task);
-  const double unread_extra = unread_extra_after_us(prefix, task.operands, finishes);
   if (ctx_.beyond_bound(bytes, kernels, floor_extra + unread_extra)) {
     ++out.stats.pruned["cost_bound"];
     return true;

@@ -314,9 +314,12 @@ class SearchContext {
   /// `later_bytes`, if given, receives the part of those bytes that only kernels after the new
   /// one can move: program inputs and intermediates nobody reads (the new kernel reads only its
   /// operands), and with `another_kernel` the outputs not yet produced.
+  /// `unread_extra_us`, if given, receives unread_inputs_extra_us's for the inputs still unread
+  /// where only pre-defined kernels may follow (the prefix's last graph-defined kernel is placed,
+  /// or the new kernel is the last and `another_kernel`), with the model bound; else 0.
   std::pair<int64_t, int> lower_bound(const Graph& prefix, const std::vector<ExprId>& exprs,
                                       const std::vector<TensorId>& extra_reads, bool another_kernel = false,
-                                      int64_t* later_bytes = nullptr);
+                                      int64_t* later_bytes = nullptr, double* unread_extra_us = nullptr);
   /// With the model bound, where no graph-defined kernel may follow: what the pre-defined kernels
   /// still to come cost at least beyond cost_lower_bound_us's share, because each program input
   /// that neither `prefix` nor `reads` reads must be read by one of them. Its first reader is a
@@ -356,6 +359,8 @@ class SearchContext {
 
   /// Fills first_reader_extra_ (the constructor).
   void find_first_reader_extras();
+  /// unread_inputs_extra_us with what is read given per prefix tensor.
+  double unread_inputs_extra_us(const Graph& prefix, const std::vector<bool>& read) const;
 };
 
 /// What a block graph's growth reads of its kernel-graph prefix, computed once per prefix: the
@@ -403,14 +408,9 @@ class Generator {
   /// the new kernel's operands). A configuration whose config_floor_us added to it is beyond the
   /// bound is cut. A full pass with a first-pass twin (gets_first_pass) passes `finishes` false:
   /// its twin closes every kernel that finishes the program, so its own closures need a later
-  /// kernel. `unread_extra`: unread_extra_after_us's, for the same kernel.
+  /// kernel. `unread_extra`: SearchContext::lower_bound's, for the same kernel.
   double model_rest_floor_us(const Graph& prefix, int64_t later_bytes, bool finishes, double floor_extra,
                              double unread_extra) const;
-  /// With the model bound, for a graph-defined kernel reading `operands` after `prefix`: if it is
-  /// the last one there is room for and cannot finish the program, what the pre-defined kernels
-  /// after it cost at least for the program inputs it leaves unread
-  /// (SearchContext::unread_inputs_extra_us); else 0.
-  double unread_extra_after_us(const Graph& prefix, const std::vector<TensorId>& operands, bool finishes) const;
 
   /// Whether a kernel reading `operands` (tensors with expressions `exprs`) holds every program
   /// input the outputs depend on, so that it could compute them alone; and every input the
