@@ -516,6 +516,15 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   std::cout << "search " << path << ": " << stop_reason_name(r.stop_reason)
             << (r.stop_detail.empty() ? "" : " (" + r.stop_detail + ")") << " after " << sci(r.search_seconds)
             << " s; verification " << sci(r.verify_seconds) << " s\n";
+  if (r.unsearched_floor_us > 0 && !r.top.empty()) {
+    // What the stop leaves open: the model bound's floors of the tasks still pending.
+    const double best = r.top.front().cost.total_us;
+    std::cout << "  not searched: μGraphs the model estimates at " << sci(r.unsearched_floor_us)
+              << " us or more: the best, " << sci(best) << " us, is "
+              << (best <= r.unsearched_floor_us ? "the fastest"
+                                                : "at most " + sci(best / r.unsearched_floor_us) + "x the fastest")
+              << " these limits allow\n";
+  }
   if (r.background_verified > 0)
     std::cout << "  verified in the background during the search: " << r.background_verified << " candidates in "
               << sci(r.background_verify_seconds) << " s\n";

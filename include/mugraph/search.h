@@ -283,6 +283,13 @@ struct SearchPartResult {
 struct SearchResult {
   StopReason stop_reason = StopReason::exhausted;
   std::string stop_detail;    ///< e.g. "1234 tasks pending"
+  /// A search the model bound cut (--cost-bound model, or both's model phase) that stopped with
+  /// tasks pending: the smallest of their floors (µs). Every μGraph the search's rules generate
+  /// and it has not reached is estimated at this or more, so the best found is within
+  /// best / floor of the best there is under these limits, and the best there is if the floor
+  /// is at least its estimate (docs/search.md, "What a stopped search proves"). Negative
+  /// otherwise: exhausted, stopped in the bytes bound, or searched in parts.
+  double unsearched_floor_us = -1;
   double search_seconds = 0;  ///< generation (until the stop)
   double verify_seconds = 0;  ///< verification, fusion and ranking after it
   SearchStats stats;

@@ -180,7 +180,7 @@ class CheckpointReader : public json_reading::ValueReader {
     allow_keys(v, path, {"path", "found_seconds", "floor_us", "graph"});
     FoundCandidate c;
     c.path = task_path(field(v, path, "path"), path + "/path");
-    if (const Json* f = optional(v, "floor_us")) c.task_floor_us = floor_us(*f, path + "/floor_us");
+    if (const Json* f = optional(v, "floor_us")) c.task_order_us = floor_us(*f, path + "/floor_us");
     if (const Json* s = optional(v, "found_seconds")) c.found_seconds = seconds(*s, path + "/found_seconds");
     c.graph = json_reading::ugraph_from_value(field(v, path, "graph"), path + "/graph", filename());
     if (auto r = validate(c.graph, target_))
@@ -365,7 +365,7 @@ bool CheckpointWriter::write(const std::string& path, const CheckpointState& st,
     if (i > 0) out << ',';
     out << "{\"path\":";
     out.integers(c.path) << ",\"found_seconds\":" << Json(c.found_seconds).dump();
-    if (c.task_floor_us > 0) out << ",\"floor_us\":" << Json(c.task_floor_us).dump();
+    if (c.task_order_us > 0) out << ",\"floor_us\":" << Json(c.task_order_us).dump();
     out << ",\"graph\":" << text_of(candidates_, c.graph, c.graph) << '}';
   }
   out << "]}\n";

@@ -951,13 +951,11 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
             // its twin's floor as its order: run a launch later, the full passes of RMSNorm bs 8
             // and QKNorm bs 8 stayed pending, 1.4 and 3.1 times as many tasks at 60 s.
             if (configs->by_floor) child.floor_us = rest + configs->floors[c];
-            // Kernels that can finish the program get a first, narrow pass (see Task).
+            // Kernels that can finish the program get a first, narrow pass (see Task), with its
+            // twin's floor; the root's run first (task_order_us).
             if (c < made_first) {
               Task first = child;
               first.finish_only = true;
-              // With the model bound's order, the root's run first too (floor 0): narrow and
-              // quick, they set the bound. Deeper ones keep their own floor, their twin's.
-              if (count_kernel_ops(prefix) == 0) first.floor_us = 0;
               first.path.push_back(first_pass_index + child.chunk);
               out.children.push_back(std::move(first));
             }
@@ -2329,6 +2327,10 @@ bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::ato
     out.children.push_back(std::move(next));
   }
   return true;
+}
+
+double task_order_us(const Task& task) {
+  return task.finish_only && task.prefix && count_kernel_ops(*task.prefix) == 0 ? 0.0 : task.floor_us;
 }
 
 bool gets_first_pass(const SearchOptions& opt, const Graph& prefix, bool can_finish) {

@@ -104,7 +104,8 @@ struct Task {
   /// for tasks read from a checkpoint: the generator computes the list again (not stored).
   std::shared_ptr<const ConfigList> configs;
   /// With the model bound, a lower bound on the estimate of every candidate this task can lead
-  /// to; the driver runs pending tasks by (floor, path). 0 with the bytes bound (path order).
+  /// to; the driver runs pending tasks by (task_order_us, path). 0 with the bytes bound (path
+  /// order).
   double floor_us = 0;
   /// The prefix's SearchContext::floor_extra_us as the task that made this one computed it
   /// (it chooses threads for every kernel of the prefix and estimates them); NaN when unknown
@@ -112,6 +113,11 @@ struct Task {
   double floor_extra_us = std::numeric_limits<double>::quiet_NaN();
   bool is_block() const { return chunk >= 0; }
 };
+
+/// Where a pending task goes in a model-bound search's best-first order: its floor, except for
+/// the first passes of the first kernel (finish_only at the root), which go first (0): narrow
+/// and quick, they set the bound. Deeper first passes keep their floor, their twin's.
+double task_order_us(const Task& task);
 
 /// CostBound::both: the first element of every task path of the second (model-bound) phase, so
 /// that path order stays the order of a sequential search (all of the bytes phase, then the
@@ -132,9 +138,9 @@ struct FoundCandidate {
   /// Search time (seconds since the search began, resumed time included) when the driver
   /// committed it.
   double found_seconds = 0;
-  /// The floor of the task that found it (Task::floor_us): with the path, its task's place in
+  /// The order of the task that found it (task_order_us): with the path, its task's place in
   /// the search's order (the deterministic mode's cut).
-  double task_floor_us = 0;
+  double task_order_us = 0;
 };
 
 /// What running a task produced; committed by the driver only if the task ran to its end.

@@ -64,6 +64,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["background_verification"] = {{"candidates", r.background_verified}, {"seconds", r.background_verify_seconds}};
   j["stop_reason"] = stop_reason_name(r.stop_reason);
   j["stop_detail"] = r.stop_detail;
+  j["unsearched_floor_us"] = r.unsearched_floor_us >= 0 ? nlohmann::ordered_json(r.unsearched_floor_us) : nullptr;
   j["resumed"] = r.resumed;
   if (o.cost_bound == CostBound::both)
     j["bytes_phase_seconds"] = r.bytes_phase_seconds >= 0 ? nlohmann::ordered_json(r.bytes_phase_seconds) : nullptr;

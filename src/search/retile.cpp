@@ -171,7 +171,7 @@ class Retiler {
     if (has_dead_ops(g)) return std::nullopt;
     ++stats_.complete;
     FoundCandidate c = found_candidate(ctx_, std::move(g), seed_.path);
-    c.task_floor_us = seed_.task_floor_us;
+    c.task_order_us = seed_.task_order_us;
     return c;
   }
 

@@ -133,6 +133,14 @@ class Driver {
         result.stop_detail += ctx_.model_bound() ? " in the model phase" : " in the bytes phase";
       if (!opt_.checkpoint_path.empty() && !write_after_retile) write_state();
       if (opt_.deterministic) cut_to_completed_prefix(result);
+      // What the search has not reached is below a pending task (a task cut short by the stop is
+      // back among them) or was cut by the model bound, beyond the best found. The bytes bound's
+      // floors are no estimates.
+      if (ctx_.model_bound() && !pending_.empty()) {
+        result.unsearched_floor_us = std::numeric_limits<double>::infinity();
+        for (const auto& [key, task] : pending_)
+          result.unsearched_floor_us = std::min(result.unsearched_floor_us, task.floor_us);
+      }
     } else if (!opt_.checkpoint_path.empty()) {
       // The final state replaces the last periodic one, which would send a resume back into a
       // tree already searched: nothing is pending now, so a resume only verifies the candidates.
@@ -296,8 +304,9 @@ class Driver {
       ++stats_.pruned["cost_bound"];
       return;
     }
-    pending_paths_.emplace(t.path, t.floor_us);
-    TaskKey key{t.floor_us, t.path};
+    const double order = task_order_us(t);
+    pending_paths_.emplace(t.path, order);
+    TaskKey key{order, t.path};
     pending_.emplace(std::move(key), std::move(t));
   }
 
@@ -417,7 +426,7 @@ class Driver {
         for (Task& c : out.children) push_locked(std::move(c));
         for (FoundCandidate& c : out.candidates) {
           c.found_seconds = elapsed();
-          c.task_floor_us = task.floor_us;
+          c.task_order_us = task_order_us(task);
           add_candidate(std::move(c));
         }
       }
@@ -600,7 +609,7 @@ class Driver {
     if (pending_.empty()) return;
     const TaskKey& first = pending_.begin()->first;
     std::erase_if(pool_, [&](const RankedCandidate& c) {
-      return !(TaskKey{c.found.task_floor_us, c.found.path} < first);
+      return !(TaskKey{c.found.task_order_us, c.found.path} < first);
     });
     const std::vector<int32_t>& frontier = first.second;
     result.stop_detail += "; deterministic: results of every task before path [";
@@ -709,15 +718,16 @@ class Driver {
   std::atomic<bool> any_candidate_{false};  ///< for give_up_without_candidate_seconds
   StopReason stop_reason_ = StopReason::exhausted;
   std::exception_ptr error_;
-  /// Tasks to run, by floor (Task::floor_us), then by path. The bytes bound gives every task the
-  /// floor 0, so that is depth-first path order. With the model bound, half the time goes to
+  /// Tasks to run, by order (task_order_us: the floor, Task::floor_us, but the root's first passes
+  /// first), then by path. The bytes bound gives every task the floor 0, so that is depth-first
+  /// path order. With the model bound, half the time goes to
   /// the task with the smallest path instead (a dive, pending_paths_): best first alone explores wide
   /// where the floors say little (QKNorm: floors of 5.6 µs under candidates of 47, and no
   /// candidate better than the bytes phase's in 60 s), depth first alone spends a time-limited
   /// search inside the first subtree it enters (RMSNorm; docs/search.md). The deterministic
-  /// mode takes no dives: its order, (floor, path), is the one its cut assumes.
+  /// mode takes no dives: its order, (order, path), is the one its cut assumes.
   std::map<TaskKey, Task> pending_;
-  std::map<std::vector<int32_t>, double> pending_paths_;  ///< pending_'s tasks: path → floor
+  std::map<std::vector<int32_t>, double> pending_paths_;  ///< pending_'s tasks: path → order
   /// Task time spent on dives and on best-first picks: the next pick is a dive while dives have
   /// had no more (by time, not by count: best-first picks many kernel tasks, which take far
   /// longer than most block tasks).

@@ -177,9 +177,9 @@ TEST(Checkpoint, TheWriterWritesTheJsonDocumentsDump) {
   deep.operands = {TensorId(1)};
   st.pending.push_back(deep);
   st.candidates[0].found_seconds = 2.0 / 3.0;
-  st.candidates[0].task_floor_us = 17.0;
+  st.candidates[0].task_order_us = 17.0;
   FoundCandidate c = st.candidates[0];
-  c.task_floor_us = 0;
+  c.task_order_us = 0;
   c.path = {};
   st.candidates.push_back(c);
   const std::string path = dir.file("checkpoint.json");
@@ -197,7 +197,7 @@ TEST(Checkpoint, TheWriterWritesTheJsonDocumentsDump) {
   }
   ASSERT_EQ(back.candidates.size(), 2u);
   EXPECT_EQ(back.candidates[0].found_seconds, 2.0 / 3.0);
-  EXPECT_EQ(back.candidates[0].task_floor_us, 17.0);
+  EXPECT_EQ(back.candidates[0].task_order_us, 17.0);
   EXPECT_EQ(back.candidates[1].path, std::vector<int32_t>{});
 }
 

@@ -1055,6 +1055,63 @@ TEST(Search, AModelBoundSearchStoppedEarlyKeepsWhatRetilingFoundInItsCheckpoint)
   EXPECT_EQ(top_json(resumed), top_json(search(program, whole)));
 }
 
+TEST(Search, AStoppedModelBoundSearchBoundsWhatItHasNotReached) {
+  // Stopped with tasks pending, a model-bound search reports the least of their floors, and
+  // nothing it finds once resumed to its end is estimated below that. The bytes bound, and an
+  // exhausted search, report none.
+  Graph program = parse_program(search_testing::kRmsNormSmall);
+  TempDir dir;
+  SearchOptions o;
+  o.threads = 2;
+  o.cost_bound = CostBound::model;
+  o.retile_seeds = 0;  // retiling ranks graphs the tree did not grow: only the tree's count here
+  o.cut_into_parts = false;
+  o.checkpoint_path = dir.file("checkpoint.json");
+  SearchResult first;
+  for (double limit = 0.005; limit < 2.0; limit *= 1.25) {
+    o.time_limit_seconds = limit;
+    first = search(program, o);
+    // Past the root's tasks, whose floors are those of the launches and the bytes alone.
+    if (first.stop_reason != StopReason::time_limit || first.unsearched_floor_us > 0) break;
+  }
+  ASSERT_EQ(first.stop_reason, StopReason::time_limit) << "the search always ran to its end";
+  ASSERT_GT(first.unsearched_floor_us, 0);
+  // The least floor of the tasks the checkpoint keeps pending.
+  const auto saved = nlohmann::json::parse(std::ifstream(o.checkpoint_path));
+  ASSERT_FALSE(saved.at("pending").empty());
+  double least = INFINITY;
+  for (const auto& t : saved.at("pending")) least = std::min(least, t.value("floor_us", 0.0));  // 0: left out
+  EXPECT_DOUBLE_EQ(first.unsearched_floor_us, least);
+  const nlohmann::json report = nlohmann::json::parse(search_report_json(first, o));
+  EXPECT_DOUBLE_EQ(report.at("unsearched_floor_us").get<double>(), first.unsearched_floor_us);
+
+  o.resume = true;
+  o.time_limit_seconds = 0;
+  const SearchResult resumed = search(program, o);
+  ASSERT_EQ(resumed.stop_reason, StopReason::exhausted);
+  EXPECT_LT(resumed.unsearched_floor_us, 0);
+  EXPECT_TRUE(nlohmann::json::parse(search_report_json(resumed, o)).at("unsearched_floor_us").is_null());
+  ASSERT_FALSE(resumed.top.empty());
+  int found_later = 0;
+  for (const SearchCandidate& c : resumed.top) {
+    if (c.found_seconds <= first.search_seconds) continue;
+    ++found_later;
+    EXPECT_GE(c.cost.total_us, first.unsearched_floor_us - 1e-9) << "found at " << c.found_seconds << " s";
+  }
+  EXPECT_GT(found_later, 0) << "the first stop found every candidate of the top: nothing checked";
+  const double first_best = first.top.empty() ? INFINITY : first.top.front().cost.total_us;
+  EXPECT_GE(resumed.top.front().cost.total_us, std::min(first_best, first.unsearched_floor_us) - 1e-9);
+
+  SearchOptions bytes = o;
+  bytes.cost_bound = CostBound::bytes;
+  bytes.resume = false;
+  bytes.checkpoint_path.clear();
+  bytes.time_limit_seconds = 1e-3;
+  const SearchResult by_bytes = search(program, bytes);
+  EXPECT_EQ(by_bytes.stop_reason, StopReason::time_limit);
+  EXPECT_LT(by_bytes.unsearched_floor_us, 0);
+}
+
 TEST(Search, ResumeTwiceInARowStillAgrees) {
   // Stop early, resume with a time limit again (it stops again or finishes), resume to the end.
   Graph program = parse_program(kGatedMlp);

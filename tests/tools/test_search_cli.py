@@ -282,6 +282,7 @@ def test_tiny_time_limit_then_resume(mugraph_bin, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "time_limit"
     assert "pending" in report["stop_detail"]
+    assert report["unsearched_floor_us"] is None  # the bytes bound's floors are no estimates
     assert (r.returncode == 0) == (out / "best.json").exists()
     # An early stop leaves a checkpoint to resume from.
     assert (out / "checkpoint.json").is_file()
@@ -293,6 +294,33 @@ def test_tiny_time_limit_then_resume(mugraph_bin, tmp_path):
     assert search(mugraph_bin, prog, ref, *args).returncode == 0
     assert (out / "best.json").read_bytes() == (ref / "best.json").read_bytes()
     assert sorted(f.name for f in (out / "top").iterdir()) == sorted(f.name for f in (ref / "top").iterdir())
+
+
+def test_a_stopped_model_bound_search_says_what_it_has_not_reached(mugraph_bin, tmp_path):
+    # With the model bound, a search stopped early reports the least floor of its pending tasks
+    # (report.json's unsearched_floor_us: every μGraph it has not reached is estimated at that or
+    # more) and prints it against the best. Limits grow until a stop leaves such a floor.
+    prog = write_program(tmp_path, RMSNORM)
+    limit = 0.005
+    while limit < 5:
+        out = tmp_path / f"limit{limit:.4f}"
+        r = search(mugraph_bin, prog, out, "--cost-bound", "model", "--whole-only", "--retile-seeds", "0",
+                   "--time-limit", str(limit))
+        assert r.returncode in (0, 1), r.stdout + r.stderr
+        report = json.loads((out / "report.json").read_text())
+        floor = report["unsearched_floor_us"]
+        if report["stop_reason"] == "exhausted":
+            assert floor is None, report
+            pytest.fail("the search ran to its end before a stop left a floor")
+        if floor and report["best"]:
+            best = report["best"]["estimated_us"]
+            assert f"not searched: μGraphs the model estimates at {floor:.3g} us or more: the best, {best:.3g} us, " \
+                in r.stdout, r.stdout
+            ratio = "the fastest" if best <= floor else f"at most {best / floor:.3g}x the fastest"
+            assert f"us, is {ratio} these limits allow" in r.stdout, r.stdout
+            return
+        limit *= 1.5
+    pytest.fail("no stop left a floor")
 
 
 def test_memory_limit_stops_like_a_time_limit_then_resume(mugraph_bin, tmp_path):
