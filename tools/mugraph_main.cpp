@@ -466,12 +466,17 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
       if (p.best_device_bytes >= 0)
         std::snprintf(best, sizeof best, "%.2f us (model), %s, %d kernel(s)", p.best_estimated_us,
                       human_bytes(p.best_device_bytes).c_str(), p.best_kernels);
-      char line[320];
+      // The model bound's floor under what is not searched yet: the best is at most best / floor
+      // times the fastest the limits allow.
+      char floor[64] = "";
+      if (p.unsearched_floor_us > 0 && std::isfinite(p.unsearched_floor_us))
+        std::snprintf(floor, sizeof floor, "  not searched >= %.2f us", p.unsearched_floor_us);
+      char line[384];
       std::snprintf(line, sizeof line,
-                    "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s",
+                    "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s%s",
                     p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
                     static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
-                    static_cast<long long>(p.tasks_pending), best);
+                    static_cast<long long>(p.tasks_pending), best, floor);
       std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
     };
   SearchControl control;

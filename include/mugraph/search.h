@@ -166,6 +166,10 @@ struct SearchProgress {
   int64_t best_device_bytes = -1;
   int best_kernels = 0;
   double best_estimated_us = 0;
+  /// With the model bound, the least floor of the tasks pending or running: every μGraph the
+  /// search has not reached is estimated at this or more (SearchResult::unsearched_floor_us);
+  /// negative otherwise.
+  double unsearched_floor_us = -1;
 };
 
 /// Figures of a complete μGraph that break ties of the cost model's estimate (the rank, see

@@ -136,11 +136,7 @@ class Driver {
       // What the search has not reached is below a pending task (a task cut short by the stop is
       // back among them) or was cut by the model bound, beyond the best found. The bytes bound's
       // floors are no estimates.
-      if (ctx_.model_bound() && !pending_.empty()) {
-        result.unsearched_floor_us = std::numeric_limits<double>::infinity();
-        for (const auto& [key, task] : pending_)
-          result.unsearched_floor_us = std::min(result.unsearched_floor_us, task.floor_us);
-      }
+      if (ctx_.model_bound() && !pending_.empty()) result.unsearched_floor_us = unsearched_floor_locked();
     } else if (!opt_.checkpoint_path.empty()) {
       // The final state replaces the last periodic one, which would send a resume back into a
       // tree already searched: nothing is pending now, so a resume only verifies the candidates.
@@ -504,6 +500,19 @@ class Driver {
     }
   }
 
+  /// The least floor of the tasks pending or running (with the model bound; infinity if none).
+  /// pending_ is in order: the floor, but 0 for the root's first passes (task_order_us), which
+  /// are few; so past those the first task has the least floor.
+  double unsearched_floor_locked() const {
+    double least = std::numeric_limits<double>::infinity();
+    for (const auto& [key, task] : pending_) {
+      least = std::min(least, task.floor_us);
+      if (key.first > 0) break;
+    }
+    for (const auto& [path, task] : in_flight_) least = std::min(least, task->floor_us);
+    return least;
+  }
+
   SearchProgress progress_locked() const {
     SearchProgress p;
     p.elapsed_seconds = elapsed();
@@ -512,6 +521,8 @@ class Driver {
     p.candidates = stats_.candidates;
     p.tasks_done = stats_.tasks;
     p.tasks_pending = static_cast<int64_t>(pending_.size() + in_flight_.size());
+    if (ctx_.model_bound() && !(pending_.empty() && in_flight_.empty()))
+      p.unsearched_floor_us = unsearched_floor_locked();
     if (!pool_.empty()) {
       p.best_device_bytes = pool_.front().found.metrics.device_bytes;
       p.best_kernels = pool_.front().found.metrics.kernels;
