@@ -134,6 +134,17 @@ std::vector<std::string> top_json(const SearchResult& r) {
   return out;
 }
 
+/// A model-bound search of the whole program (never cut into parts) on two threads, with its
+/// checkpoint in `checkpoint` (none if empty).
+SearchOptions whole_model_bound(const std::string& checkpoint = {}) {
+  SearchOptions o;
+  o.threads = 2;
+  o.cost_bound = CostBound::model;
+  o.cut_into_parts = false;
+  o.checkpoint_path = checkpoint;
+  return o;
+}
+
 /// A control whose stop is set before the search starts. The driver looks at it when a task ends
 /// or at the latest after 50 ms, so a search that takes much longer than that (the RMSNorm here,
 /// about half a second in Release) is reliably interrupted with tasks pending.
@@ -1025,11 +1036,8 @@ TEST(Search, AModelBoundSearchStoppedEarlyKeepsWhatRetilingFoundInItsCheckpoint)
   // checkpoint is written again after retiling, and holds the whole pool.
   Graph program = parse_program(search_testing::kRmsNormSmall);
   TempDir dir;
-  SearchOptions o;
-  o.threads = 2;
-  o.cost_bound = CostBound::model;
-  o.checkpoint_path = dir.file("checkpoint.json");
-  o.cut_into_parts = false;  // the whole search's checkpoint, however little the first stop found
+  // The whole search's checkpoint, however little the first stop found.
+  SearchOptions o = whole_model_bound(dir.file("checkpoint.json"));
   // Stopped early enough to leave tasks pending and late enough for retiling to keep something:
   // how late that is depends on the machine (under the sanitizers nothing was found by 0.02 s).
   SearchResult first;
@@ -1064,12 +1072,8 @@ TEST(Search, AStoppedModelBoundSearchBoundsWhatItHasNotReached) {
   // exhausted search, report none.
   Graph program = parse_program(search_testing::kRmsNormSmall);
   TempDir dir;
-  SearchOptions o;
-  o.threads = 2;
-  o.cost_bound = CostBound::model;
+  SearchOptions o = whole_model_bound(dir.file("checkpoint.json"));
   o.retile_seeds = 0;  // retiling ranks graphs the tree did not grow: only the tree's count here
-  o.cut_into_parts = false;
-  o.checkpoint_path = dir.file("checkpoint.json");
   SearchResult first;
   for (double limit = 0.005; limit < 2.0; limit *= 1.25) {
     o.time_limit_seconds = limit;
@@ -1120,12 +1124,9 @@ TEST(Search, TheProgressOfAModelBoundSearchBoundsWhatItHasNotReachedYet) {
   // candidate found after it. nTrans at a small shape takes its model-bound search a few seconds
   // (2.4 s in Release on 2 threads): reports come every second.
   Graph program = parse_program(search_testing::kNTransSmall);
-  SearchOptions o;
-  o.threads = 2;
+  SearchOptions o = whole_model_bound();
   o.top_k = 4;
-  o.cost_bound = CostBound::model;
   o.retile_seeds = 0;
-  o.cut_into_parts = false;
   o.time_limit_seconds = 30;
   std::vector<std::pair<double, double>> floors;  // (elapsed seconds, floor); the monitor thread's
   o.on_progress = [&](const SearchProgress& p) {
