@@ -30,8 +30,9 @@
 #   operands   wgmma operands in place against staged, products summed in registers against
 #              stored, chosen tile layouts against row-major
 #              (Figure 3b and 10b)                          -> operands.jsonl, layouts.jsonl
-#   threads    the search's 128 threads per block against 256 and 512 (--block-threads), on Figures
-#              3b and 10b and the paper's RMSNorm, GatedMLP, QKNorm and nTrans bests  -> threads.jsonl
+#   threads    each block graph's own threads per block against 128, 256 and 512 (--block-threads),
+#              on Figures 3b and 10b and the paper's RMSNorm, GatedMLP, QKNorm and nTrans bests
+#              (QKNorm bs 1's attention kernel: 512 op by op, 128 as the matmul chain)  -> threads.jsonl
 #   torch      bench/codegen_vs_torch.py: Figure 3b and 10b, and their split-k and 64-block forms,
 #              against PyTorch (issue 6; $TORCH_ARGS replaces "--stages 0 --matmul-overlap off,on",
 #              e.g. "--stages 0,4 --compile-modes default"; the overlap step times 4 stages)
@@ -139,7 +140,7 @@ min_seconds() {
 }
 min_seconds_of() {
   case $1 in
-    build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 40 ;; torch) echo 90 ;;
+    build) echo 20 ;; check) echo 60 ;; pairs) echo 30 ;; chains) echo 60 ;; sass) echo 10 ;; operands) echo 30 ;; threads) echo 55 ;; torch) echo 90 ;;
     overlap) echo 40 ;; anatomy) echo 60 ;; widths) echo 40 ;;
     sanitize) echo 60 ;; paper) echo 150 ;; module) echo 90 ;;
     calibrate) echo $((60 + 18 * ${CALIBRATE_MEASURE:-100} / 10)) ;;  # 100 candidates: 240 s
@@ -303,7 +304,7 @@ run_step() {
     # per block should hide more of that latency. Timed as the other variants, inputs alike.
     for f in "$ROOT"/examples/ugraphs/{rmsnorm_fig3b,gated_mlp_fig10b}.json \
              "$ROOT"/bench/paper/results/{rmsnorm_bs1,gated_mlp,qknorm_bs1,ntrans_bs1}/best.json; do
-      for threads in 0 256 512; do  # 0: the block graph's own
+      for threads in 0 128 256 512; do  # 0: the block graph's own
         local extra=()
         ((threads == 0)) || extra=(--block-threads "$threads")
         bench_line "$W/threads.jsonl" file="${f#"$ROOT"/}" block_threads="$threads" -- "$f" --cache-dir "$CACHE" \
