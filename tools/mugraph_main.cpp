@@ -469,7 +469,7 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
       // The model bound's floor under what is not searched yet: the best is at most best / floor
       // times the fastest the limits allow.
       char floor[64] = "";
-      if (p.unsearched_floor_us > 0 && std::isfinite(p.unsearched_floor_us))
+      if (p.unsearched_floor_us > 0)
         std::snprintf(floor, sizeof floor, "  not searched >= %.2f us", p.unsearched_floor_us);
       char line[384];
       std::snprintf(line, sizeof line,

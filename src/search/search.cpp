@@ -136,7 +136,7 @@ class Driver {
       // What the search has not reached is below a pending task (a task cut short by the stop is
       // back among them) or was cut by the model bound, beyond the best found. The bytes bound's
       // floors are no estimates.
-      if (ctx_.model_bound() && !pending_.empty()) result.unsearched_floor_us = unsearched_floor_locked();
+      result.unsearched_floor_us = unsearched_floor_locked();
     } else if (!opt_.checkpoint_path.empty()) {
       // The final state replaces the last periodic one, which would send a resume back into a
       // tree already searched: nothing is pending now, so a resume only verifies the candidates.
@@ -500,10 +500,12 @@ class Driver {
     }
   }
 
-  /// The least floor of the tasks pending or running (with the model bound; infinity if none).
-  /// pending_ is in order: the floor, but 0 for the root's first passes (task_order_us), which
-  /// are few; so past those the first task has the least floor.
+  /// The least floor of the tasks pending or running, as SearchResult::unsearched_floor_us has it:
+  /// negative without the model bound or without such tasks. pending_ is in order: the floor, but
+  /// 0 for the root's first passes (task_order_us), which are few; so past those the first task
+  /// has the least floor.
   double unsearched_floor_locked() const {
+    if (!ctx_.model_bound() || (pending_.empty() && in_flight_.empty())) return -1;
     double least = std::numeric_limits<double>::infinity();
     for (const auto& [key, task] : pending_) {
       least = std::min(least, task.floor_us);
@@ -521,8 +523,7 @@ class Driver {
     p.candidates = stats_.candidates;
     p.tasks_done = stats_.tasks;
     p.tasks_pending = static_cast<int64_t>(pending_.size() + in_flight_.size());
-    if (ctx_.model_bound() && !(pending_.empty() && in_flight_.empty()))
-      p.unsearched_floor_us = unsearched_floor_locked();
+    p.unsearched_floor_us = unsearched_floor_locked();
     if (!pool_.empty()) {
       p.best_device_bytes = pool_.front().found.metrics.device_bytes;
       p.best_kernels = pool_.front().found.metrics.kernels;
