@@ -104,8 +104,14 @@ if [[ "${1:-}" == "--pack" ]]; then
         "$py" -c 'import sys; print(sys.executable)' 2> /dev/null) || continue
     py=$exe
     b=$ROOT/build-pack-$(basename "$py")
+    # nanobind is sources and CMake files, the same for every Python: an interpreter without it
+    # (a fresh machine's pyenv one) builds with the project environment's.
+    nb=()
+    if ! "$py" -m nanobind --cmake_dir > /dev/null 2>&1; then
+      nb_dir=$("$ROOT/.venv/bin/python" -m nanobind --cmake_dir 2> /dev/null) && nb=(-Dnanobind_DIR="$nb_dir")
+    fi
     if cmake -S "$ROOT" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMUGRAPH_PYTHON=ON -DMUGRAPH_TESTS=OFF \
-         -DMUGRAPH_BENCH=OFF -DPython_EXECUTABLE="$py" > "$b.log" 2>&1 &&
+         -DMUGRAPH_BENCH=OFF -DPython_EXECUTABLE="$py" "${nb[@]}" > "$b.log" 2>&1 &&
        cmake --build "$b" --target _core >> "$b.log" 2>&1; then
       cp "$b"/python/mugraph/_core.*.so "$dest/python/mugraph/"
     else
