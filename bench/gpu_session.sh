@@ -218,9 +218,19 @@ run_step() {
       "$CACHE/half2_exact" | tee "$W/pairs.txt"
     ;;
   sass)
+    # The toolkit's cuobjdump, else the PyPI wheels' that scripts/install_deps.sh puts in .venv
+    # (a toolkit without it printed counts of 0 here, as if the code had no tensor-core op).
+    objdump=$(command -v cuobjdump) || {
+      for d in "$ROOT"/.venv/lib/python3*/site-packages/nvidia/*/bin; do
+        [[ -x $d/cuobjdump ]] && objdump=$d/cuobjdump
+        [[ -x $d/nvdisasm ]] && PATH=$d:$PATH
+      done
+    }
+    [[ -n $objdump ]] || { echo "sass: no cuobjdump (the CUDA toolkit's, or pip's nvidia-cuda-cuobjdump)"; return 1; }
     for name in rmsnorm_fig3b gated_mlp_fig10b; do
       dir=$(build_dir "$ROOT/examples/ugraphs/$name.json")
-      cuobjdump --dump-sass "$dir/bench" > "$W/sass_$name.txt" 2>&1
+      "$objdump" --dump-sass "$dir/bench" > "$W/sass_$name.txt" 2>&1 ||
+        { echo "sass: cuobjdump failed on $dir/bench (sass_$name.txt)"; return 1; }
       echo "$name: HMMA $(grep -c HMMA "$W/sass_$name.txt") HGMMA $(grep -c HGMMA "$W/sass_$name.txt")" \
            "LDGSTS $(grep -c LDGSTS "$W/sass_$name.txt") LDSM $(grep -c LDSM "$W/sass_$name.txt")" \
            "UTMALDG $(grep -c UTMALDG "$W/sass_$name.txt")" | tee -a "$W/sass.txt"
