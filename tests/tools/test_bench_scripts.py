@@ -280,6 +280,18 @@ def test_gpu_session_runs_steps_in_the_order_given_and_refuses_unknown_ones(tmp_
     assert r.returncode == 2 and "unknown step 'timings'" in r.stderr, r.stdout + r.stderr
 
 
+def test_gpu_session_sass_fails_where_it_cannot_read_the_harness(tmp_path):
+    # The stand-in's build directory holds no harness, so cuobjdump (the toolkit's or .venv's) fails,
+    # or there is none: either way the step fails. It used to count 0 of every instruction and pass,
+    # which read as code without tensor-core ops.
+    r = run_gpu_session(tmp_path, "--deadline", "30", "sass")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    log = (tmp_path / "out" / "log.txt").read_text()
+    assert summary.startswith("sass: failed"), summary
+    assert "HGMMA 0" not in log and ("cuobjdump failed" in log or "no cuobjdump" in log), log
+
+
 def test_gpu_session_checks_attention_on_inputs_its_f16_reference_survives(tmp_path):
     # mugraph bench's standard normal inputs overflow attention's f16 reference (exp(Q·K)), which
     # would fail every GQA and QKNorm example on the GPU for nothing. The check step passes the
