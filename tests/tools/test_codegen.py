@@ -116,6 +116,18 @@ def test_generated_code_matches_the_interpreter(mugraph_bin, sanitized_build, tm
         assert np.max(np.abs(got - ref)) <= 1e-2 * scale, (t["name"], np.max(np.abs(got - ref)), scale)
 
 
+def ptxas_spills(text):
+    """The nonzero spill counts in ptxas -v's report: [(bytes, "stores" or "loads"), ...]."""
+    return [(int(n), kind) for n, kind in re.findall(r"(\d+) bytes spill (stores|loads)", text) if int(n)]
+
+
+def test_ptxas_spills_reads_ptxas_reports():
+    clean = "ptxas info    : Function properties for k\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+    spilled = "ptxas info    : Function properties for k\n    24 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads"
+    assert ptxas_spills(clean) == []
+    assert ptxas_spills(clean + "\n" + spilled) == [(16, "stores"), (8, "loads")]
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("path", ALL, ids=example_id)
 def test_generated_code_compiles_with_nvcc_without_warnings(mugraph_bin, tmp_path, path, target):
@@ -133,11 +145,14 @@ def test_generated_code_compiles_with_nvcc_without_warnings(mugraph_bin, tmp_pat
     codegen(mugraph_bin, path, target, tmp_path)
     arch = target.replace("sm_", "")
     r = subprocess.run([NVCC, "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Werror",
-                        "all-warnings", "-Xcompiler", "-Wall,-Wextra", f"-I{tmp_path}", "-c",
+                        "all-warnings", "-Xcompiler", "-Wall,-Wextra", "-Xptxas", "-v", f"-I{tmp_path}", "-c",
                         str(tmp_path / "ugraph.cu"), "-o", str(tmp_path / "ugraph.o")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning" not in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
+    # No kernel spills registers to local memory: a spill in a tile loop costs device-memory
+    # round trips every iteration (ptxas -v says how many bytes, per kernel).
+    assert not ptxas_spills(r.stdout + r.stderr), r.stdout + r.stderr
     # ptxas reports some slow code as "info": e.g. C7520, wgmma serialized because one sits under
     # a branch it cannot prove warpgroup-uniform.
     losses = set(re.findall(r"\((C\d+)\) Potential Performance Loss", r.stdout + r.stderr))
