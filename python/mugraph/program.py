@@ -108,8 +108,9 @@ class Program:
         self._outputs: list = []
         self._filename = filename
         self._counter = 0
-        #: Program inputs whose values come with the program (from_torch's parameters): name -> a
-        #: function returning the current value.
+        #: Program inputs whose values come with the program (from_torch's module tensors, and the
+        #: transposes of its arguments): name -> a function of (device, {argument name: the value
+        #: given}) returning the current value.
         self.bindings: dict = {}
         self._graph: Optional[_core.Graph] = None
         if text is not None:

@@ -9,6 +9,8 @@ import operator
 import re
 from typing import Callable, Optional
 
+import numpy as np
+
 from . import _core
 from . import program as mg
 from ._runtime import torch_dtype
@@ -74,6 +76,8 @@ class _Builder:
         self.module = module
         self.p = program
         self.parameters: dict = {}  # (path, suffix) -> the input bound to it
+        self.arguments: set = set()  # names of the inputs that are the function's arguments
+        self.transposed: dict = {}  # (argument, dim0, dim1) -> the input bound to its transpose
 
     # --- values --------------------------------------------------------------------------------
 
@@ -94,7 +98,7 @@ class _Builder:
         last_key = None  # the (storage, version, device) the last value handed out came from
         last_value = None
 
-        def current(device):
+        def current(device, given=None):
             # Called on every call of the optimized callable: re-read from the module (it may have
             # been given a new tensor), cheaply.
             nonlocal last_key, last_value
@@ -108,6 +112,33 @@ class _Builder:
                     last_value = v.detach().to(device).contiguous() if device is not None else v.detach()
                 last_key = key
             return last_value
+
+        self.p.bindings[name] = current
+        return t
+
+    def argument_transposed(self, x: Tensor, dim0: int, dim1: int) -> Tensor:
+        """A program input bound to argument x with dims dim0 and dim1 swapped: the transpose
+        happens when the callable is called, on what it is given for x (a copy, as
+        .contiguous() makes). x stays an input of the program, unread where only its transpose
+        is."""
+        rank = len(x.shape)
+        d0, d1 = sorted((dim0 % rank, dim1 % rank))
+        key = (x.name, d0, d1)
+        if key in self.transposed:
+            return self.transposed[key]
+        shape = list(x.shape)
+        shape[d0], shape[d1] = shape[d1], shape[d0]
+        suffix = "_t" if (d0, d1) == (rank - 2, rank - 1) else f"_t{d0}{d1}"
+        name = self.p._free_name(x.name + suffix)
+        t = self.p.input(name, shape, x.dtype)
+        self.transposed[key] = t
+        source = x.name
+
+        def current(device, given):
+            v = given[source]
+            if isinstance(v, np.ndarray) or not type(v).__module__.startswith("torch"):
+                return np.ascontiguousarray(np.swapaxes(np.asarray(v), d0, d1))
+            return v.transpose(d0, d1).contiguous()
 
         self.p.bindings[name] = current
         return t
@@ -234,8 +265,9 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     (with tensors or numbers), exp, sqrt, rsqrt, square and ** 2, sum, mean and var, silu, relu,
     gelu (erf and tanh forms), sigmoid, tanh, reshape and view (and unsqueeze, squeeze, flatten,
     x[:, None]), repeat, expand, repeat_interleave, cat, nn.Linear, nn.RMSNorm, F.rms_norm,
-    nn.LayerNorm, F.layer_norm, dropout when not training, and transposes of module tensors.
-    Module parameters become program inputs bound to the module (Program.bindings). An op
+    nn.LayerNorm, F.layer_norm, dropout when not training, and transposes of module tensors and
+    of the function's arguments. Module parameters become program inputs bound to the module
+    (Program.bindings), and an argument read transposed an input bound to its transpose. An op
     outside that list raises MugraphError naming the op and the source line it came from."""
     import torch
     import torch.fx
@@ -287,7 +319,9 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
                 if not isinstance(result, torch.Tensor):
                     return result
                 # An argument called input, sum or t1 (nn.Linear's is `input`) is renamed.
-                return p.input(p._free_name(_safe_name(n.target)), list(result.shape), _dtype_of(result))
+                t = p.input(p._free_name(_safe_name(n.target)), list(result.shape), _dtype_of(result))
+                b.arguments.add(t.name)
+                return t
             if n.op == "get_attr":
                 value = _lookup(gm, n.target)
                 if not isinstance(value, torch.Tensor):
@@ -493,10 +527,20 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         # A transpose is no op of the program format, but a module's weight can be bound
         # transposed, as nn.Linear's is: the transpose happens when the weight is read.
         dims = {"t": (0, 1), "T": (0, 1), "mT": (-2, -1)}.get(name, dims + tuple(d for d in (dim0, dim1) if d is not None))
+        what = {"t": "x.t()", "T": "x.T", "mT": "x.mT"}.get(name, f"transpose{tuple(dims)}")
+        if isinstance(x, Tensor) and x.name in b.arguments:
+            # An argument read transposed (attention's k.transpose(-2, -1)): an input bound to its
+            # transpose, made when the callable is called.
+            rank = len(x.shape)
+            if name == "T" and rank != 2:  # which reverses every dim
+                raise _Unsupported(f"x.T of a rank-{rank} argument is not supported (x.mT swaps the last two dims)")
+            if len(dims) != 2 or rank < 2:
+                raise _Unsupported(f"the transpose {what} of a rank-{rank} argument is not supported")
+            return b.argument_transposed(x, dims[0], dims[1])
         if not isinstance(x, _ModuleTensor):
-            what = {"t": "x.t()", "T": "x.T", "mT": "x.mT"}.get(name, f"transpose{tuple(dims)}")
-            raise _Unsupported(f"the transpose {what} of a computed tensor or an input is not supported (the "
-                               f"program format has no transpose op; a module's weight can be transposed)")
+            raise _Unsupported(f"the transpose {what} of a computed tensor is not supported (the program format "
+                               f"has no transpose op; a module's weight or the function's argument can be "
+                               f"transposed)")
         rank = x.value.dim()
         if name in ("t", "T") and rank != 2:
             raise _Unsupported(f"{name} of a rank-{rank} weight is not supported")

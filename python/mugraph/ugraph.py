@@ -189,10 +189,11 @@ class UGraph:
         device = _device_of(values.values())
         # Bound values follow the caller's: NumPy arrays where every value given is one.
         as_numpy = bool(values) and device is None
+        given = dict(values)  # what a binding may be made from (an argument it transposes)
         for name in names:
             if name not in values:
-                value = bindings[name](device)
-                if as_numpy:
+                value = bindings[name](device, given)
+                if as_numpy and type(value).__module__.startswith("torch"):
                     import torch
 
                     value = value.to(torch.float32).numpy()

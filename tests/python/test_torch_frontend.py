@@ -347,11 +347,43 @@ def test_shape_arithmetic_and_negation():
     assert x[0] == "q"
 
 
+def test_arguments_read_transposed_are_bound_to_their_transposes():
+    # Attention as PyTorch writes it, q @ k.transpose(-2, -1): the program takes k's transpose as
+    # an input of its own, made from the k the callable is given, on every call. k stays an
+    # input (unread), so the callable takes the function's own arguments.
+    import torch
+
+    def attention(q, k, v):
+        e = torch.exp(q @ k.transpose(-2, -1) * 0.125)
+        both = q @ k.mT + q @ torch.transpose(k, 1, 2)  # the same transpose: one input
+        return (e / e.sum(-1, keepdim=True)) @ v + both.sum(-1, keepdim=True) * 0.01, q.transpose(0, 1) * 2
+
+    torch.manual_seed(5)
+    q, k, v = torch.randn(2, 16, 32), torch.randn(2, 24, 32), torch.randn(2, 24, 32)
+    p = mugraph.from_torch(attention, (q, k, v))
+    assert [(n, s) for n, s, _ in p.inputs()] == [("q", [2, 16, 32]), ("k", [2, 24, 32]), ("v", [2, 24, 32]),
+                                                  ("k_t", [2, 32, 24]), ("q_t01", [16, 2, 32])]
+    assert sorted(p.bindings) == ["k_t", "q_t01"]
+    want = attention(q, k, v)
+    for got, ref in zip(p(q, k, v), want):  # CPU tensors
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-4, atol=1e-4)
+    for got, ref in zip(p(q.numpy(), k.numpy(), v.numpy()), want):  # NumPy arrays, transposed as arrays
+        assert isinstance(got, np.ndarray)
+        np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-4)
+    # Each call transposes what it is given: another k gives another result.
+    k2 = torch.randn(2, 24, 32)
+    np.testing.assert_allclose(p(q, k2, v)[0].numpy(), attention(q, k2, v)[0].numpy(), rtol=1e-4, atol=1e-4)
+    # A transposed input given by name is taken as given.
+    np.testing.assert_allclose(p(q=q, k=k, v=v)[0].numpy(), want[0].numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_transposes_and_missing_inputs_say_what_is_wrong():
     import torch
 
-    with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T of a computed tensor or an input is not"):
-        mugraph.from_torch(lambda x: x.T @ x, (torch.randn(8, 4),))
+    with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T of a computed tensor is not supported"):
+        mugraph.from_torch(lambda x: (x * 2).T @ x, (torch.randn(8, 4),))
+    with pytest.raises(mugraph.MugraphError, match=r"x\.T of a rank-3 argument is not supported \(x\.mT"):
+        mugraph.from_torch(lambda x: x.T * 2, (torch.randn(2, 8, 4),))
     with pytest.raises(mugraph.MugraphError, match=r"the transpose transpose\(0, 1\) of a computed tensor"):
         mugraph.from_torch(lambda x: torch.transpose(x * 2, 0, 1), (torch.randn(8, 4),))
     with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.t\(\) of a computed tensor"):
