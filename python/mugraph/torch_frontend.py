@@ -523,6 +523,12 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     def softmax(n, *args, **kwargs):
         raise _Unsupported(softmax_message(_name_of(n.target)))
 
+    def scaled_dot_product_attention(n, *args, **kwargs):
+        raise _Unsupported(
+            f"{_name_of(n.target)} is not supported: its softmax subtracts each row's maximum before "
+            f"exponentiating, and the program format has no maximum. Where the scores are bounded, write "
+            f"e = torch.exp(q @ k.transpose(-2, -1) * scale); (e / e.sum(-1, keepdim=True)) @ v")
+
     def transpose(n, name, x, *dims, dim0=None, dim1=None):
         # A transpose is no op of the program format, but a module's weight can be bound
         # transposed, as nn.Linear's is: the transpose happens when the weight is read.
@@ -597,6 +603,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         F.gelu: gelu, torch.sigmoid: unary(b.sigmoid), F.sigmoid: unary(b.sigmoid), torch.tanh: unary(b.tanh),
         F.tanh: unary(b.tanh), F.dropout: dropout, F.layer_norm: layer_norm, torch.var: var,
         torch.softmax: softmax, F.softmax: softmax, F.log_softmax: softmax,
+        F.scaled_dot_product_attention: scaled_dot_product_attention,
         torch.t: lambda n, x: transpose(n, "t", x),
         torch.transpose: lambda n, x, *d, **k: transpose(n, "transpose", x, *d, **k),
         torch.sum: reduce(False), torch.mean: reduce(True), torch.cat: cat,

@@ -382,6 +382,10 @@ def test_transposes_and_missing_inputs_say_what_is_wrong():
 
     with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T of a computed tensor is not supported"):
         mugraph.from_torch(lambda x: (x * 2).T @ x, (torch.randn(8, 4),))
+    with pytest.raises(mugraph.MugraphError, match=r"scaled_dot_product_attention is not supported: its softmax "
+                                                    r"subtracts each row's maximum.*e = torch\.exp\(q @ k\.transpose"):
+        x = torch.randn(1, 2, 8, 16)
+        mugraph.from_torch(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), (x, x, x))
     with pytest.raises(mugraph.MugraphError, match=r"x\.T of a rank-3 argument is not supported \(x\.mT"):
         mugraph.from_torch(lambda x: x.T * 2, (torch.randn(2, 8, 4),))
     with pytest.raises(mugraph.MugraphError, match=r"the transpose transpose\(0, 1\) of a computed tensor"):
