@@ -145,6 +145,11 @@ class _Builder:
 
     # --- ops -----------------------------------------------------------------------------------
 
+    def softmax(self, x: Tensor, dim: int) -> Tensor:
+        """exp(x) / its sum along dim: softmax without the subtraction of each row's maximum."""
+        e = mg.exp(x)
+        return e / self.reduce_sum(e, dim, keepdim=True)
+
     def reduce_sum(self, x: Tensor, dims, keepdim: bool, mean: bool = False) -> Tensor:
         dims = _dims(x, dims)
         count = 1
@@ -259,7 +264,7 @@ def _dtype_of(t) -> str:
     return dtype
 
 
-def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
+def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: bool = False) -> Program:
     """Captures fn (a function or torch.nn.Module) with torch.fx, runs it on example_inputs (a
     tuple of tensors) to learn every shape, and maps its ops to a Program: matmul and @, + − × ÷
     (with tensors or numbers), exp, sqrt, rsqrt, square and ** 2, sum, mean and var, silu, relu,
@@ -268,7 +273,14 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
     nn.LayerNorm, F.layer_norm, dropout when not training, and transposes of module tensors and
     of the function's arguments. Module parameters become program inputs bound to the module
     (Program.bindings), and an argument read transposed an input bound to its transpose. An op
-    outside that list raises MugraphError naming the op and the source line it came from."""
+    outside that list raises MugraphError naming the op and the source line it came from.
+
+    bounded_softmax: map softmax (torch.softmax, F.softmax, Tensor.softmax, nn.Softmax) to
+    e = exp(x); e / e.sum(dim, keepdim=True), and F.scaled_dot_product_attention (no mask, not
+    causal, no dropout) to that softmax of q @ kᵀ · scale, times v. PyTorch subtracts each row's
+    maximum first, which the program format cannot (it has no maximum): the values are the same
+    where exp does not overflow (above 11 in f16, 88 in f32), which the caller asserts of its
+    logits by passing True. Without it, both are refused."""
     import torch
     import torch.fx
     import torch.nn.functional as F
@@ -364,7 +376,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         if n.op == "call_function":
             if n.target is getattr:  # x.T, x.mT, and x.shape, which binds nothing
                 return True
-            if n.target is F.linear:
+            if n.target in (F.linear, F.scaled_dot_product_attention):
                 return True
             return n.target in (torch.t, torch.transpose)
         return False
@@ -403,8 +415,10 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             return gelu(n, args[0], approximate=m.approximate)
         if isinstance(m, torch.nn.Dropout):
             return dropout(n, args[0], m.p, m.training)
-        if isinstance(m, (torch.nn.Softmax, torch.nn.LogSoftmax)):
-            raise _Unsupported(softmax_message(type(m).__name__))
+        if isinstance(m, torch.nn.Softmax):
+            return softmax(n, args[0], m.dim, what=type(m).__name__)
+        if isinstance(m, torch.nn.LogSoftmax):
+            raise _Unsupported(softmax_message(type(m).__name__, log=True))
         raise _Unsupported(f"module {type(m).__module__}.{type(m).__name__} ({n.target}) is not supported")
 
     def convert_method(n, name, args, kwargs, result):
@@ -431,8 +445,10 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
             return repeat_interleave(n, *args, **kwargs)
         if name in ("t", "transpose"):
             return transpose(n, name, *args, **kwargs)
-        if name in ("softmax", "log_softmax"):
-            raise _Unsupported(softmax_message(f"Tensor.{name}"))
+        if name == "softmax":
+            return softmax(n, *args, what="Tensor.softmax", **kwargs)
+        if name == "log_softmax":
+            raise _Unsupported(softmax_message(f"Tensor.{name}", log=True))
         if name in METHODS:
             return METHODS[name](n, *args, **kwargs)
         raise _Unsupported(f"method Tensor.{name} is not supported")
@@ -515,19 +531,46 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
                                "after module.eval()")
         return x
 
-    def softmax_message(what):
+    def softmax_message(what, log=False):
+        if log:
+            return (f"{what} is not supported: it takes a logarithm, and subtracts each row's maximum, and the "
+                    f"program format has neither")
         return (f"{what} is not supported: it subtracts each row's maximum before exponentiating, and the "
                 f"program format has no maximum. Where the logits are bounded (e^x overflows f16 above 11 "
-                f"and f32 above 88), write e = torch.exp(x); e / e.sum(dim, keepdim=True)")
+                f"and f32 above 88), pass bounded_softmax=True, which maps it to exp(x) / its sum")
 
-    def softmax(n, *args, **kwargs):
-        raise _Unsupported(softmax_message(_name_of(n.target)))
+    def softmax(n, x, dim=None, _stacklevel=3, dtype=None, what=None):
+        what = what or _name_of(n.target)
+        if not bounded_softmax:
+            raise _Unsupported(softmax_message(what))
+        if dim is None:
+            raise _Unsupported(f"{what} without dim is not supported (give the dim it normalizes)")
+        if not isinstance(x, Tensor):
+            raise _Unsupported(f"{what} of a module tensor is not supported")
+        return b.softmax(x, dim % len(x.shape))
 
-    def scaled_dot_product_attention(n, *args, **kwargs):
-        raise _Unsupported(
-            f"{_name_of(n.target)} is not supported: its softmax subtracts each row's maximum before "
-            f"exponentiating, and the program format has no maximum. Where the scores are bounded, write "
-            f"e = torch.exp(q @ k.transpose(-2, -1) * scale); (e / e.sum(-1, keepdim=True)) @ v")
+    def log_softmax(n, *args, **kwargs):
+        raise _Unsupported(softmax_message(_name_of(n.target), log=True))
+
+    def scaled_dot_product_attention(n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                     enable_gqa=False):
+        what = _name_of(n.target)
+        if not bounded_softmax:
+            raise _Unsupported(
+                f"{what} is not supported: its softmax subtracts each row's maximum before exponentiating, and "
+                f"the program format has no maximum. Where the scores are bounded, pass bounded_softmax=True")
+        if attn_mask is not None or is_causal:
+            raise _Unsupported(f"{what} with a mask (attn_mask, is_causal) is not supported: the program format "
+                               f"has no comparison to build one from")
+        if dropout_p:
+            raise _Unsupported(f"{what} with dropout_p={dropout_p} is not supported: its masks are random")
+        if enable_gqa:
+            raise _Unsupported(f"{what} with enable_gqa is not supported (repeat_kv's expand or "
+                               f"repeat_interleave of k and v maps)")
+        q, v = bound(q), bound(v)  # k is bound by its transpose
+        scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+        scores = operand(q) @ transpose(n, "transpose", k, -2, -1)
+        return b.softmax(scores * scale, len(scores.shape) - 1) @ operand(v)
 
     def transpose(n, name, x, *dims, dim0=None, dim1=None):
         # A transpose is no op of the program format, but a module's weight can be bound
@@ -602,7 +645,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None) -> Program:
         torch.rsqrt: rsqrt, torch.relu: unary(mg.relu), F.relu: unary(mg.relu), F.silu: unary(mg.silu),
         F.gelu: gelu, torch.sigmoid: unary(b.sigmoid), F.sigmoid: unary(b.sigmoid), torch.tanh: unary(b.tanh),
         F.tanh: unary(b.tanh), F.dropout: dropout, F.layer_norm: layer_norm, torch.var: var,
-        torch.softmax: softmax, F.softmax: softmax, F.log_softmax: softmax,
+        torch.softmax: softmax, F.softmax: softmax, F.log_softmax: log_softmax, torch.log_softmax: log_softmax,
         F.scaled_dot_product_attention: scaled_dot_product_attention,
         torch.t: lambda n, x: transpose(n, "t", x),
         torch.transpose: lambda n, x, *d, **k: transpose(n, "transpose", x, *d, **k),

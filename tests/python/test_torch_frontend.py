@@ -382,10 +382,6 @@ def test_transposes_and_missing_inputs_say_what_is_wrong():
 
     with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T of a computed tensor is not supported"):
         mugraph.from_torch(lambda x: (x * 2).T @ x, (torch.randn(8, 4),))
-    with pytest.raises(mugraph.MugraphError, match=r"scaled_dot_product_attention is not supported: its softmax "
-                                                    r"subtracts each row's maximum.*e = torch\.exp\(q @ k\.transpose"):
-        x = torch.randn(1, 2, 8, 16)
-        mugraph.from_torch(lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v), (x, x, x))
     with pytest.raises(mugraph.MugraphError, match=r"x\.T of a rank-3 argument is not supported \(x\.mT"):
         mugraph.from_torch(lambda x: x.T * 2, (torch.randn(2, 8, 4),))
     with pytest.raises(mugraph.MugraphError, match=r"the transpose transpose\(0, 1\) of a computed tensor"):
@@ -548,7 +544,52 @@ def test_dropout_while_training_and_softmax_say_why_they_are_refused():
               torch.nn.Softmax(dim=-1)):
         with pytest.raises(mugraph.MugraphError, match=r"softmax is not supported: it subtracts each row's maximum"):
             mugraph.from_torch(f, (torch.randn(4, 8),))
+        with pytest.raises(mugraph.MugraphError, match=r"pass bounded_softmax=True"):
+            mugraph.from_torch(f, (torch.randn(4, 8),))
+    for f in (lambda x: torch.log_softmax(x, -1), lambda x: x.log_softmax(-1), torch.nn.LogSoftmax(dim=-1)):
+        with pytest.raises(mugraph.MugraphError, match=r"softmax is not supported: it takes a logarithm"):
+            mugraph.from_torch(f, (torch.randn(4, 8),), bounded_softmax=True)
     # The rewrite the message suggests maps.
     p = mugraph.from_torch(lambda x: torch.exp(x) / torch.exp(x).sum(-1, keepdim=True), (torch.randn(4, 8),))
     x = torch.randn(4, 8)
     np.testing.assert_allclose(p(x).numpy(), torch.softmax(x, -1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_bounded_softmax_maps_softmax_and_attention():
+    # With bounded_softmax=True the caller asserts its logits are bounded: softmax maps to
+    # exp(x) / its sum, and F.scaled_dot_product_attention to that softmax of q @ kᵀ · scale, v.
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(7)
+    q, k, v = torch.randn(1, 2, 16, 32), torch.randn(1, 2, 24, 32), torch.randn(1, 2, 24, 32)
+    forms = [lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1) * 0.125, dim=-1) @ v,
+             lambda q, k, v: F.softmax(q @ k.transpose(2, 3) / 8, dim=-1, dtype=torch.float32) @ v,
+             lambda q, k, v: (q @ k.mT * 0.1).softmax(-1) @ v,
+             lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
+             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.2)]
+    for f in forms:
+        p = mugraph.from_torch(f, (q, k, v), bounded_softmax=True)
+        assert "exp(" in p.text and "k_t" in p.bindings
+        np.testing.assert_allclose(p(q, k, v).numpy(), f(q, k, v).numpy(), rtol=1e-4, atol=1e-5)
+
+    class WithKeys(torch.nn.Module):  # a module's keys: bound transposed once for both reads
+        def __init__(self):
+            super().__init__()
+            self.keys = torch.nn.Parameter(torch.randn(1, 2, 24, 32))
+            self.softmax = torch.nn.Softmax(dim=3)
+
+        def forward(self, q, v):
+            return F.scaled_dot_product_attention(q, self.keys, v) + self.softmax(q @ self.keys.mT) @ v
+
+    m = WithKeys()
+    p = mugraph.from_torch(m, (q, v), bounded_softmax=True)
+    assert [n for n, _, _ in p.inputs()] == ["q", "v", "keys_t"]
+    with torch.no_grad():
+        np.testing.assert_allclose(p(q, v).numpy(), m(q, v).numpy(), rtol=1e-4, atol=1e-5)
+    for f, what in [(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), "with a mask"),
+                    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=q @ k.mT), "with a mask"),
+                    (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1), "dropout_p=0.1"),
+                    (lambda q, k, v: F.softmax(q @ k.mT) @ v, "without dim")]:
+        with pytest.raises(mugraph.MugraphError, match=what):
+            mugraph.from_torch(f, (q, k, v), bounded_softmax=True)
