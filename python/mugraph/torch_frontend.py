@@ -368,6 +368,61 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
                 return convert_method(n, target, args, kwargs, result)
             return convert_function(n, target, args, kwargs, result)
 
+    # Tensors made from one argument by layout ops alone (repeat_kv's expand and reshape), so that a
+    # transpose of one can be moved onto the argument: name -> (argument, steps), a step being
+    # ("reshape", shape before, shape after) or ("repeat", dim counted from the end, times).
+    layouts = {}
+
+    def layout_step(x, y, step):
+        if not isinstance(x, Tensor):
+            return y
+        if x.name in b.arguments:
+            layouts[y.name] = (x, [step])
+        elif x.name in layouts:
+            source, steps = layouts[x.name]
+            layouts[y.name] = (source, steps + [step])
+        return y
+
+    def reshape(x, shape):
+        return layout_step(x, mg.reshape(x, shape), ("reshape", list(x.shape), list(shape)))
+
+    def repeat_dim(x, dim, times):
+        return layout_step(x, mg.repeat(x, dim=dim, times=times), ("repeat", dim - x.ndim, times))
+
+    def transposed_layout(x, dims, what):
+        """transpose(x, *dims) for x made from an argument by layout ops: the argument's own dims
+        transposed (an input bound to that), then the same ops with those dims swapped. Only
+        where every reshape on the way keeps the two dims whole (they lie in the trailing extents
+        it leaves as they are), as repeat_kv's does with a key's (position, head dim)."""
+        rank = len(x.shape)
+        n0, n1 = sorted(d % rank - rank for d in dims)  # counted from the end
+        source, steps = layouts[x.name]
+        kept = len(source.shape)
+        for kind, *a in steps:
+            if kind == "reshape":
+                before, after = a
+                k = 0
+                while k < min(len(before), len(after)) and before[-1 - k] == after[-1 - k]:
+                    k += 1
+                kept = min(kept, k)
+        if -n0 > kept:
+            raise _Unsupported(f"the transpose {what} of a tensor reshaped across the dims it swaps is not "
+                               f"supported (the program format has no transpose op)")
+
+        def swapped(shape):
+            shape = list(shape)
+            shape[n0], shape[n1] = shape[n1], shape[n0]
+            return shape
+
+        t = b.argument_transposed(source, len(source.shape) + n0, len(source.shape) + n1)
+        for kind, *a in steps:
+            if kind == "reshape":
+                t = mg.reshape(t, swapped(a[1]))
+            else:
+                d = {n0: n1, n1: n0}.get(a[0], a[0])
+                t = mg.repeat(t, dim=len(t.shape) + d, times=a[1])
+        return t
+
     def transposes(n):
         """Whether n may read a module tensor transposed (a transpose; F.linear, its weight), so
         that it binds the tensors it reads itself."""
@@ -424,7 +479,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
     def convert_method(n, name, args, kwargs, result):
         x = args[0]
         if name in ("view", "reshape"):
-            return mg.reshape(x, list(result.shape))
+            return reshape(x, list(result.shape))
         if name in ("contiguous", "float", "half", "bfloat16", "to", "type") and isinstance(x, Tensor):
             # A cast between f16, bf16 and f32 (LlamaRMSNorm's upcast) maps to nothing: the
             # program format has no cast, each value keeps the dtype its operands give it, and
@@ -438,7 +493,7 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
         if name == "repeat":
             return repeat(x, args[1:] if len(args) > 2 or not isinstance(args[1], (list, tuple)) else args[1])
         if name in ("unsqueeze", "squeeze", "flatten", "unflatten"):
-            return mg.reshape(x, list(result.shape))  # the same elements in the same order
+            return reshape(x, list(result.shape))  # the same elements in the same order
         if name == "expand":
             return expand(x, list(result.shape))
         if name == "repeat_interleave":
@@ -459,17 +514,17 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
             raise _Unsupported(f"repeat with {len(sizes)} sizes of a rank-{x.ndim} tensor is not supported")
         for d, t in enumerate(sizes):
             if t != 1:
-                x = mg.repeat(x, dim=d, times=t)
+                x = repeat_dim(x, d, t)
         return x
 
     def expand(x, shape):
         # Extent-1 dims (and new leading ones) broadcast to the result's: copies, as repeat
         # makes them; the search reads them back as broadcasts where it can.
         if len(shape) > x.ndim:
-            x = mg.reshape(x, [1] * (len(shape) - x.ndim) + list(x.shape))
+            x = reshape(x, [1] * (len(shape) - x.ndim) + list(x.shape))
         for d, (have, want) in enumerate(zip(list(x.shape), shape)):
             if have != want:
-                x = mg.repeat(x, dim=d, times=want)
+                x = repeat_dim(x, d, want)
         return x
 
     def repeat_interleave(n, x, repeats, dim=None, output_size=None):
@@ -477,11 +532,11 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
         if not isinstance(repeats, int):
             raise _Unsupported("repeat_interleave with a tensor of repeats is not supported (an int is)")
         if dim is None:
-            x, dim = mg.reshape(x, [math.prod(x.shape)]), 0
+            x, dim = reshape(x, [math.prod(x.shape)]), 0
         dim %= x.ndim
         s = list(x.shape)
-        x = mg.repeat(mg.reshape(x, s[:dim + 1] + [1] + s[dim + 1:]), dim=dim + 1, times=repeats)
-        return mg.reshape(x, s[:dim] + [s[dim] * repeats] + s[dim + 1:])
+        x = repeat_dim(reshape(x, s[:dim + 1] + [1] + s[dim + 1:]), dim + 1, repeats)
+        return reshape(x, s[:dim] + [s[dim] * repeats] + s[dim + 1:])
 
     def pow_(n, x, e):
         if not isinstance(x, Tensor) and not isinstance(e, Tensor):
@@ -586,6 +641,8 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
             if len(dims) != 2 or rank < 2:
                 raise _Unsupported(f"the transpose {what} of a rank-{rank} argument is not supported")
             return b.argument_transposed(x, dims[0], dims[1])
+        if isinstance(x, Tensor) and x.name in layouts and len(dims) == 2 and not (name == "T" and len(x.shape) != 2):
+            return transposed_layout(x, dims, what)
         if not isinstance(x, _ModuleTensor):
             raise _Unsupported(f"the transpose {what} of a computed tensor is not supported (the program format "
                                f"has no transpose op; a module's weight or the function's argument can be "
@@ -666,12 +723,12 @@ def from_torch(fn, example_inputs, name: Optional[str] = None, bounded_softmax: 
 
     def convert_function(n, target, args, kwargs, result):
         if target in (torch.reshape, torch.unsqueeze, torch.squeeze, torch.flatten):
-            return mg.reshape(args[0], list(result.shape))
+            return reshape(args[0], list(result.shape))
         if target is operator.getitem and isinstance(args[0], Tensor):
             # x[:, :, None] and the like: full slices, new axes and ellipses alone are a reshape.
             index = args[1] if isinstance(args[1], tuple) else (args[1],)
             if all(k is None or k is Ellipsis or k == slice(None) for k in index):
-                return mg.reshape(args[0], list(result.shape))
+                return reshape(args[0], list(result.shape))
         if target is torch.repeat_interleave:
             return repeat_interleave(n, *args, **kwargs)
         if target is getattr and args[1] in ("T", "mT") and isinstance(args[0], (Tensor, _ModuleTensor)):

@@ -375,6 +375,50 @@ def test_arguments_read_transposed_are_bound_to_their_transposes():
     np.testing.assert_allclose(p(q, k2, v)[0].numpy(), attention(q, k2, v)[0].numpy(), rtol=1e-4, atol=1e-4)
     # A transposed input given by name is taken as given.
     np.testing.assert_allclose(p(q=q, k=k, v=v)[0].numpy(), want[0].numpy(), rtol=1e-4, atol=1e-4)
+    # Transposes of an argument's repeats and reshapes move onto the argument; a repeat along
+    # a swapped dim follows it to the other.
+    for f in (lambda x: x.expand(2, 4, 8).transpose(-1, -2) * 2, lambda x: x.repeat(1, 3, 2).mT + 1,
+              lambda x: x[None].expand(3, 2, 1, 8).reshape(6, 1, 8).transpose(1, 2) * 1):
+        x = torch.randn(2, 1, 8)
+        p = mugraph.from_torch(f, (x,))
+        assert [(n, s) for n, s, _ in p.inputs()] == [("x", [2, 1, 8]), ("x_t", [2, 8, 1])]
+        np.testing.assert_allclose(p(x).numpy(), f(x).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("form", ["expand", "repeat_interleave"])
+def test_hugging_face_eager_attention_maps_as_written(form):
+    # Hugging Face's eager_attention_forward (no mask, no dropout): repeat_kv, then the keys
+    # transposed, softmax in f32 and a cast back. The transpose moves onto k itself (an input
+    # bound to k's transpose), and the repeats follow it, so the search still reads them as
+    # broadcasts: one kernel, no copies.
+    import torch
+    import torch.nn.functional as F
+
+    def repeat_kv(x, n_rep):
+        b, h, s, d = x.shape
+        if form == "expand":
+            return x[:, :, None, :, :].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+        return torch.repeat_interleave(x, n_rep, dim=1)
+
+    def attention(q, k, v):
+        key_states, value_states = repeat_kv(k, 4), repeat_kv(v, 4)
+        attn_weights = torch.matmul(q, key_states.transpose(2, 3)) * 0.125
+        attn_weights = F.softmax(attn_weights, dim=-1, dtype=torch.float32).to(q.dtype)
+        return torch.matmul(attn_weights, value_states)
+
+    torch.manual_seed(11)
+    q = torch.randn(1, 8, 16, 32, dtype=torch.float16) * 0.5
+    k = torch.randn(1, 2, 64, 32, dtype=torch.float16) * 0.5
+    v = torch.randn(1, 2, 64, 32, dtype=torch.float16)
+    p = mugraph.from_torch(attention, (q, k, v), bounded_softmax=True)
+    assert [(n, s) for n, s, _ in p.inputs()][-1] == ("k_t", [1, 2, 32, 64])
+    want = attention(q.float(), k.float(), v.float()).numpy()
+    assert_close_f16(p(q, k, v).float().numpy(), want)
+    best = mugraph.superoptimize(p, time_limit=30, threads=2, top=1, cost_bound="both")
+    assert best.report["stop_reason"] == "exhausted"
+    assert len(best.report["lifted_repeats"]) == 2 and best.report["top"][0]["kernels"] == 1
+    assert_close_f16(best(q, k, v).float().numpy(), want)
+    assert best.verify().verdict == "equivalent"
 
 
 def test_transposes_and_missing_inputs_say_what_is_wrong():
@@ -382,6 +426,8 @@ def test_transposes_and_missing_inputs_say_what_is_wrong():
 
     with pytest.raises(mugraph.MugraphError, match=r"the transpose x\.T of a computed tensor is not supported"):
         mugraph.from_torch(lambda x: (x * 2).T @ x, (torch.randn(8, 4),))
+    with pytest.raises(mugraph.MugraphError, match=r"transpose\(-1, -2\) of a tensor reshaped across the dims it"):
+        mugraph.from_torch(lambda x: x.reshape(2, 8, 8).transpose(-1, -2) * 2, (torch.randn(2, 64),))
     with pytest.raises(mugraph.MugraphError, match=r"x\.T of a rank-3 argument is not supported \(x\.mT"):
         mugraph.from_torch(lambda x: x.T * 2, (torch.randn(2, 8, 4),))
     with pytest.raises(mugraph.MugraphError, match=r"the transpose transpose\(0, 1\) of a computed tensor"):
