@@ -189,10 +189,11 @@ class UGraph:
         device = _device_of(values.values())
         # Bound values follow the caller's: NumPy arrays where every value given is one.
         as_numpy = bool(values) and device is None
-        given = dict(values)  # what a binding may be made from (an argument it transposes)
         for name in names:
             if name not in values:
-                value = bindings[name](device, given)
+                # A binding may read an argument (one it transposes), never a bound value: the
+                # arguments are all in values before this loop adds to it.
+                value = bindings[name](device, values)
                 if as_numpy and type(value).__module__.startswith("torch"):
                     import torch
 
