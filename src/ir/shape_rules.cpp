@@ -15,7 +15,7 @@ bool dim_ok(int64_t d) { return d >= 1 && d <= kMaxExtent; }
 /// NumPy broadcasting of two shapes (right-aligned; extents equal or one of them 1).
 Expected<Shape> broadcast(const Shape& a, const Shape& b, std::string_view op) {
   int rank = std::max(a.rank(), b.rank());
-  std::vector<int64_t> out(static_cast<size_t>(rank));
+  Shape out;  // filled in place: a vector here was an allocation for every element-wise op tried
   for (int i = 0; i < rank; ++i) {
     int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
@@ -23,9 +23,9 @@ Expected<Shape> broadcast(const Shape& a, const Shape& b, std::string_view op) {
       return reject(Reason::shape_mismatch) << op << ": shapes " << a.str() << " and " << b.str()
                                             << " do not broadcast (dimension " << i - rank << ": " << da
                                             << " vs " << db << ")";
-    out[static_cast<size_t>(i)] = da == 1 ? db : da;
+    out.push_back(da == 1 ? db : da);
   }
-  return Shape(out);
+  return out;
 }
 
 Expected<Types> iterator_types(const Graph& g, const OpAttrs& a) {
