@@ -526,6 +526,19 @@ output O
     assert report["best"]["graph_defined_kernels"] == 1
 
 
+def test_the_parts_beside_a_search_exhausted_in_milliseconds_get_a_second(mugraph_bin, tmp_path, source_dir):
+    # The README's main job: the whole search of RMSNorm + projection is exhausted in tens of
+    # milliseconds, and the parts beside it get as long as it took or a second, whichever is more.
+    # With as long as it took alone, the second part (the projection) stopped at its budget of a
+    # few milliseconds with tasks pending ("part 2 of 2: time_limit"), though no limit was given.
+    out = tmp_path / "out"
+    r = search(mugraph_bin, source_dir / "examples" / "rmsnorm_linear.mg", out, "--top", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["stop_reason"] == "exhausted" and report["stop_detail"] == "", report["stop_detail"]
+    assert [p["stop_reason"] for p in report["parts"]] == ["exhausted", "exhausted"]
+
+
 # --- interruption and resume ---------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
