@@ -782,6 +782,13 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   out.children.push_back(std::move(child));
 }
 
+/// Whether every output of `program` is one of its inputs (it computes nothing).
+bool outputs_are_inputs(const Graph& program) {
+  for (TensorId t : program.outputs)
+    if (program.ops[program.tensors[t.index()].producer.index()].kind != OpKind::input) return false;
+  return true;
+}
+
 /// The rank of the prefix's last kernel op (none: the prefix is the program's inputs); a new
 /// kernel must rank above it (the canonical order).
 OpRank last_kernel_rank(const Graph& prefix) {
@@ -832,6 +839,13 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   auto labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
   const double floor_extra = prefix_floor_extra_us(task);
+  // A program that computes nothing (every output is an input) has the inputs themselves for its
+  // μGraph: the root is its one candidate, and no kernel could add to it without a dead op.
+  if (count_kernel_ops(prefix) == 0 && outputs_are_inputs(ctx_.program())) {
+    int32_t index = 0;
+    consider_prefix(ctx_, Graph(prefix), exprs, task, index, out, floor_extra, /*no_children=*/true);
+    return true;
+  }
   const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
   const OpRank last = last_kernel_rank(prefix);
   int32_t child_index = 0;

@@ -119,7 +119,11 @@ void expect_sound_top(const Graph& program, const SearchResult& r) {
     EXPECT_EQ(c.metrics.kernels, candidate_metrics(c.graph).kernels) << "candidate " << i;
     EXPECT_FALSE(validate(c.graph, default_target()).has_value()) << "candidate " << i;
     EXPECT_EQ(c.graph.output_names, program.output_names) << "candidate " << i;
-    EXPECT_GT(c.cost.total_us, 0) << "candidate " << i;
+    // Every kernel costs time; a μGraph without one (a program that computes nothing) none.
+    if (c.metrics.kernels > 0)
+      EXPECT_GT(c.cost.total_us, 0) << "candidate " << i;
+    else
+      EXPECT_EQ(c.cost.total_us, 0) << "candidate " << i;
     if (i > 0) {
       EXPECT_LE(r.top[i - 1].cost.total_us, c.cost.total_us) << "candidate " << i;
     }
@@ -189,6 +193,29 @@ TEST(Search, RmsNormFindsOneFusedKernelWithMatmulAndSum) {
   EXPECT_GT(r.stats.pruned.at("abstract_expression"), 0);
   EXPECT_GE(r.stats.candidates, static_cast<int64_t>(r.top.size()));
   EXPECT_GT(r.search_seconds, 0);
+}
+
+TEST(Search, AProgramThatComputesNothingIsItsOwnMuGraph) {
+  // Every output is an input: the inputs alone are the μGraph, with no kernel. The root prefix
+  // used to be no candidate, and the search found nothing.
+  Graph program = parse_program("input X[4, 64]\ninput Y[64]\noutput Y\noutput X\n");
+  for (CostBound bound : {CostBound::bytes, CostBound::both}) {
+    SearchOptions o = rms_limits();
+    o.cost_bound = bound;
+    SearchResult r = search(program, o);
+    EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+    ASSERT_EQ(r.top.size(), 1u);
+    const SearchCandidate& best = r.top.front();
+    EXPECT_EQ(best.metrics.kernels, 0);
+    EXPECT_EQ(best.metrics.device_bytes, 0);
+    EXPECT_EQ(best.graph.outputs.size(), 2u);
+    expect_sound_top(program, r);
+    expect_computes_program(program, best.graph);
+  }
+  // One computed output among them keeps the search as it was: a kernel computes it.
+  SearchResult r = search(parse_program("input X[4, 64]\nY = exp(X)\noutput X\noutput Y\n"), rms_limits());
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_EQ(r.top.front().metrics.kernels, 1);
 }
 
 TEST(Search, RmsNormNeedsEnoughBlockOps) {
