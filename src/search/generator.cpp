@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iomanip>
 #include <optional>
 #include <set>
 #include <span>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -213,6 +215,26 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     throw UserError("search: the bound ratio is " + std::to_string(options.model_bound_ratio) +
                     ", expected 0 (off) or a finite number of 1 or more");
   if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
+  // Every candidate is verified on random inputs at the program's size. Past the machine's memory
+  // (not the memory limit, which stops the search but lets it verify what it found), the first
+  // test's inputs would be pages the kernel hands out and then reclaims by killing the process,
+  // after the whole search: refused here, before it.
+  if (const int64_t usable = usable_memory_bytes(); usable > 0) {
+    const int64_t needed = verification_bytes_lower_bound(program);
+    if (needed > usable) {
+      auto gib = [](int64_t bytes) {
+        std::ostringstream os;
+        os << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30)
+           << " GiB";
+        return os.str();
+      };
+      throw UserError(
+          "search: verifying a candidate runs it on random inputs at the program's size over two finite "
+          "fields, which takes at least " +
+          gib(needed) + " (the inputs and outputs, 8 bytes an element), more than the " + gib(usable) +
+          " of memory this process may use");
+    }
+  }
   if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
     throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
   if (options.memory_limit_bytes < 0)

@@ -101,6 +101,22 @@ int64_t effective_memory_limit(const SearchOptions& o) {
   return usable_memory_bytes() / 4 * 3;
 }
 
+int64_t verification_bytes_lower_bound(const Graph& program) {
+  constexpr int64_t kBytesPerElement = 2 * sizeof(uint32_t);
+  std::vector<bool> counted(program.tensors.size(), false);
+  int64_t elements = 0;
+  auto count = [&](TensorId t) {
+    if (counted[t.index()]) return;
+    counted[t.index()] = true;
+    elements += program.type(t).shape.numel();
+  };
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::input) count(op.outputs.at(0));
+  for (TensorId t : program.outputs) count(t);
+  // At most 2^40 elements a tensor (kMaxElements), 2^43 bytes: 2^20 tensors stay below 2^63.
+  return elements * kBytesPerElement;
+}
+
 int64_t verifier_kept_input_bytes(int64_t memory_limit_bytes) {
   const int64_t most = ReferenceRuns::kDefaultKeptInputBytes;
   return memory_limit_bytes > 0 ? std::min(memory_limit_bytes / 8, most) : most;

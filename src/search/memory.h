@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "mugraph/graph.h"
 #include "mugraph/search.h"
 
 namespace mugraph::search_detail {
@@ -20,6 +21,11 @@ int64_t effective_memory_limit(const SearchOptions& options);
 /// per cent of verifying at the paper's shapes, where the kept inputs were the largest item of an
 /// attention search's memory.
 int64_t verifier_kept_input_bytes(int64_t memory_limit_bytes);
+
+/// A lower bound on the memory verifying a candidate of `program` takes: each finite-field test
+/// draws the program's inputs at their full size and computes its outputs, 8 bytes an element
+/// (a 32-bit residue in each of the two fields), whatever else the candidate's run holds.
+int64_t verification_bytes_lower_bound(const Graph& program);
 
 /// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
 int64_t resident_bytes();

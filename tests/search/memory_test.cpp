@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "mugraph/error.h"
+#include "mugraph/frontend.h"
 #include "search_fixtures.h"
 
 namespace mugraph::search_detail {
@@ -84,6 +86,32 @@ TEST(VerifierKeptInputs, AnEighthOfTheLimitAtMostTheDefault) {
   EXPECT_EQ(verifier_kept_input_bytes(4 * gib), gib / 2);
   EXPECT_EQ(verifier_kept_input_bytes(16 * gib), 2 * gib);
   EXPECT_EQ(verifier_kept_input_bytes(96 * gib), ReferenceRuns::kDefaultKeptInputBytes);
+}
+
+TEST(VerificationBytes, CountsInputsAndOutputsOnceAtEightBytesAnElement) {
+  // X [16, 64] and W [64, 32] in, O [16, 32] out, the intermediate not counted; an output that
+  // is an input counts once.
+  const Graph program = parse_program(
+      "input X[16, 64]\ninput W[64, 32]\nY = exp(X)\nO = matmul(Y, W)\n"
+      "output O\noutput X\n");
+  EXPECT_EQ(verification_bytes_lower_bound(program), (16 * 64 + 64 * 32 + 16 * 32) * 8);
+}
+
+TEST(VerificationBytes, ASearchWhoseVerificationCannotFitIsRefusedBeforeItStarts) {
+  // 2^40 inputs and as many outputs, the most a tensor may have: 16 TiB at least, more than any
+  // machine this runs on. The refusal comes before the search; a smaller program searches.
+  const Graph program = parse_program("input X[1048576, 1048576]\nO = exp(X)\noutput O\n");
+  ASSERT_GT(usable_memory_bytes(), 0) << "this test needs to know the machine's memory";
+  try {
+    search(program, SearchOptions{});
+    ADD_FAILURE() << "the search ran";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("takes at least 16384.0 GiB"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("of memory this process may use"), std::string::npos) << e.what();
+  }
+  SearchOptions options;
+  options.time_limit_seconds = 5;
+  EXPECT_FALSE(search(parse_program("input X[1024, 1024]\nO = exp(X)\noutput O\n"), options).top.empty());
 }
 
 }  // namespace
