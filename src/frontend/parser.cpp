@@ -481,6 +481,9 @@ class Parser {
       for (int i = 0; i < 2; ++i) {
         const Value& v = operands[static_cast<size_t>(i)];
         if (v.is_scalar) {
+          // A divisor of 0 makes every element inf or NaN: no μGraph could be checked against it.
+          if (i == 1 && info.kind == OpKind::div && v.scalar.mantissa == 0)
+            lex_.fail(v.where, "div: the divisor is the constant 0");
           attrs.has_scalar = true;
           attrs.scalar = v.scalar;
           attrs.scalar_pos = static_cast<int8_t>(i);

@@ -103,6 +103,8 @@ std::vector<ErrorCase> error_cases() {
        "t.mg:2:28: error: times=0 of repeat must be between 1 and 2147483648"},
       {"both_constants", "input X[4]\nY = add(1, 2)\n",
        "t.mg:2:5: error: add: both operands are constants; at least one must be a tensor"},
+      {"divide_by_constant_zero", "input X[4]\nY = div(X, 0.0)\n",
+       "t.mg:2:12: error: div: the divisor is the constant 0"},
       {"constant_operand_of_unary", "input X[4]\nY = exp(2)\n",
        "t.mg:2:9: error: exp: operand 1 is the constant 2, but exp takes tensors (constants are operands of add, "
        "sub, mul and div)"},
