@@ -4,11 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <iomanip>
 #include <optional>
 #include <set>
 #include <span>
-#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -221,19 +219,12 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   // after the whole search: refused here, before it.
   if (const int64_t usable = usable_memory_bytes(); usable > 0) {
     const int64_t needed = verification_bytes_lower_bound(program);
-    if (needed > usable) {
-      auto gib = [](int64_t bytes) {
-        std::ostringstream os;
-        os << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30)
-           << " GiB";
-        return os.str();
-      };
+    if (needed > usable)
       throw UserError(
           "search: verifying a candidate runs it on random inputs at the program's size over two finite "
           "fields, which takes at least " +
-          gib(needed) + " (the inputs and outputs, 8 bytes an element), more than the " + gib(usable) +
+          gib_text(needed, 1) + " (the inputs and outputs, 8 bytes an element), more than the " + gib_text(usable, 1) +
           " of memory this process may use");
-    }
   }
   if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
     throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
@@ -804,13 +795,6 @@ void consider_prefix(SearchContext& ctx, Graph&& next, const std::vector<ExprId>
   out.children.push_back(std::move(child));
 }
 
-/// Whether every output of `program` is one of its inputs (it computes nothing).
-bool outputs_are_inputs(const Graph& program) {
-  for (TensorId t : program.outputs)
-    if (program.ops[program.tensors[t.index()].producer.index()].kind != OpKind::input) return false;
-  return true;
-}
-
 /// The rank of the prefix's last kernel op (none: the prefix is the program's inputs); a new
 /// kernel must rank above it (the canonical order).
 OpRank last_kernel_rank(const Graph& prefix) {
@@ -861,12 +845,14 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
   auto labels = kernel_graph_labels(ctx_.indices(), prefix);
   MUGRAPH_CHECK(labels.has_value()) << "a kernel-graph prefix breaks the index rules";
   const double floor_extra = prefix_floor_extra_us(task);
-  // A program that computes nothing (every output is an input) has the inputs themselves for its
-  // μGraph: the root is its one candidate, and no kernel could add to it without a dead op.
-  if (count_kernel_ops(prefix) == 0 && outputs_are_inputs(ctx_.program())) {
+  // The root (the inputs alone) is a prefix like the others: it is a candidate where it computes
+  // the program already (every output is an input), and then no kernel could add to it without
+  // a dead op.
+  if (count_kernel_ops(prefix) == 0) {
+    const size_t found = out.candidates.size();
     int32_t index = 0;
     consider_prefix(ctx_, Graph(prefix), exprs, task, index, out, floor_extra, /*no_children=*/true);
-    return true;
+    if (out.candidates.size() > found) return true;
   }
   const std::vector<std::vector<int32_t>> held = held_program_tensors(ctx_, prefix, exprs, *labels);
   const OpRank last = last_kernel_rank(prefix);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -115,6 +116,12 @@ int64_t verification_bytes_lower_bound(const Graph& program) {
   for (TensorId t : program.outputs) count(t);
   // At most 2^40 elements a tensor (kMaxElements), 2^43 bytes: 2^20 tensors stay below 2^63.
   return elements * kBytesPerElement;
+}
+
+std::string gib_text(int64_t bytes, int decimals) {
+  char s[48];
+  std::snprintf(s, sizeof s, "%.*f GiB", decimals, static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30));
+  return s;
 }
 
 int64_t verifier_kept_input_bytes(int64_t memory_limit_bytes) {

@@ -27,6 +27,9 @@ int64_t verifier_kept_input_bytes(int64_t memory_limit_bytes);
 /// (a 32-bit residue in each of the two fields), whatever else the candidate's run holds.
 int64_t verification_bytes_lower_bound(const Graph& program);
 
+/// `bytes` in GiB with `decimals` places: "17.70 GiB".
+std::string gib_text(int64_t bytes, int decimals = 2);
+
 /// The process's resident memory in bytes (Linux: /proc/self/statm), or 0 where unknown.
 int64_t resident_bytes();
 

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -34,12 +33,6 @@ namespace {
 
 using namespace search_detail;
 using Clock = std::chrono::steady_clock;
-
-std::string gib(int64_t bytes) {
-  char s[32];
-  std::snprintf(s, sizeof s, "%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-  return s;
-}
 
 /// The ranking order: the cost model's estimate, then the metrics (search.h, CandidateMetrics);
 /// `json` breaks the remaining ties so the order is total.
@@ -126,8 +119,8 @@ class Driver {
                                     ctx_.model_bound() && !opt_.deterministic;
     if (stop_reason_ != StopReason::exhausted) {
       if (stop_reason_ == StopReason::memory_limit)
-        result.stop_detail =
-            "resident memory " + gib(memory_seen_.load()) + " reached the limit of " + gib(memory_limit_) + "; ";
+        result.stop_detail = "resident memory " + gib_text(memory_seen_.load()) + " reached the limit of " +
+                             gib_text(memory_limit_) + "; ";
       result.stop_detail += std::to_string(pending_.size()) + " tasks pending";
       if (opt_.cost_bound == CostBound::both)
         result.stop_detail += ctx_.model_bound() ? " in the model phase" : " in the bytes phase";
