@@ -377,6 +377,10 @@ class Reader : public json_reading::ValueReader {
       if (pos != "left" && pos != "right") fail(at("scalar_pos"), "expected \"left\" or \"right\"");
       a.scalar_pos = pos == "left" ? 0 : 1;
     }
+    // As in the program format: a divisor of 0 makes every element inf or NaN, so nothing could be
+    // checked against the graph (verification would reject every comparison).
+    if (op.kind == OpKind::div && a.has_scalar && a.scalar_pos == 1 && a.scalar.mantissa == 0)
+      fail(at("scalar"), "div: the divisor is the constant 0");
     if (const Json* d = opt("input"))
       a.io_index = static_cast<int32_t>(integer(*d, at("input"), 0, i32max, "an input index (0 or more)"));
     if (const Json* d = opt("output"))

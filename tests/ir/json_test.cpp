@@ -295,6 +295,8 @@ TEST(Json, MalformedDocumentsGiveUserErrorsNamingThePath) {
        "/graph/ops/1/scalar: \"1/8\" is not a decimal number"},
       {with_op(R"({"op": "mul", "inputs": [0], "outputs": [1], "scalar": "2", "scalar_pos": "middle"})"),
        "/graph/ops/1/scalar_pos: expected \"left\" or \"right\""},
+      {with_op(R"({"op": "div", "inputs": [0], "outputs": [1], "scalar": "0.000", "scalar_pos": "right"})"),
+       "/graph/ops/1/scalar: div: the divisor is the constant 0"},
       {with_op(R"({"op": "mul", "inputs": [0, 0], "outputs": [1], "scalar_pos": "left"})"),
        "/graph/ops/1/scalar_pos: \"scalar_pos\" needs a \"scalar\""},
       {with_op(R"({"op": "sum", "inputs": [0], "outputs": [1], "to": 1e30})"), "/graph/ops/1/to: expected an integer"},
