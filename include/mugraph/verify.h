@@ -111,6 +111,17 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
                                      const VerifyOptions& options = {}, ReferenceRuns* runs = nullptr,
                                      const std::atomic<bool>* stop = nullptr);
 
+/// A lower bound on the memory verifying a graph against `reference` takes: each finite-field
+/// test draws the program's inputs at their full size and computes its outputs, 8 bytes an
+/// element (a 32-bit residue in each of the two fields), whatever else the graphs' runs hold.
+int64_t verification_bytes_lower_bound(const Graph& reference);
+
+/// Why verifying against `reference` cannot fit in the memory this process may use
+/// (verification_bytes_lower_bound beyond machine_usable_memory_bytes, host_memory.h), with both
+/// figures; "" when it may fit or the machine's memory is unknown. verify_all throws it as a
+/// UserError before the first test; the search, before it searches.
+std::string verification_memory_refusal(const Graph& reference);
+
 /// The floating-point filter alone: both graphs on the same standard-normal inputs (in f32),
 /// max over outputs of max|a − b| / max|b|. `runs` (optional) keeps the reference's inputs and
 /// outputs for the next candidate.

@@ -214,18 +214,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
                     ", expected 0 (off) or a finite number of 1 or more");
   if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
   // Every candidate is verified on random inputs at the program's size. Past the machine's memory
-  // (not the memory limit, which stops the search but lets it verify what it found), the first
-  // test's inputs would be pages the kernel hands out and then reclaims by killing the process,
-  // after the whole search: refused here, before it.
-  if (const int64_t usable = usable_memory_bytes(); usable > 0) {
-    const int64_t needed = verification_bytes_lower_bound(program);
-    if (needed > usable)
-      throw UserError(
-          "search: verifying a candidate runs it on random inputs at the program's size over two finite "
-          "fields, which takes at least " +
-          gib_text(needed, 1) + " (the inputs and outputs, 8 bytes an element), more than the " + gib_text(usable, 1) +
-          " of memory this process may use");
-  }
+  // (not the memory limit, which stops the search but lets it verify what it found), verifying
+  // would fail after the whole search: refused here, before it.
+  if (std::string why = verification_memory_refusal(program); !why.empty()) throw UserError("search: " + why);
   if (!(options.time_limit_seconds >= 0) || !std::isfinite(options.time_limit_seconds))
     throw UserError("search: the time limit must be a finite number of seconds >= 0 (0: none)");
   if (options.memory_limit_bytes < 0)

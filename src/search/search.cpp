@@ -21,6 +21,7 @@
 #include "memory.h"
 #include "mugraph/block_threads.h"
 #include "mugraph/fuse_thread_graphs.h"
+#include "mugraph/host_memory.h"
 #include "mugraph/json.h"
 #include "program_parts.h"
 #include "retile.h"

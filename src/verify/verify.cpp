@@ -16,6 +16,7 @@
 #include "lax_forms.h"
 #include "mugraph/ff_interp.h"
 #include "mugraph/ffield.h"
+#include "mugraph/host_memory.h"
 #include "mugraph/interp.h"
 #include "mugraph/retype.h"
 
@@ -486,6 +487,9 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
     throw UserError("verify: max_tests is " + std::to_string(options.max_tests) + ", expected 1 or more");
   if (options.threads < 0)
     throw UserError("verify: threads is " + std::to_string(options.threads) + ", expected 0 (every core) or more");
+  // Past the machine's memory the first test's inputs would be pages the kernel hands out and
+  // then reclaims by killing the process.
+  if (std::string why = verification_memory_refusal(reference); !why.empty()) throw UserError("verify: " + why);
   ReferenceRuns::Impl* cache = runs ? &runs->impl() : nullptr;
   if (cache) cache->bind(reference);
   ReferenceForms ref_forms;
@@ -597,6 +601,32 @@ std::vector<VerifyResult> verify_all(const Graph& reference, const std::vector<c
     results.push_back(std::move(r));
   }
   return results;
+}
+
+int64_t verification_bytes_lower_bound(const Graph& program) {
+  constexpr int64_t kBytesPerElement = 2 * sizeof(uint32_t);
+  std::vector<bool> counted(program.tensors.size(), false);
+  int64_t elements = 0;
+  auto count = [&](TensorId t) {
+    if (counted[t.index()]) return;
+    counted[t.index()] = true;
+    elements += program.type(t).shape.numel();
+  };
+  for (const Op& op : program.ops)
+    if (op.kind == OpKind::input) count(op.outputs.at(0));
+  for (TensorId t : program.outputs) count(t);
+  // At most 2^40 elements a tensor (kMaxElements), 2^43 bytes: 2^20 tensors stay below 2^63.
+  return elements * kBytesPerElement;
+}
+
+std::string verification_memory_refusal(const Graph& reference) {
+  const int64_t usable = machine_usable_memory_bytes();
+  const int64_t needed = verification_bytes_lower_bound(reference);
+  if (usable <= 0 || needed <= usable) return "";
+  return "verification runs the graphs on random inputs at the program's size over two finite fields, which "
+         "takes at least " +
+         gib_text(needed, 1) + " (the inputs and outputs, 8 bytes an element), more than the " + gib_text(usable, 1) +
+         " of memory this process may use";
 }
 
 VerifyResult verify(const Graph& reference, const Graph& candidate, const VerifyOptions& options, ReferenceRuns* runs) {

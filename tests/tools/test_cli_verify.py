@@ -1,4 +1,5 @@
 """mugraph verify: verdicts, exit codes (0 equivalent, 1 not equivalent, 2 cannot compare) and output."""
+import pytest
 from conftest import run_cli
 
 
@@ -70,3 +71,18 @@ def test_relu_beside_an_exp_identity_has_no_guarantee(mugraph_bin, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "guarantee:       no" in r.stdout and "is not multilinear" in r.stdout
     assert "functions:" not in r.stdout and "as unknown functions the graphs differ" in r.stdout, r.stdout
+
+
+def test_a_verification_that_cannot_fit_in_memory_exits_2_with_the_figures(mugraph_bin, tmp_path):
+    # Inputs and outputs at 8 bytes an element over one and a half times the machine's memory, whose
+    # f16 device tensors (a quarter of that) still fit the default target's 80 GiB: `check` accepts
+    # the program, and verify refuses it before drawing inputs rather than being OOM-killed.
+    mem_kib = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal:"))
+    rows = -(-mem_kib * 1024 * 3 // 2 // 16 // 65536)
+    if rows * 65536 * 2 * 2 > 80 << 30:
+        pytest.skip(f"this machine has {mem_kib >> 20} GiB: a program that cannot be verified here is too large for the target")
+    a = write(tmp_path, "a.mg", f"input X[{rows}, 65536]\nO = exp(X)\noutput O\n")
+    r = run_cli(mugraph_bin, "verify", a, a)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "verify: verification runs the graphs on random inputs" in r.stderr, r.stderr
+    assert "of memory this process may use" in r.stderr and r.stderr.rstrip().endswith("CANNOT COMPARE"), r.stderr

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <string>
 
+#include "mugraph/error.h"
 #include "mugraph/frontend.h"
+#include "mugraph/host_memory.h"
 
 namespace mugraph {
 namespace {
@@ -520,6 +522,33 @@ TEST(Verify, KCountsTheNumeratorsTermsNotTheDenominators) {
   EXPECT_EQ(r.tests_run, 10) << describe(r);
   EXPECT_TRUE(r.guarantee) << describe(r);
   EXPECT_LE(r.bound, 1e-9);
+}
+
+TEST(VerificationBytes, CountsInputsAndOutputsOnceAtEightBytesAnElement) {
+  // X [16, 64] and W [64, 32] in, O [16, 32] out, the intermediate not counted; an output that
+  // is an input counts once.
+  const Graph program = parse_program(
+      "input X[16, 64]\ninput W[64, 32]\nY = exp(X)\nO = matmul(Y, W)\n"
+      "output O\noutput X\n");
+  EXPECT_EQ(verification_bytes_lower_bound(program), (16 * 64 + 64 * 32 + 16 * 32) * 8);
+}
+
+TEST(VerificationBytes, AVerificationThatCannotFitIsRefusedBeforeItsFirstTest) {
+  // 2^40 elements in and out: 16 TiB at least, more than any machine this runs on. verify says
+  // so, with both figures, instead of drawing inputs until the kernel kills the process.
+  const Graph program = parse_program("input X[1048576, 1048576]\nO = exp(X)\noutput O\n");
+  ASSERT_GT(machine_usable_memory_bytes(), 0) << "this test needs to know the machine's memory";
+  const std::string why = verification_memory_refusal(program);
+  EXPECT_NE(why.find("takes at least 16384.0 GiB"), std::string::npos) << why;
+  EXPECT_NE(why.find(gib_text(machine_usable_memory_bytes(), 1) + " of memory this process may use"), std::string::npos)
+      << why;
+  try {
+    verify(program, program);
+    ADD_FAILURE() << "verify ran";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), "error: verify: " + why);
+  }
+  EXPECT_EQ(verification_memory_refusal(parse_program("input X[1024, 1024]\nO = exp(X)\noutput O\n")), "");
 }
 
 }  // namespace
