@@ -738,7 +738,7 @@ int run_main(int argc, char** argv) {
   ver->add_option("--threads", vopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
 
   SearchOptions sopts;
-  std::string search_target = "h100", cost_bound = "bytes";
+  std::string search_target = "h100", cost_bound(cost_bound_name(kDefaultCostBound));
   bool no_abstract_pruning = false, no_program_tile_values = false, quiet = false, whole_only = false;
   auto* srch = app.add_subcommand(
       "search",
@@ -756,9 +756,13 @@ int run_main(int argc, char** argv) {
                    "most DTensors one graph-defined kernel reads (default 4)")
       ->check(CLI::Range(kMaxKernelInputsRange.lo, kMaxKernelInputsRange.hi));
   srch->add_option("--threads", sopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  srch->add_option("--time-limit", sopts.time_limit_seconds, "stop after this many seconds (default: none)")
-      ->check(real_check("a number of seconds", "a finite number of seconds, 0 or more",
-                         [](double v) { return v >= 0 && std::isfinite(v); }));
+  CLI::Option* time_limit_option =
+      srch->add_option("--time-limit", sopts.time_limit_seconds,
+                       "stop after this many seconds; 0: none (default: " +
+                           std::to_string(static_cast<int>(kDefaultModelBoundTimeLimitSeconds)) +
+                           " with --cost-bound both or model, whose model phase can run for hours; none with bytes)")
+          ->check(real_check("a number of seconds", "a finite number of seconds, 0 or more",
+                             [](double v) { return v >= 0 && std::isfinite(v); }));
   srch->add_option_function<double>(
           "--memory-limit",
           [&sopts](double gib) {
@@ -788,7 +792,7 @@ int run_main(int argc, char** argv) {
                    "reports the candidates of the best verified bytes and kernels only), "
                    "model (the cost model's lower bound; never prunes a prefix that could rank ahead within "
                    "--bound-ratio of the best, but slow: give "
-                   "a --time-limit) or both (bytes to the end, then model until the time limit) (default bytes)")
+                   "a --time-limit) or both (bytes to the end, then model until the time limit) (default both)")
       ->check(CLI::IsMember({"bytes", "model", "both"}));
   srch->add_option("--bound-ratio", sopts.model_bound_ratio,
                    "with --cost-bound model or both, also cut what cannot come within this many times the best "
@@ -957,11 +961,14 @@ int run_main(int argc, char** argv) {
     sopts.cost_bound = require_cost_bound(cost_bound);
     sopts.program_tile_values = !no_program_tile_values;
     // The model bound exhausts only small spaces (docs/search.md, "The cost bound"): without a
-    // limit an attention program's search runs for hours. Said once, up front; Ctrl-C still
-    // stops it with what it found and a checkpoint.
+    // limit an attention program's search runs for hours. So it gets one unless the user gave
+    // one; `--time-limit 0` asks for none, which is said once, up front (Ctrl-C still stops it
+    // with what it found and a checkpoint).
+    if (sopts.cost_bound != CostBound::bytes && time_limit_option->count() == 0)
+      sopts.time_limit_seconds = kDefaultModelBoundTimeLimitSeconds;
     if (sopts.cost_bound != CostBound::bytes && sopts.time_limit_seconds <= 0)
       std::cerr << "mugraph: note: --cost-bound " << cost_bound
-                << " without --time-limit runs until the model-bound search is exhausted, which can take hours; "
+                << " with --time-limit 0 runs until the model-bound search is exhausted, which can take hours; "
                    "Ctrl-C stops it, keeps what it found and writes a checkpoint for --resume\n";
     return cmd_search(file, out_dir, sopts, quiet, measure);
   }

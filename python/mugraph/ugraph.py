@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -227,14 +228,16 @@ def _device_of(values):
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,
                   top: int = 8, max_kernel_ops: int = 5, max_block_ops: int = 12, max_graph_kernels: int = 2,
                   checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
-                  cost_bound: str = "bytes", memory_limit: Optional[float] = None, retile_seeds: int = 4,
+                  cost_bound: str = _core.DEFAULT_COST_BOUND, memory_limit: Optional[float] = None, retile_seeds: int = 4,
                   bound_ratio: float = 2.0) -> UGraph:
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
-    returns it. Every candidate is verified before it is kept. time_limit in seconds (None: until
-    the search space is exhausted). cost_bound is what prunes (docs/search.md, "The cost bound"):
-    "bytes" (fast; it reports only candidates of the best verified device bytes and kernels), "model" or
-    "both" (they also find μGraphs that move more bytes to use more of
-    the GPU, such as attention split along the keys; give them a time_limit). With checkpoint (a file path) the search saves its state
+    returns it. Every candidate is verified before it is kept. cost_bound is what prunes
+    (docs/search.md, "The cost bound"): "both" (the default: the bytes search, then the model
+    search until the time limit), "bytes" (fast; it reports only candidates of the best verified
+    device bytes and kernels) or "model". The model bound also finds μGraphs that move more bytes
+    to use more of the GPU, such as attention split along the keys. time_limit in seconds: None
+    gives the model bound ("both", "model") 60 s and "bytes" none; 0 is none (until the search
+    space is exhausted, which under the model bound can take hours). With checkpoint (a file path) the search saves its state
     there as it goes, and resume=True continues from it. memory_limit in GiB (None: three quarters
     of the physical memory, or of the control group's limit where lower): the search stops there as at a time limit, keeping what it found.
     retile_seeds: after the search, the block graphs of the best candidates of this many structures
@@ -260,10 +263,11 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     options.cost_bound = cost_bound
     options.retile_seeds = retile_seeds
     options.model_bound_ratio = float(bound_ratio)
-    if time_limit is not None:
-        if time_limit <= 0:
-            raise _core.MugraphError(f"time_limit must be positive, got {time_limit}")
-        options.time_limit_seconds = float(time_limit)
+    if time_limit is None:
+        time_limit = 0 if options.cost_bound == "bytes" else _core.DEFAULT_MODEL_BOUND_TIME_LIMIT
+    if not (time_limit >= 0 and math.isfinite(time_limit)):
+        raise _core.MugraphError(f"time_limit must be a finite number of seconds, 0 (none) or more, got {time_limit}")
+    options.time_limit_seconds = float(time_limit)
     if memory_limit is not None:
         if not memory_limit > 0:
             raise _core.MugraphError(f"memory_limit must be a positive number of GiB, got {memory_limit}")

@@ -174,6 +174,9 @@ NB_MODULE(_core, m) {
       nullptr));
   m.attr("MugraphError") = user_error;
   m.attr("InternalError") = internal_error;
+  // The front ends' search defaults (search.h): superoptimize takes them from here.
+  m.attr("DEFAULT_COST_BOUND") = std::string(cost_bound_name(kDefaultCostBound));
+  m.attr("DEFAULT_MODEL_BOUND_TIME_LIMIT") = kDefaultModelBoundTimeLimitSeconds;
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -112,7 +112,7 @@ def test_superoptimize_the_small_benchmark_programs(make, reference, scale):
 def test_model_cost_bound_ranks_at_least_as_well():
     # The model bound never cuts what could rank ahead: on a space both exhaust, its best is
     # estimated no slower than the bytes bound's.
-    by_bytes = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1)
+    by_bytes = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1, cost_bound="bytes")
     by_model = mugraph.superoptimize(gated_mlp(), time_limit=30, threads=2, top=1, cost_bound="model")
     assert by_model.report["options"]["cost_bound"] == "model"
     assert by_model.report["options"]["bound_ratio"] == 2.0
@@ -188,11 +188,24 @@ def test_memory_limit_stops_the_search_and_says_so():
         mugraph.superoptimize(rmsnorm_linear(), threads=2, top=1, memory_limit=1 / 2**20)
 
 
+def test_superoptimize_defaults_to_the_model_ranked_search_within_a_minute():
+    # As the command line: cost bound "both" with 60 s unless told otherwise; "bytes" gets no
+    # limit, and 0 asks for none.
+    p = rmsnorm_linear(k=64, n=32)
+    options = mugraph.superoptimize(p, threads=2, top=1, max_graph_kernels=1).report["options"]
+    assert (options["cost_bound"], options["time_limit_seconds"]) == ("both", 60)
+    options = mugraph.superoptimize(p, threads=2, top=1, max_graph_kernels=1, cost_bound="bytes").report["options"]
+    assert (options["cost_bound"], options["time_limit_seconds"]) == ("bytes", 0)
+    options = mugraph.superoptimize(p, threads=2, top=1, max_graph_kernels=1, time_limit=0).report["options"]
+    assert (options["cost_bound"], options["time_limit_seconds"]) == ("both", 0)
+
+
 def test_superoptimize_errors():
     with pytest.raises(mugraph.MugraphError, match="unknown target 'v100'"):
         mugraph.superoptimize(rmsnorm_linear(), target="v100")
-    with pytest.raises(mugraph.MugraphError, match="time_limit must be positive"):
-        mugraph.superoptimize(rmsnorm_linear(), time_limit=0)
+    for bad in (-1, float("inf"), float("nan")):
+        with pytest.raises(mugraph.MugraphError, match="time_limit must be a finite number of seconds"):
+            mugraph.superoptimize(rmsnorm_linear(), time_limit=bad)
     with pytest.raises(mugraph.MugraphError, match="resume=True needs checkpoint"):
         mugraph.superoptimize(rmsnorm_linear(), resume=True)
     with pytest.raises(mugraph.MugraphError, match="takes a mugraph.Program"):

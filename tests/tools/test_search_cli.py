@@ -71,7 +71,12 @@ def write_program(tmp_path, text, name="p.mg"):
 
 
 def search(binary, program, out, *args, timeout=120):
-    return run_cli(binary, "search", program, "-o", out, "--threads", "2", "-q", *args, timeout=timeout)
+    """The search under the bytes bound unless args name a cost bound: what these tests check
+    (limits, reports, checkpoints, errors) does not depend on the bound, and the bytes bound
+    exhausts their spaces in a fraction of the default's time. The default is checked by
+    test_the_default_cost_bound_is_both_within_a_minute."""
+    bound = [] if "--cost-bound" in args else ["--cost-bound", "bytes"]
+    return run_cli(binary, "search", program, "-o", out, "--threads", "2", "-q", *bound, *args, timeout=timeout)
 
 
 def no_crash(r):
@@ -153,25 +158,40 @@ def test_top_option_limits_written_candidates(mugraph_bin, tmp_path):
 
 
 @pytest.mark.parametrize("bound", ["model", "both"])
-def test_model_cost_bound_finds_the_best_and_warns_without_a_time_limit(mugraph_bin, tmp_path, bound):
+def test_model_cost_bound_finds_the_best_within_a_default_time_limit(mugraph_bin, tmp_path, bound):
     # The model bound never cuts a prefix that could rank ahead, so on a space the bytes bound
-    # exhausts it reports the same best (by the model) or a better one. Without --time-limit the
-    # CLI says up front that it may run long.
+    # exhausts it reports the same best (by the model) or a better one. Without --time-limit it
+    # gets 60 s; --time-limit 0 asks for none, and the CLI says up front that it may run long.
     text, args = FAST["rmsnorm"]
     prog = write_program(tmp_path, text)
-    r = search(mugraph_bin, prog, tmp_path / "bytes", *args)
+    r = search(mugraph_bin, prog, tmp_path / "bytes", *args, "--cost-bound", "bytes")
     assert r.returncode == 0, r.stderr
     assert "note:" not in r.stderr
     by_bytes = json.loads((tmp_path / "bytes" / "report.json").read_text())
+    assert by_bytes["options"]["time_limit_seconds"] == 0
     r = search(mugraph_bin, prog, tmp_path / bound, *args, "--cost-bound", bound)
-    assert r.returncode == 0, r.stderr
-    assert f"note: --cost-bound {bound} without --time-limit" in r.stderr, r.stderr
+    assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
     report = json.loads((tmp_path / bound / "report.json").read_text())
     assert report["options"]["cost_bound"] == bound and report["stop_reason"] == "exhausted"
+    assert report["options"]["time_limit_seconds"] == 60
     assert report["best"]["estimated_us"] <= by_bytes["best"]["estimated_us"] * (1 + 1e-9), (report["best"],
                                                                                              by_bytes["best"])
-    r = search(mugraph_bin, prog, tmp_path / "limited", *args, "--cost-bound", bound, "--time-limit", "60")
+    r = search(mugraph_bin, prog, tmp_path / "unlimited", *args, "--cost-bound", bound, "--time-limit", "0")
+    assert r.returncode == 0, r.stderr
+    assert f"note: --cost-bound {bound} with --time-limit 0 runs until" in r.stderr, r.stderr
+    assert json.loads((tmp_path / "unlimited" / "report.json").read_text())["options"]["time_limit_seconds"] == 0
+
+
+def test_the_default_cost_bound_is_both_within_a_minute(mugraph_bin, tmp_path):
+    # A user who says nothing gets the model-ranked search, with its time limit.
+    text, args = FAST["rmsnorm"]
+    prog = write_program(tmp_path, text)
+    r = run_cli(mugraph_bin, "search", prog, "-o", tmp_path / "out", "--threads", "2", "-q", *args)
     assert r.returncode == 0 and "note:" not in r.stderr, r.stderr
+    options = json.loads((tmp_path / "out" / "report.json").read_text())["options"]
+    assert options["cost_bound"] == "both" and options["time_limit_seconds"] == 60, options
+    r = run_cli(mugraph_bin, "search", prog, "-o", tmp_path / "limited", "-q", *args, "--time-limit", "5")
+    assert json.loads((tmp_path / "limited" / "report.json").read_text())["options"]["time_limit_seconds"] == 5
 
 
 def test_retile_seeds_retiles_the_best_structures_or_none(mugraph_bin, tmp_path):
@@ -548,7 +568,7 @@ def slow_reference(mugraph_bin, tmp_path_factory):
     d = tmp_path_factory.mktemp("slow")
     for i, (text, limits) in enumerate(SLOW_CANDIDATES):
         prog = write_program(d, text, f"p{i}.mg")
-        args = limits + ["--threads", "1", "-q"]
+        args = limits + ["--cost-bound", "bytes", "--threads", "1", "-q"]
         out = d / f"ref{i}"
         r = run_cli(mugraph_bin, "search", prog, "-o", out, *args, timeout=900)
         assert r.returncode == 0, r.stdout + r.stderr
