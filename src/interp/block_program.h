@@ -9,21 +9,40 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
-#include "mugraph/graph.h"
+#include "block_executor.h"
 #include "block_structure.h"
+#include "mugraph/graph.h"
 #include "view.h"
 
 namespace mugraph::interp {
 
+/// Floats, the float interpreter's value domain for the block executor (block_executor.h).
+struct FloatValues {
+  using View = interp::View;
+  using MutView = interp::MutView;
+  using Elem = float;
+  static int64_t buffer_elems(int64_t numel) { return arena_aligned(numel); }
+  static MutView buffer(float* base, const Shape& s) { return MutView::dense(base, s); }
+  static View tile(const Graph& g, const OpAttrs& a, const View& whole, const std::array<int64_t, 3>& b, int64_t iter) {
+    return iterator_tile(g, a, whole, b, iter);
+  }
+  static MutView region(const OpAttrs& a, const MutView& whole, const Shape& tile, const std::array<int64_t, 3>& b) {
+    return saver_region(a, whole, tile, b);
+  }
+  static const Shape& shape(const View& v) { return v.shape; }
+  static void copy(const View& src, const MutView& dst);
+  static void add_into(const View& src, const MutView& dst);
+  static std::optional<View> alias(const View& x, const Shape& s) {
+    return x.contiguous() ? std::optional<View>(View::dense(x.data, s)) : std::nullopt;
+  }
+};
+
 /// The state of one block in flight: a buffer for every tensor of the block graph and its thread
 /// graphs (accumulators included), allocated once and reused for every block it runs.
-struct BlockWorker {
-  std::vector<float> arena;
-  std::vector<View> values;
-  std::vector<std::vector<View>> operands;  // per plan: the current op's operands (capacity reused)
-};
+using BlockWorker = BlockExecutor<FloatValues>::Worker;
 
 /// An executable plan of one block graph. Immutable once built, so workers share it.
 ///
@@ -45,7 +64,7 @@ class BlockProgram {
   BlockWorker make_worker() const;
 
   /// Floats of the shared table of block-invariant tiles (all iterations); 0 if nothing is shared.
-  int64_t shared_floats() const { return shared_per_iter_ * body_.forloop; }
+  int64_t shared_floats() const { return shared_per_iter_ * executor_.body().forloop; }
 
   /// Computes the block-invariant tiles of iteration `iter` into `shared` (of shared_floats()).
   /// Iterations write disjoint parts, so they may run in parallel.
@@ -61,23 +80,11 @@ class BlockProgram {
                   const std::vector<MutView>& outputs, int64_t first, int64_t count, const float* shared) const;
 
  private:
-  using Phase = BlockPhase;
-  /// Which ops exec runs: a block's own ops (skipping shared ones) or the shared ones only.
+  using Executor = BlockExecutor<FloatValues>;
+  using Plan = Executor::Plan;
+  /// Which ops a run computes: a block's own ops (skipping shared ones) or the shared ones only.
   enum class Mode : uint8_t { block, shared };
-
-  /// The plan of one graph (the block graph or one of its thread graphs).
-  struct Plan {
-    const Graph* g = nullptr;
-    std::vector<Phase> phase;     // per op
-    std::vector<int64_t> offset;  // per tensor: its buffer in the arena, or -1 (a view of another)
-    std::vector<float> scalar;    // per op: the scalar constant of a binary op
-    std::vector<int32_t> nested;  // per op: index in plans_ of a thread_graph op's body, or -1
-    std::vector<TensorId> saved;  // thread graphs: per io_index, the tensor its saver saves
-    int32_t value_base = 0;       // this graph's tensor values start here in BlockWorker::values
-    int32_t index = 0;            // this plan's index in plans_
-    std::vector<bool> invariant;  // block graph, per op: computes the same tiles in every block
-    std::vector<bool> shared;     // block graph, per op: computed by precompute, skipped per block
-  };
+  struct Hooks;
 
   /// A shared tile some per-block op reads: its tensor and its offset within an iteration's table.
   struct SharedTile {
@@ -85,18 +92,13 @@ class BlockProgram {
     int64_t offset;
   };
 
-  int32_t add_plan(const Graph& g, int64_t& arena_floats, int32_t& values);
-  void plan_sharing(Plan& p);
+  void plan_sharing();
+  void finish_accumulators(BlockWorker& w) const;
 
-  /// Runs the ops of plan p that belong to `phase` (thread graphs: all live ops), selected by mode.
-  void exec(const Plan& p, BlockWorker& w, Phase phase, Mode mode, const std::vector<View>& params,
-            const std::vector<MutView>* outputs, const std::array<int64_t, 3>& b, int64_t iter) const;
-  void finish_accumulators(const Plan& p, BlockWorker& w) const;
-
-  const Graph& body_;
-  std::vector<Plan> plans_;  // plans_[0]: the block graph
-  int64_t arena_floats_ = 0;
-  int32_t num_values_ = 0;
+  Executor executor_;
+  std::vector<std::vector<float>> scalar_;  // per plan, per op: the scalar constant of a binary op
+  std::vector<bool> invariant_;             // block graph, per op: computes the same tiles in every block
+  std::vector<bool> shared_;                // block graph, per op: computed by precompute, skipped per block
   std::vector<SharedTile> shared_tiles_;
   int64_t shared_per_iter_ = 0;
 };

@@ -1,10 +1,11 @@
 // Kernel-level ops of the finite-field interpreter, graph-defined kernels included: a block graph
-// runs block by block with exactly the float interpreter's structure (block_structure.h): tiles
-// by imap/fmap, loop body per iteration, accumulators (sum or concat), post-processing once,
+// runs block by block on the float interpreter's own executor (block_executor.h), over residues:
+// tiles by imap/fmap, loop body per iteration, accumulators (sum or concat), post-processing once,
 // savers by omap, thread graphs in place.
 #include <optional>
 #include <string>
 
+#include "block_executor.h"
 #include "block_structure.h"
 #include "ff_ops.h"
 
@@ -14,204 +15,102 @@ namespace {
 
 using interp::BlockPhase;
 
-constexpr int64_t kAlign = 16;  // uint32s: buffers start on 64-byte boundaries
-
-int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-/// The state of one block in flight, reused for every block a worker runs.
-struct FFWorker {
-  std::vector<uint32_t> arena;
-  std::vector<FFView> values;
-  std::vector<std::vector<FFView>> operands;  // per plan (capacity reused)
+/// Residue pairs (Z_p, Z_q), the finite-field interpreter's value domain for the block executor
+/// (block_executor.h): a tensor's buffer holds its Z_p part, then its Z_q part.
+struct FFValues {
+  using View = FFView;
+  using MutView = FFMutView;
+  using Elem = uint32_t;
+  static int64_t buffer_elems(int64_t numel) { return 2 * interp::arena_aligned(numel); }
+  static FFMutView buffer(uint32_t* base, const Shape& s) {
+    return {MutUView::dense(base, s), MutUView::dense(base + interp::arena_aligned(s.numel()), s)};
+  }
+  static FFView tile(const Graph& g, const OpAttrs& a, const FFView& whole, const std::array<int64_t, 3>& b,
+                     int64_t iter) {
+    return {interp::iterator_tile(g, a, whole.p, b, iter), interp::iterator_tile(g, a, whole.q, b, iter)};
+  }
+  static FFMutView region(const OpAttrs& a, const FFMutView& whole, const Shape& tile,
+                          const std::array<int64_t, 3>& b) {
+    return {interp::saver_region(a, whole.p, tile, b), interp::saver_region(a, whole.q, tile, b)};
+  }
+  static const Shape& shape(const FFView& v) { return v.shape(); }
+  static void copy(const FFView& src, const FFMutView& dst) { copy_ff(src, dst); }
+  static void add_into(const FFView& src, const FFMutView& dst) { add_into_ff(src, dst); }
+  static std::optional<FFView> alias(const FFView& x, const Shape& s) {
+    if (!x.p.contiguous() || !x.q.contiguous()) return std::nullopt;
+    return FFView{UView::dense(x.p.data, s), UView::dense(x.q.data, s)};
+  }
 };
 
-/// An executable plan of one block graph (and its thread graphs) on residues.
+using FFExecutor = interp::BlockExecutor<FFValues>;
+using FFWorker = FFExecutor::Worker;
+
+/// A block graph (and its thread graphs) planned for residues: the executor's plans, and per plan
+/// what the residue arithmetic needs beside them.
 class FFBlockProgram {
  public:
-  FFBlockProgram(const Graph& body, const std::vector<bool>& param_taint, bool exps_taint)
-      : body_(body), exps_taint_(exps_taint) {
-    MUGRAPH_CHECK(body.level == Level::block && body.forloop >= 1) << "a graph_kernel body must be a block graph";
-    add_plan(body, param_taint);
+  FFBlockProgram(const Graph& body, const std::vector<bool>& param_taint, bool exps_taint) : executor_(body) {
+    const auto& plans = executor_.plans();
+    extras_.resize(plans.size());
+    // A thread graph's operands are tainted as its op's are; its plan comes after its op's.
+    std::vector<std::vector<bool>> operand_taint(plans.size());
+    operand_taint[0] = param_taint;
+    for (const FFExecutor::Plan& p : plans) {
+      const Graph& g = *p.g;
+      Extra& e = extras_[static_cast<size_t>(p.index)];
+      Taint t = exp_taint(g, operand_taint[static_cast<size_t>(p.index)], exps_taint);
+      e.taint = std::move(t.tensor);
+      e.exp_only = std::move(t.exp_only);
+      e.scalar.assign(g.ops.size(), {0, 0});
+      for (size_t i = 0; i < g.ops.size(); ++i) {
+        const Op& op = g.ops[i];
+        if (p.phase[i] == BlockPhase::dead) continue;
+        if (op.attrs.has_scalar) e.scalar[i] = scalar_residues(op.attrs.scalar);
+        if (p.nested[i] >= 0)
+          for (TensorId in : op.inputs) operand_taint[static_cast<size_t>(p.nested[i])].push_back(e.taint[in.index()]);
+      }
+    }
   }
 
-  FFWorker make_worker() const {
-    FFWorker w;
-    w.arena.assign(static_cast<size_t>(arena_), 0);
-    w.values.assign(static_cast<size_t>(num_values_), FFView{});
-    w.operands.resize(plans_.size());
-    return w;
-  }
+  FFWorker make_worker() const { return executor_.make_worker(); }
 
   /// Runs block `index` (x fastest): every iteration of the loop body, then post-processing.
   void run_block(FFWorker& w, const std::vector<FFView>& params, const std::vector<FFMutView>& outputs, int64_t index,
                  FFState& st) const {
-    const auto b = interp::block_coords(body_.grid, index);
-    for (int64_t i = 0; i < body_.forloop; ++i) {
-      if (!exec(plans_[0], w, BlockPhase::loop, params, &outputs, b, i, st)) return;
-    }
-    if (body_.forloop > 1) exec(plans_[0], w, BlockPhase::post, params, &outputs, b, 0, st);
+    const Graph& body = executor_.body();
+    const auto b = interp::block_coords(body.grid, index);
+    const FFExecutor::Plan& p = executor_.plans()[0];
+    Hooks hooks{*this, st};
+    for (int64_t i = 0; i < body.forloop; ++i)
+      if (!executor_.exec(p, w, BlockPhase::loop, params, &outputs, b, i, hooks)) return;
+    if (body.forloop > 1) executor_.exec(p, w, BlockPhase::post, params, &outputs, b, 0, hooks);
   }
 
  private:
-  struct Plan {
-    const Graph* g = nullptr;
-    std::vector<BlockPhase> phase;                // per op
-    std::vector<int64_t> offset;                  // per tensor: Z_p buffer in the arena (Z_q follows), or -1
+  struct Extra {
     std::vector<std::array<uint32_t, 2>> scalar;  // per op: residues of a binary op's constant
-    std::vector<int32_t> nested;                  // per op: plan of a thread_graph op's body, or -1
-    std::vector<TensorId> saved;                  // thread graphs: per io_index, the tensor saved
     std::vector<bool> taint;                      // per tensor: exp-tainted
     std::vector<bool> exp_only;                   // per tensor: Z_p part unread (Taint::exp_only)
-    int32_t value_base = 0;
-    int32_t index = 0;
   };
 
-  int32_t add_plan(const Graph& g, const std::vector<bool>& param_taint) {
-    auto index = static_cast<int32_t>(plans_.size());
-    plans_.emplace_back();
-    {
-      Plan& p = plans_.back();
-      p.g = &g;
-      p.index = index;
-      p.value_base = num_values_;
-      p.phase = interp::block_phases(g);
-      p.offset.assign(g.tensors.size(), -1);
-      p.scalar.assign(g.ops.size(), {0, 0});
-      p.nested.assign(g.ops.size(), -1);
-      Taint t = exp_taint(g, param_taint, exps_taint_);
-      p.taint = std::move(t.tensor);
-      p.exp_only = std::move(t.exp_only);
-    }
-    num_values_ += static_cast<int32_t>(g.tensors.size());
-    for (size_t i = 0; i < g.ops.size(); ++i) {
-      const Op& op = g.ops[i];
-      if (plans_[static_cast<size_t>(index)].phase[i] == BlockPhase::dead) continue;
-      bool buffer = false;
-      switch (op_info(op.kind).category) {
-        case OpCategory::iterator:
-          break;
-        case OpCategory::saver:
-          if (g.level == Level::thread) {
-            auto io = static_cast<size_t>(op.attrs.io_index);
-            auto& saved = plans_[static_cast<size_t>(index)].saved;
-            if (saved.size() <= io) saved.resize(io + 1);
-            saved[io] = op.inputs.at(0);
-          }
-          break;
-        case OpCategory::accumulator:
-          buffer = true;
-          break;
-        case OpCategory::thread_body: {
-          std::vector<bool> in;
-          for (TensorId t : op.inputs) in.push_back(plans_[static_cast<size_t>(index)].taint[t.index()]);
-          int32_t n = add_plan(g.bodies.at(static_cast<size_t>(op.attrs.body)), in);
-          plans_[static_cast<size_t>(index)].nested[i] = n;
-          MUGRAPH_CHECK(plans_[static_cast<size_t>(n)].saved.size() == op.outputs.size())
-              << interp::body_op_where(g, i) << ": its thread graph saves a different number of outputs";
-          break;
-        }
-        default:
-          buffer = true;
-          if (op.attrs.has_scalar) plans_[static_cast<size_t>(index)].scalar[i] = scalar_residues(op.attrs.scalar);
-          break;
-      }
-      if (buffer) {
-        for (TensorId t : op.outputs) {
-          plans_[static_cast<size_t>(index)].offset[t.index()] = arena_;
-          arena_ += 2 * aligned(g.type(t).shape.numel());
-        }
-      }
-    }
-    return index;
-  }
+  /// Every live op runs, on residues; a zero divisor voids the run.
+  struct Hooks {
+    const FFBlockProgram& program;
+    FFState& st;
 
-  /// Runs the ops of plan p in `phase` (thread graphs: all live ops). False on a zero divisor.
-  bool exec(const Plan& p, FFWorker& w, BlockPhase phase, const std::vector<FFView>& params,
-            const std::vector<FFMutView>* outputs, const std::array<int64_t, 3>& b, int64_t iter, FFState& st) const {
-    const Graph& g = *p.g;
-    FFView* vals = w.values.data() + p.value_base;
-    std::vector<FFView>& ins = w.operands[static_cast<size_t>(p.index)];
-    auto buffer = [&](TensorId t) {
-      const Shape& s = g.type(t).shape;
-      uint32_t* base = w.arena.data() + p.offset[t.index()];
-      return FFMutView{MutUView::dense(base, s), MutUView::dense(base + aligned(s.numel()), s)};
-    };
-    for (size_t i = 0; i < g.ops.size(); ++i) {
-      if (p.phase[i] != phase) continue;
-      const Op& op = g.ops[i];
-      switch (op_info(op.kind).category) {
-        case OpCategory::iterator: {
-          const FFView& whole = params.at(static_cast<size_t>(op.attrs.io_index));
-          FFView v = g.level == Level::block ? FFView{interp::iterator_tile(g, op.attrs, whole.p, b, iter),
-                                                      interp::iterator_tile(g, op.attrs, whole.q, b, iter)}
-                                             : whole;
-          MUGRAPH_CHECK(v.shape() == g.type(op.outputs[0]).shape)
-              << interp::body_op_where(g, i) << " loads a tile " << v.shape().str() << " but its tensor is "
-              << g.type(op.outputs[0]).shape.str();
-          vals[op.outputs[0].index()] = v;
-          break;
-        }
-        case OpCategory::saver: {
-          if (g.level != Level::block) break;  // thread graphs: the thread_graph op picks up `saved`
-          const FFView& src = vals[op.inputs[0].index()];
-          const FFMutView& dst = outputs->at(static_cast<size_t>(op.attrs.io_index));
-          copy_ff(src, FFMutView{interp::saver_region(op.attrs, dst.p, src.shape(), b),
-                                 interp::saver_region(op.attrs, dst.q, src.shape(), b)});
-          break;
-        }
-        case OpCategory::accumulator: {
-          const FFView& src = vals[op.inputs[0].index()];
-          FFMutView acc = buffer(op.outputs[0]);
-          if (op.attrs.dim == kPhi) {
-            if (iter == 0) {
-              copy_ff(src, acc);
-            } else {
-              add_into_ff(src, acc);
-            }
-          } else {
-            int64_t ext = src.shape()[op.attrs.dim];
-            copy_ff(src, acc.slice(op.attrs.dim, iter * ext, ext));
-          }
-          vals[op.outputs[0].index()] = acc;
-          break;
-        }
-        case OpCategory::thread_body: {
-          const Plan& q = plans_[static_cast<size_t>(p.nested[i])];
-          ins.clear();
-          for (TensorId t : op.inputs) ins.push_back(vals[t.index()]);
-          if (!exec(q, w, BlockPhase::loop, ins, nullptr, b, 0, st)) return false;  // a thread graph runs whole
-          const FFView* inner = w.values.data() + q.value_base;
-          for (size_t k = 0; k < op.outputs.size(); ++k) vals[op.outputs[k].index()] = inner[q.saved[k].index()];
-          break;
-        }
-        default: {
-          TensorId t = op.outputs[0];
-          const FFView& x = vals[op.inputs.at(0).index()];
-          if (op.kind == OpKind::reshape && x.p.contiguous() && x.q.contiguous()) {
-            const Shape& s = g.type(t).shape;
-            vals[t.index()] = {UView::dense(x.p.data, s), UView::dense(x.q.data, s)};  // a view
-            break;
-          }
-          ins.clear();
-          for (TensorId in : op.inputs) ins.push_back(vals[in.index()]);
-          std::array<bool, 2> taint{p.taint[op.inputs[0].index()],
-                                    op.inputs.size() > 1 && p.taint[op.inputs[1].index()]};
-          FFMutView out = buffer(t);
-          eval_ff_op(op, ins, taint, p.scalar[i], out, st, false, {!p.exp_only[t.index()], !p.taint[t.index()]});
-          if (st.zero_divisor.load(std::memory_order_relaxed)) return false;
-          vals[t.index()] = out;
-          break;
-        }
-      }
+    bool skip(const FFExecutor::Plan&, size_t) const { return false; }
+    bool compute(const FFExecutor::Plan& p, size_t i, const std::vector<FFView>& ins, const FFMutView& out) {
+      const Extra& e = program.extras_[static_cast<size_t>(p.index)];
+      const Op& op = p.g->ops[i];
+      const TensorId t = op.outputs[0];
+      std::array<bool, 2> taint{e.taint[op.inputs[0].index()], op.inputs.size() > 1 && e.taint[op.inputs[1].index()]};
+      eval_ff_op(op, ins, taint, e.scalar[i], out, st, false, {!e.exp_only[t.index()], !e.taint[t.index()]});
+      return !st.zero_divisor.load(std::memory_order_relaxed);
     }
-    return true;
-  }
+  };
 
-  const Graph& body_;
-  bool exps_taint_ = true;   ///< false under FFContext::opaque_functions
-  std::vector<Plan> plans_;  // plans_[0]: the block graph
-  int64_t arena_ = 0;
-  int32_t num_values_ = 0;
+  FFExecutor executor_;
+  std::vector<Extra> extras_;  // per plan
 };
 
 FFMutView allocate(std::vector<FFTensor>& store, std::vector<FFView>& views, TensorId t, const Shape& s) {

@@ -372,6 +372,31 @@ TEST(FFInterp, RandomFunctionsAreSharedWithinATestOnly) {
   EXPECT_NE(r1.outputs[0].p, r1.outputs[1].p) << "relu and exp are different functions";
 }
 
+TEST(FFInterp, ThreadGraphOperandsKeepTheirExpTaint) {
+  // exp(exp(X)) with the first exp in the block graph and the second in a thread graph: the
+  // thread graph's operand is exp-tainted, so its exp is a second exp (a random function), as
+  // in the kernel-level program. Read as untainted, its exp would compute a first exp of
+  // residues that mean nothing, and the two graphs would differ.
+  Graph prog;
+  TensorId x = prog.add_input("X", {4, 8});
+  prog.mark_output(prog.add(OpKind::exp, {prog.add(OpKind::exp, {x})}), "E");
+
+  Graph k;
+  TensorId kx = k.add_input("X", {4, 8});
+  Graph body = make_block_graph({k.type(kx)}, Dim3{2, 1, 1}, 1);
+  TensorId xt = body.add(OpKind::input_iterator, {}, test::iter(0, {0, kPhi, kPhi}, kPhi));
+  TensorId first = body.add(OpKind::exp, {xt});
+  Graph tg = make_thread_graph({body.type(first)});
+  TensorId tin = tg.add(OpKind::input_iterator, {}, test::iter(0, {kPhi, kPhi, kPhi}, kPhi));
+  tg.add(OpKind::output_saver, {tg.add(OpKind::exp, {tin})}, test::saver(0, {kPhi, kPhi, kPhi}));
+  auto fused = body.append_with_body(OpKind::thread_graph, {first}, std::move(tg));
+  body.add(OpKind::output_saver, {body.ops[fused->index()].outputs[0]}, test::saver(0, {0, kPhi, kPhi}));
+  auto kop = k.append_with_body(OpKind::graph_kernel, {kx}, std::move(body));
+  k.mark_output(k.ops[kop->index()].outputs[0], "E");
+  ASSERT_FALSE(validate(k).has_value()) << validate(k)->str();
+  expect_same(prog, k, 23);
+}
+
 TEST(FFInterp, LayoutOps) {
   Graph g;
   TensorId x = g.add_input("X", {2, 3});
