@@ -148,7 +148,7 @@ class BlockExecutor {
           const Plan& q = plans_[static_cast<size_t>(p.nested[i])];
           ins.clear();
           for (TensorId t : op.inputs) ins.push_back(vals[t.index()]);
-          // A thread graph runs whole; its plan is fresh for each op, so `ins` is not reused under it.
+          // A thread graph runs whole. Its plan has operands of its own: `ins` is handed to it intact.
           if (!exec(q, w, BlockPhase::loop, ins, nullptr, b, 0, hooks)) return false;
           const View* inner = w.values.data() + q.value_base;
           for (size_t k = 0; k < op.outputs.size(); ++k) vals[op.outputs[k].index()] = inner[q.saved[k].index()];
