@@ -2,19 +2,69 @@
 // with a file it accepts: any bytes must either load or raise UserError; a loaded graph is printed
 // (describe, DOT: both promise to tolerate graphs that are not valid), checked by validate(), and
 // a valid one round-trips through to_json exactly, gets a cost estimate and generates CUDA for
-// both targets (or a UserError saying why not). Anything else (a crash, a sanitizer report, an
-// InternalError or another exception escaping, a hang) is a finding.
+// both targets (or a UserError saying why not), and, when it is small enough to run in
+// milliseconds, runs on the float interpreter and the finite-field one (the verifier's), which
+// share one block-graph executor. Anything else (a crash, a sanitizer report, an InternalError or
+// another exception escaping, a hang) is a finding.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string_view>
 
 #include "mugraph/codegen.h"
 #include "mugraph/cost_model.h"
 #include "mugraph/dot.h"
+#include "mugraph/ff_interp.h"
+#include "mugraph/interp.h"
 #include "mugraph/json.h"
 #include "mugraph/printer.h"
 #include "mugraph/validate.h"
+
+namespace {
+
+/// Element steps a run of graph g takes, roughly: every op's output elements (times k for a
+/// matmul), and a block graph's once per block and iteration. Saturates at INT64_MAX.
+int64_t run_work(const mugraph::Graph& g) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto add = [](int64_t a, int64_t b) { return a > kMax - b ? kMax : a + b; };
+  auto mul = [](int64_t a, int64_t b) { return b != 0 && a > kMax / b ? kMax : a * b; };
+  int64_t work = 0;
+  for (const mugraph::Op& op : g.ops) {
+    for (mugraph::TensorId t : op.outputs) {
+      int64_t steps = g.type(t).shape.numel();
+      if (op.kind == mugraph::OpKind::matmul && !op.inputs.empty()) {
+        const mugraph::Shape& a = g.type(op.inputs[0]).shape;
+        if (a.rank() > 0) steps = mul(steps, a[a.rank() - 1]);
+      }
+      work = add(work, steps);
+    }
+    if (op.attrs.body >= 0 && static_cast<size_t>(op.attrs.body) < g.bodies.size()) {
+      const mugraph::Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
+      int64_t per_run = run_work(body);
+      if (body.level == mugraph::Level::block) per_run = mul(mul(per_run, body.grid.volume()), body.forloop);
+      work = add(work, per_run);
+    }
+  }
+  return work;
+}
+
+/// Runs a valid graph on both interpreters, which may refuse it only with a UserError.
+void run_interpreters(const mugraph::Graph& g) {
+  mugraph::InterpOptions options;
+  options.threads = 1;
+  try {
+    (void)mugraph::run_float(g, mugraph::random_inputs(g, 1), options);
+  } catch (const mugraph::UserError&) {
+  }
+  mugraph::FFContext ctx;
+  ctx.omega = mugraph::random_root_of_unity(1);
+  (void)mugraph::run_ff(g, mugraph::random_ff_inputs(g, 1), ctx, 1);
+  ctx.opaque_functions = true;
+  (void)mugraph::run_ff(g, mugraph::random_ff_inputs(g, 2), ctx, 1);
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
@@ -31,8 +81,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!(mugraph::from_json(written, "round-trip.json") == g)) std::abort();
   if (mugraph::to_json(mugraph::from_json(written, "round-trip.json")) != written) std::abort();
 
+  // A million element steps run in well under a second.
+  bool ran = false;
   for (const mugraph::CudaTarget& target : mugraph::cuda_targets()) {
     if (mugraph::validate(g, *target.limits)) continue;
+    if (!ran && run_work(g) <= (int64_t{1} << 20)) {
+      run_interpreters(g);
+      ran = true;
+    }
     (void)mugraph::estimate_cost(g, mugraph::gpu_spec(target.limits->name));
     try {
       (void)mugraph::generate_cuda(g, target);
