@@ -964,8 +964,7 @@ int run_main(int argc, char** argv) {
     // limit an attention program's search runs for hours. So it gets one unless the user gave
     // one; `--time-limit 0` asks for none, which is said once, up front (Ctrl-C still stops it
     // with what it found and a checkpoint).
-    if (sopts.cost_bound != CostBound::bytes && time_limit_option->count() == 0)
-      sopts.time_limit_seconds = kDefaultModelBoundTimeLimitSeconds;
+    if (time_limit_option->count() == 0) sopts.time_limit_seconds = default_time_limit_seconds(sopts.cost_bound);
     if (sopts.cost_bound != CostBound::bytes && sopts.time_limit_seconds <= 0)
       std::cerr << "mugraph: note: --cost-bound " << cost_bound
                 << " with --time-limit 0 runs until the model-bound search is exhausted, which can take hours; "

@@ -50,6 +50,10 @@ inline constexpr CostBound kDefaultCostBound = CostBound::both;
 /// The time limit in seconds a front end gives a search under the model bound (model, both) when
 /// the user gives none; 0 (or a limit given explicitly) stays. The bytes bound gets none.
 inline constexpr double kDefaultModelBoundTimeLimitSeconds = 60;
+/// The time limit a front end gives a search under bound b when the user gives none (0: none).
+inline constexpr double default_time_limit_seconds(CostBound b) {
+  return b == CostBound::bytes ? 0 : kDefaultModelBoundTimeLimitSeconds;
+}
 
 /// Why a search stopped.
 enum class StopReason : uint8_t {

@@ -264,7 +264,7 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     options.retile_seeds = retile_seeds
     options.model_bound_ratio = float(bound_ratio)
     if time_limit is None:
-        time_limit = 0 if options.cost_bound == "bytes" else _core.DEFAULT_MODEL_BOUND_TIME_LIMIT
+        time_limit = _core.default_time_limit(options.cost_bound)
     if not (time_limit >= 0 and math.isfinite(time_limit)):
         raise _core.MugraphError(f"time_limit must be a finite number of seconds, 0 (none) or more, got {time_limit}")
     options.time_limit_seconds = float(time_limit)

@@ -176,7 +176,10 @@ NB_MODULE(_core, m) {
   m.attr("InternalError") = internal_error;
   // The front ends' search defaults (search.h): superoptimize takes them from here.
   m.attr("DEFAULT_COST_BOUND") = std::string(cost_bound_name(kDefaultCostBound));
-  m.attr("DEFAULT_MODEL_BOUND_TIME_LIMIT") = kDefaultModelBoundTimeLimitSeconds;
+  m.def(
+      "default_time_limit",
+      [](const std::string& cost_bound) { return default_time_limit_seconds(require_cost_bound(cost_bound)); },
+      "the search's time limit in seconds under this cost bound when none is given (0: none)");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
