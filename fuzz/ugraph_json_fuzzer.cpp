@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
 #include <string_view>
 
 #include "mugraph/codegen.h"
@@ -22,32 +21,6 @@
 #include "mugraph/validate.h"
 
 namespace {
-
-/// Element steps a run of graph g takes, roughly: every op's output elements (times k for a
-/// matmul), and a block graph's once per block and iteration. Saturates at INT64_MAX.
-int64_t run_work(const mugraph::Graph& g) {
-  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  auto add = [](int64_t a, int64_t b) { return a > kMax - b ? kMax : a + b; };
-  auto mul = [](int64_t a, int64_t b) { return b != 0 && a > kMax / b ? kMax : a * b; };
-  int64_t work = 0;
-  for (const mugraph::Op& op : g.ops) {
-    for (mugraph::TensorId t : op.outputs) {
-      int64_t steps = g.type(t).shape.numel();
-      if (op.kind == mugraph::OpKind::matmul && !op.inputs.empty()) {
-        const mugraph::Shape& a = g.type(op.inputs[0]).shape;
-        if (a.rank() > 0) steps = mul(steps, a[a.rank() - 1]);
-      }
-      work = add(work, steps);
-    }
-    if (op.attrs.body >= 0 && static_cast<size_t>(op.attrs.body) < g.bodies.size()) {
-      const mugraph::Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
-      int64_t per_run = run_work(body);
-      if (body.level == mugraph::Level::block) per_run = mul(mul(per_run, body.grid.volume()), body.forloop);
-      work = add(work, per_run);
-    }
-  }
-  return work;
-}
 
 /// Runs a valid graph on both interpreters, which may refuse it only with a UserError.
 void run_interpreters(const mugraph::Graph& g) {
@@ -85,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool ran = false;
   for (const mugraph::CudaTarget& target : mugraph::cuda_targets()) {
     if (mugraph::validate(g, *target.limits)) continue;
-    if (!ran && run_work(g) <= (int64_t{1} << 20)) {
+    if (!ran && mugraph::run_steps(g) <= (int64_t{1} << 20)) {
       run_interpreters(g);
       ran = true;
     }

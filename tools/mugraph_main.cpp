@@ -739,7 +739,8 @@ int run_main(int argc, char** argv) {
 
   SearchOptions sopts;
   std::string search_target = "h100", cost_bound(cost_bound_name(kDefaultCostBound));
-  bool no_abstract_pruning = false, no_program_tile_values = false, quiet = false, whole_only = false;
+  bool no_abstract_pruning = false, no_program_tile_values = false, no_input_probes = false, quiet = false,
+       whole_only = false;
   auto* srch = app.add_subcommand(
       "search",
       "Search for the best μGraph equivalent to a program; writes DIR/best.json, DIR/top/NN.json, DIR/report.json");
@@ -809,6 +810,9 @@ int run_main(int argc, char** argv) {
   srch->add_flag("--no-abstract-pruning", no_abstract_pruning, "disable abstract-expression pruning (ablation)");
   srch->add_flag("--no-program-tile-values", no_program_tile_values,
                  "grow tile-local values op by op instead of replaying the program's (ablation)");
+  srch->add_flag("--no-input-probes", no_input_probes,
+                 "decide which kernels can finish the program by the inputs their operands' expressions hold "
+                 "alone, without running the prefixes on changed inputs (ablation)");
   srch->add_flag("--whole-only", whole_only,
                  "search the program whole only, never in parts cut before its matmuls (by default a program "
                  "whose whole search finds nothing in half the time is cut, and one exhausted early is searched "
@@ -960,6 +964,7 @@ int run_main(int argc, char** argv) {
     sopts.cut_into_parts = !whole_only;
     sopts.cost_bound = require_cost_bound(cost_bound);
     sopts.program_tile_values = !no_program_tile_values;
+    sopts.input_probes = !no_input_probes;
     // The model bound exhausts only small spaces (docs/search.md, "The cost bound"): without a
     // limit an attention program's search runs for hours. So it gets one unless the user gave
     // one; `--time-limit 0` asks for none, which is said once, up front (Ctrl-C still stops it

@@ -53,6 +53,12 @@ struct InterpOptions {
 /// shared across blocks (capped at 256 MiB).
 int64_t host_memory_bytes(const Graph& kernel_graph);
 
+/// Element steps a run of `g` takes on either interpreter, roughly: every op's output elements
+/// (times k for a matmul; a sum's input elements), a block graph's once per block and
+/// iteration, and a thread graph's as its own ops count. Saturates at INT64_MAX. Work done
+/// on graphs of any size (fuzzing, the search's input probes) is bounded with it.
+int64_t run_steps(const Graph& g);
+
 /// Runs a kernel graph on the given inputs (one per `input` op, in op order) and returns the
 /// graph's outputs in order. Arithmetic is f32 with f32-or-wider accumulation; every tensor is
 /// rounded to its dtype when stored; for-loop accumulators keep f32 partial sums and round once

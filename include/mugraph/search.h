@@ -119,6 +119,11 @@ struct SearchOptions {
   /// more than one op is computed by replaying the program's own ops on the tiles, as one step of
   /// the block-op budget. Off: block graphs are grown op by op only (ablation).
   bool program_tile_values = true;
+  /// A kernel whose operands keep their values under a change of the program's inputs that
+  /// changes an output cannot compute that output (docs/search.md, "Input probes"): it is not
+  /// grown as one that finishes the program. Off: only the abstract expressions' inputs decide
+  /// (ablation).
+  bool input_probes = true;
   /// What cuts a prefix once top_k + 4 candidates not known to be wrong, or top_k verified ones
   /// (a background verifier checks the best while the search runs), are known (docs/search.md,
   /// "The cost bound"). bytes: its lower bound on (device bytes, kernels) is lexicographically
@@ -355,6 +360,10 @@ struct SearchResult {
   /// an exhausted whole search"): the whole search's best estimate (µs). 0 when the program was
   /// searched in parts because the whole search found nothing.
   double whole_best_estimated_us = 0;
+  /// The input probes the search ran its prefixes under (docs/search.md, "Input probes"), what
+  /// each changes ("H + C, X + C"); empty when it made none. A search in parts lists its whole
+  /// search's.
+  std::vector<std::string> input_probes;
 };
 
 /// External control of a running search (signal handlers set `stop`).

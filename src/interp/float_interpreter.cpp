@@ -186,6 +186,38 @@ int64_t host_memory_bytes(const Graph& g) {
   return total;
 }
 
+int64_t run_steps(const Graph& g) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  auto add = [](int64_t a, int64_t b) { return a > kMax - b ? kMax : a + b; };
+  auto mul = [](int64_t a, int64_t b) { return b > 0 && a > kMax / b ? kMax : a * std::max<int64_t>(b, 0); };
+  auto numel = [&](const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n = mul(n, d);
+    return n;
+  };
+  int64_t steps = 0;
+  for (const Op& op : g.ops) {
+    for (TensorId t : op.outputs) {
+      if (t.index() >= g.tensors.size()) continue;
+      int64_t n = numel(g.type(t).shape);
+      if (op.kind == OpKind::matmul && !op.inputs.empty() && op.inputs[0].index() < g.tensors.size()) {
+        const Shape& a = g.type(op.inputs[0]).shape;
+        if (a.rank() > 0) n = mul(n, a[a.rank() - 1]);
+      }
+      steps = add(steps, n);
+    }
+    if (op.kind == OpKind::sum && !op.inputs.empty() && op.inputs[0].index() < g.tensors.size())
+      steps = add(steps, numel(g.type(op.inputs[0]).shape));
+    if (op.attrs.body >= 0 && static_cast<size_t>(op.attrs.body) < g.bodies.size()) {
+      const Graph& body = g.bodies[static_cast<size_t>(op.attrs.body)];
+      int64_t per_run = run_steps(body);
+      if (body.level == Level::block) per_run = mul(mul(per_run, body.grid.volume()), body.forloop);
+      steps = add(steps, per_run);
+    }
+  }
+  return steps;
+}
+
 std::vector<HostTensor> run_float(const Graph& g, const std::vector<HostTensor>& inputs, const InterpOptions& options) {
   if (g.level != Level::kernel)
     throw UserError("run_float needs a kernel graph, got a " + std::string(level_name(g.level)) + " graph");

@@ -205,6 +205,10 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   // A tighter ratio drops pending tasks that a looser one would run: resuming under another
   // would lose them.
   if (o.cost_bound != CostBound::bytes) s << " bound_ratio=" << o.model_bound_ratio;
+  // The probes only cut kernels that cannot finish the program: a checkpoint written without
+  // them resumes with them. Written when off, so that the fingerprints of searches before the
+  // option stay what they were.
+  if (!o.input_probes) s << " input_probes=0";
   return s.str();
 }
 

@@ -270,6 +270,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       adds_contractions = adds_contractions || (contracts[op.inputs[0].index()] && contracts[op.inputs[1].index()]);
   }
   concat_ = matmuls >= 2 && adds_contractions;
+  // A fixed seed: which kernels the probes rule out is part of what a search explores, which
+  // must not vary from run to run.
+  if (options_.input_probes) input_probes_ = make_input_probes(program_, 0x70726f6265ull);
   targets_ = output_expressions(program_, exprs_);
   indices_ = std::make_unique<ProgramIndices>(program_);
   const std::vector<ExprId> exprs = expressions(program_, exprs_).tensors;
@@ -2204,6 +2207,13 @@ bool Generator::can_finish(const std::vector<ExprId>& exprs, const std::vector<T
   return (needed & ~have) == 0 && (needed_free & ~have_free) == 0;
 }
 
+bool Generator::probes_rule_out_finish(const std::shared_ptr<const Graph>& prefix,
+                                       const std::vector<TensorId>& operands) {
+  if (ctx_.input_probes().empty()) return false;
+  if (!probe_evaluator_) probe_evaluator_ = std::make_unique<ProbeEvaluator>(ctx_.input_probes());
+  return probe_evaluator_->cannot_finish(prefix, operands);
+}
+
 double Generator::prefix_floor_extra_us(const Task& task) const {
   return std::isnan(task.floor_extra_us) ? ctx_.floor_extra_us(*task.prefix) : task.floor_extra_us;
 }
@@ -2218,7 +2228,13 @@ double Generator::model_rest_floor_us(const Graph& prefix, int64_t later_bytes, 
 bool Generator::run_block_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop) {
   const Graph& prefix = *task.prefix;
   std::vector<ExprId> exprs = expressions(prefix, ctx_.exprs()).tensors;
-  const bool finishes = can_finish(exprs, task.operands);
+  bool finishes = can_finish(exprs, task.operands);
+  if (finishes && probes_rule_out_finish(task.prefix, task.operands)) {
+    ++out.stats.pruned["input_probe"];
+    // The first pass closes only kernels that finish the program.
+    if (task.finish_only) return true;
+    finishes = false;
+  }
   // Plain variables, not a structured binding: the bound check below captures them in a
   // lambda (which C++17 compilers, the fuzzers' clang among them, refuse for bindings).
   int64_t later_bytes = 0;

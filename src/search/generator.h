@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "input_probes.h"
 #include "labels.h"
 #include "mugraph/absexpr.h"
 #include "mugraph/graph.h"
@@ -261,6 +262,8 @@ class SearchContext {
     int8_t pos;
   };
   const std::vector<Constant>& constants() const { return constants_; }
+  /// The program's input probes (input_probes.h); none when SearchOptions::input_probes is off.
+  const InputProbes& input_probes() const { return input_probes_; }
 
   /// The root task: the program's input ops.
   Task root() const;
@@ -352,6 +355,7 @@ class SearchContext {
   std::vector<OpKind> self_operand_kinds_;
   bool concat_ = false;
   std::vector<Constant> constants_;
+  InputProbes input_probes_;
   const GpuSpec& gpu_;
   /// By program input, in program order: at least what its first pre-defined reader costs
   /// beyond moving its bytes at the peak, per byte of it (unread_inputs_extra_us).
@@ -426,6 +430,9 @@ class Generator {
   /// the blocks' partial sums of (H − X)² cannot compute the output, though they hold all three
   /// inputs; its block searches grew 16 million states in under a minute).
   bool can_finish(const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
+  /// Whether the input probes show that a kernel reading `operands` after `prefix` cannot compute
+  /// the program's outputs (ProbeEvaluator::cannot_finish), though can_finish lets it.
+  bool probes_rule_out_finish(const std::shared_ptr<const Graph>& prefix, const std::vector<TensorId>& operands);
 
  private:
   bool run_kernel_task(const Task& task, TaskOutput& out, const std::atomic<bool>& stop);
@@ -449,6 +456,7 @@ class Generator {
   /// retile_kernel's prefix (compared by pointer: the caller keeps it alive) and its facts.
   std::shared_ptr<const Graph> retile_prefix_;
   PrefixFacts retile_facts_;
+  std::unique_ptr<ProbeEvaluator> probe_evaluator_;  ///< made when first needed
   std::unordered_map<int32_t, bool> useful_cache_;
   std::unordered_map<int32_t, uint64_t> vars_cache_, free_vars_cache_;
 };

@@ -82,6 +82,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["kernel_states"] = r.stats.kernel_states;
   j["block_configs"] = r.stats.block_configs;
   j["pruned"] = r.stats.pruned;
+  j["input_probes"] = r.input_probes;
   j["pruned_total"] = r.stats.total_pruned();
   j["candidates"] = r.stats.candidates;
   j["verified"] = r.stats.verified;
@@ -100,6 +101,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"deterministic", o.deterministic},
                   {"abstract_pruning", o.abstract_pruning},
                   {"program_tile_values", o.program_tile_values},
+                  {"input_probes", o.input_probes},
                   {"retile_seeds", o.retile_seeds},
                   {"target", o.target.name},
                   {"cost_bound", cost_bound_name(o.cost_bound)},

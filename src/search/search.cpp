@@ -110,6 +110,7 @@ class Driver {
     result.search_seconds = elapsed();
     result.stop_reason = stop_reason_;
     result.bytes_phase_seconds = bytes_phase_seconds_;
+    result.input_probes = ctx_.input_probes().names;
     // A search stopped early by the model bound saves what retiling finds too: resumed, it starts
     // with the bound they set (exact by the model; the bytes bound, a heuristic, would cut by
     // their keys what an uninterrupted search grows). Its state is written once, after retiling
@@ -794,6 +795,7 @@ void after_whole(SearchResult& parts, const SearchResult& whole, const Graph& pr
   for (SearchCandidate& c : parts.top) c.found_seconds += whole.search_seconds;
   parts.stats.add(whole.stats);
   parts.cut_at = cut_names(program, cuts);
+  parts.input_probes = whole.input_probes;
 }
 
 /// The whole search's result with the parts' beside it: the best of both, their times and

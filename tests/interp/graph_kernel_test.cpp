@@ -453,3 +453,37 @@ TEST(GraphKernel, DeadOpsAreSkipped) {
 
 }  // namespace
 }  // namespace mugraph
+
+namespace mugraph {
+namespace {
+
+TEST(RunSteps, CountsMatmulsByTheirDepthAndSumsByWhatTheyRead) {
+  Graph k;
+  TensorId x = k.add_input("X", {4, 8});
+  TensorId w = k.add_input("W", {8, 16});
+  ASSERT_TRUE(k.append(OpKind::matmul, {x, w}).ok());
+  ASSERT_TRUE(k.append(OpKind::sum, {x}, attrs::sum(1)).ok());
+  // X and W (32 + 128), the matmul's 4·16 results of 8 products each, the sum's 4 results and
+  // the 32 elements it reads.
+  EXPECT_EQ(run_steps(k), 32 + 128 + 4 * 16 * 8 + 4 + 32);
+}
+
+TEST(RunSteps, CountsABlockGraphOncePerBlockAndIteration) {
+  const int64_t rows = 8, h = 128, n = 64, grid = 4, loop = 4;
+  Graph g = test::rmsnorm_fig3b(rows, h, n, grid, loop);
+  ASSERT_EQ(g.bodies.size(), 1u);
+  EXPECT_EQ(run_steps(g), rows * h + h + h * n + rows * n + run_steps(g.bodies[0]) * grid * loop);
+}
+
+TEST(RunSteps, SaturatesInsteadOfOverflowing) {
+  // Eight matmuls of 2^20 × 2^20 by 2^20 × 2^20 (tensors of 2^40 elements, the most there may
+  // be) take 2^60 steps each: 2^63 in all, one past INT64_MAX.
+  Graph k;
+  const int64_t e = int64_t{1} << 20;
+  TensorId x = k.add_input("X", {e, e});
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(k.append(OpKind::matmul, {x, x}).ok());
+  EXPECT_EQ(run_steps(k), std::numeric_limits<int64_t>::max());
+}
+
+}  // namespace
+}  // namespace mugraph

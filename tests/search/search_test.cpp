@@ -1224,6 +1224,30 @@ TEST(Search, CostBoundBothEndsWithTheModelSearchsTop) {
   expect_sound_top(program, both);
 }
 
+TEST(Search, InputProbesCutOnlyKernelsThatCannotFinish) {
+  // nTrans: a second kernel reading D = H − X, Alpha and D's sums of squares holds all three
+  // inputs by their expressions but cannot add X alone. The probe that shifts H and X by one
+  // tensor shows it; the search with it finds the same μGraphs as without.
+  Graph program = parse_program(search_testing::kNTransSmall);
+  SearchOptions o;
+  o.threads = 2;
+  o.deterministic = true;
+  const SearchResult with = search(program, o);
+  o.input_probes = false;
+  const SearchResult without = search(program, o);
+  ASSERT_EQ(with.stop_reason, StopReason::exhausted);
+  ASSERT_EQ(without.stop_reason, StopReason::exhausted);
+  EXPECT_EQ(with.input_probes, std::vector<std::string>{"H + C, X + C"});
+  EXPECT_TRUE(without.input_probes.empty());
+  EXPECT_GT(with.stats.pruned.count("input_probe") ? with.stats.pruned.at("input_probe") : 0, 0);
+  EXPECT_EQ(without.stats.pruned.count("input_probe"), 0u);
+  ASSERT_FALSE(with.top.empty());
+  ASSERT_EQ(with.top.size(), without.top.size());
+  for (size_t i = 0; i < with.top.size(); ++i)
+    EXPECT_EQ(to_json(with.top[i].graph), to_json(without.top[i].graph)) << "rank " << i;
+  expect_sound_top(program, with);
+}
+
 TEST(Search, TheRatioBoundKeepsEveryCandidateWithinItsRatioOfTheBest) {
   // A program with fewer good μGraphs than top_k (the paper's nTrans) would be searched with no
   // model bound at all: the ratio bound cuts what cannot come within model_bound_ratio of the
