@@ -627,6 +627,9 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   std::cout << "  best μGraph: " << (dir / "best.json").string()
             << (chosen > 0 ? " (rank " + std::to_string(chosen) + ", the fastest measured)" : std::string())
             << "; report: " << (dir / "report.json").string() << "\n";
+  if (r.stop_reason == StopReason::interrupted)
+    std::cout << "  interrupted: the candidates above are those verified before the stop; --resume continues from "
+              << (dir / "checkpoint.json").string() << "\n";
   return r.stop_reason == StopReason::interrupted ? 130 : 0;
 }
 

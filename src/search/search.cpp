@@ -629,12 +629,12 @@ class Driver {
   /// batch, shared kernels computed once), so the result is what verifying one by one gives.
   /// With the bytes bound only candidates of the best verified key are verified and reported
   /// (update_bound_locked): the result is then the same whenever the bound tightened.
+  /// A stop (Ctrl-C) ends verification; the candidates verified before it (most by the
+  /// background verifier, during the search) are still reported, in rank order.
   void verify_and_rank(SearchResult& result) {
+    std::optional<size_t> stopped_after;  // how many candidates were checked when a stop came
     std::optional<std::pair<int64_t, int>> best_key;
-    if (!ctx_.model_bound()) {
-      best_key = best_verified_key(result);
-      if (result.stop_reason == StopReason::interrupted) return;
-    }
+    if (!ctx_.model_bound()) best_key = best_verified_key(stopped_after);
     auto worse = [&](const RankedCandidate& c) { return best_key && bytes_key(c) > *best_key; };
     size_t checked = 0;
     const std::atomic<bool>* stop = control_ ? &control_->stop : nullptr;
@@ -651,15 +651,19 @@ class Driver {
         if (!pool_[end].verdict) batch.push_back(&pool_[end].found.graph);
       }
       std::vector<VerifyResult> verdicts;
-      if (!batch.empty() && !(stop && stop->load()))
+      if (!batch.empty() && !stopped_after && !(stop && stop->load()))
         verdicts = verify_all(ctx_.program(), batch, opt_.verify, &runs_, stop);
       if (!batch.empty() && verdicts.empty()) {
-        interrupted_verification(result, checked);
-        return;
+        if (!stopped_after) stopped_after = checked;
+        // What is left unverified stays so; a resume verifies it from the checkpoint.
+        end = pool_.size();
       }
-      for (size_t i = checked, next = 0; i < end; ++i) {
+      for (size_t i = checked, next = 0; i < end && static_cast<int>(result.top.size()) < opt_.top_k; ++i) {
         if (!pool_[i].rejected() && worse(pool_[i])) continue;
-        if (!pool_[i].verdict) pool_[i].verdict = std::move(verdicts[next++]);
+        if (!pool_[i].verdict) {
+          if (next == verdicts.size()) continue;  // stopped before it was verified
+          pool_[i].verdict = std::move(verdicts[next++]);
+        }
         VerifyResult& v = *pool_[i].verdict;
         if (v.verdict != Verdict::equivalent) {
           ++result.stats.rejected;
@@ -676,14 +680,16 @@ class Driver {
       }
       checked = end;
     }
+    if (stopped_after) interrupted_verification(result, *stopped_after);
     for (const RankedCandidate& c : pool_) result.worse_key += !c.rejected() && worse(c);
   }
 
   /// The bytes bound's best verified key: the smallest (bytes, kernels) of a candidate verified
   /// equivalent, verifying the pool's candidates in key order (then rank) until one is (most
-  /// often the first, which the background verifier has verified); none if none is. Sets the
-  /// stop reason if a stop ends it.
-  std::optional<std::pair<int64_t, int>> best_verified_key(SearchResult& result) {
+  /// often the first, which the background verifier has verified); none if none is. A stop
+  /// ends it (`stopped_after` then says how many were checked): the key is then the smallest
+  /// of those verified equivalent before it, if any.
+  std::optional<std::pair<int64_t, int>> best_verified_key(std::optional<size_t>& stopped_after) {
     std::vector<size_t> order;
     for (size_t i = 0; i < pool_.size(); ++i)
       if (!pool_[i].rejected()) order.push_back(i);
@@ -696,8 +702,11 @@ class Driver {
         std::vector<VerifyResult> verdicts;
         if (!(stop && stop->load())) verdicts = verify_all(ctx_.program(), {&c.found.graph}, opt_.verify, &runs_, stop);
         if (verdicts.empty()) {
-          interrupted_verification(result, n);
-          return std::nullopt;
+          stopped_after = n;
+          std::optional<std::pair<int64_t, int>> key;
+          for (size_t m = n + 1; m < order.size() && !key; ++m)
+            if (pool_[order[m]].equivalent()) key = bytes_key(pool_[order[m]]);
+          return key;
         }
         c.verdict = std::move(verdicts[0]);
       }

@@ -1001,6 +1001,37 @@ TEST(Search, StopDuringVerificationKeepsWhatIsVerifiedAndSaysHowFar) {
   EXPECT_EQ(r.stats.verified + r.stats.rejected, 0);
 }
 
+TEST(Search, AStopKeepsTheCandidatesVerifiedBeforeIt) {
+  // Ctrl-C in a long search: what the background verifier verified while it ran is the result
+  // (in rank order), with nothing verified after the stop. nTrans under the model bound takes about
+  // 5 s and the small Llama MLP block under the bytes bound about 40 s (Release, 2 threads);
+  // both are stopped after 2 s.
+  const std::pair<const char*, CostBound> cases[] = {{search_testing::kNTransSmall, CostBound::model},
+                                                     {search_testing::kLlamaMlpBlockSmall, CostBound::bytes}};
+  for (const auto& [text, bound] : cases) {
+    SCOPED_TRACE(cost_bound_name(bound));
+    Graph program = parse_program(text);
+    SearchOptions o;
+    o.threads = 2;
+    o.cost_bound = bound;
+    o.cut_into_parts = false;
+    o.background_verify_after_seconds = 0;
+    SearchControl control;
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      control.stop.store(true);
+    });
+    const SearchResult r = search(program, o, &control);
+    stopper.join();
+    ASSERT_EQ(r.stop_reason, StopReason::interrupted);
+    ASSERT_GT(r.background_verified, 0) << "nothing was verified in 2 s";
+    EXPECT_NE(r.stop_detail.find("verification stopped after "), std::string::npos) << r.stop_detail;
+    ASSERT_FALSE(r.top.empty());
+    EXPECT_EQ(r.stats.verified, static_cast<int64_t>(r.top.size()));
+    expect_sound_top(program, r);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Independence of thread count and interruptions
 
