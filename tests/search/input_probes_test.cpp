@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 #include "mugraph/frontend.h"
 #include "mugraph/interp.h"
@@ -32,6 +33,13 @@ std::shared_ptr<const Graph> prefix_of(const Graph& program, Ops ops) {
   return std::make_shared<const Graph>(std::move(g));
 }
 
+/// nTrans without α at `rows` × `cols`: O = X + (H − X) / rms(H − X).
+std::string ntrans_without_alpha(int rows, int cols) {
+  const std::string shape = "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
+  return "input H" + shape + "\ninput X" + shape + "\nD = sub(H, X)\nO = add(X, div(D, sqrt(div(sum(sqr(D), dim=1), " +
+         std::to_string(cols) + "))))\noutput O\n";
+}
+
 TEST(InputProbes, NTransKeepsTheDifferenceOfHAndXUnderOneShift) {
   const Graph program = parse_program(kNTransSmall);
   const InputProbes probes = make_input_probes(program, kSeed);
@@ -53,13 +61,7 @@ TEST(InputProbes, AProbeThatKeepsNoComputedValueIsDropped) {
 
 TEST(InputProbes, NoneForAProgramPastTheStepLimit) {
   // nTrans at 64 rows of 4096: over 4 million element steps.
-  const Graph program = parse_program(R"(
-input H[64, 4096]
-input X[64, 4096]
-D = sub(H, X)
-O = add(X, div(D, sqrt(div(sum(sqr(D), dim=1), 4096))))
-output O
-)");
+  const Graph program = parse_program(ntrans_without_alpha(64, 4096));
   ASSERT_GT(run_steps(program), kInputProbeMaxSteps);
   EXPECT_TRUE(make_input_probes(program, kSeed).empty());
 }
@@ -112,13 +114,7 @@ output O
 }
 
 TEST(ProbeEvaluator, ATooLargePrefixIsNotJudged) {
-  const Graph program = parse_program(R"(
-input H[64, 64]
-input X[64, 64]
-D = sub(H, X)
-O = add(X, div(D, sqrt(div(sum(sqr(D), dim=1), 64))))
-output O
-)");
+  const Graph program = parse_program(ntrans_without_alpha(64, 64));
   const InputProbes probes = make_input_probes(program, kSeed);
   ASSERT_TRUE(has_probe(probes, "H + C, X + C")) << ::testing::PrintToString(probes.names);
   ProbeEvaluator evaluator(probes);
