@@ -473,10 +473,11 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
         std::snprintf(floor, sizeof floor, "  not searched >= %.2f us", p.unsearched_floor_us);
       char line[384];
       std::snprintf(line, sizeof line,
-                    "[%6.1fs] states %lld  pruned %lld  candidates %lld  tasks %lld done, %lld pending  best %s%s",
+                    "[%6.1fs] states %lld  pruned %lld  candidates %lld (%lld verified)  tasks %lld done, %lld pending "
+                    " best %s%s",
                     p.elapsed_seconds, static_cast<long long>(p.states), static_cast<long long>(p.pruned),
-                    static_cast<long long>(p.candidates), static_cast<long long>(p.tasks_done),
-                    static_cast<long long>(p.tasks_pending), best, floor);
+                    static_cast<long long>(p.candidates), static_cast<long long>(p.verified),
+                    static_cast<long long>(p.tasks_done), static_cast<long long>(p.tasks_pending), best, floor);
       std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
     };
   SearchControl control;

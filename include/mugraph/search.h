@@ -180,6 +180,9 @@ struct SearchProgress {
   int64_t states = 0;
   int64_t pruned = 0;
   int64_t candidates = 0;  ///< complete candidates found so far
+  /// Of those kept for verification, the ones the background verifier has verified equivalent:
+  /// what a stop now would report (up to top_k).
+  int64_t verified = 0;
   int64_t tasks_done = 0, tasks_pending = 0;
   /// Best complete candidate so far (by rank, not yet verified); negative if none.
   int64_t best_device_bytes = -1;

@@ -516,6 +516,7 @@ class Driver {
     p.states = stats_.states;
     p.pruned = stats_.total_pruned();
     p.candidates = stats_.candidates;
+    for (const RankedCandidate& c : pool_) p.verified += c.equivalent();
     p.tasks_done = stats_.tasks;
     p.tasks_pending = static_cast<int64_t>(pending_.size() + in_flight_.size());
     p.unsearched_floor_us = unsearched_floor_locked();

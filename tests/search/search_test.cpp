@@ -1004,8 +1004,9 @@ TEST(Search, StopDuringVerificationKeepsWhatIsVerifiedAndSaysHowFar) {
 TEST(Search, AStopKeepsTheCandidatesVerifiedBeforeIt) {
   // Ctrl-C in a long search: what the background verifier verified while it ran is the result
   // (in rank order), with nothing verified after the stop. nTrans under the model bound takes about
-  // 5 s and the small Llama MLP block under the bytes bound about 40 s (Release, 2 threads);
-  // both are stopped after 2 s.
+  // 5 s and the small Llama MLP block under the bytes bound about 40 s (Release, 2 threads); each
+  // is stopped at the first progress report (about once a second) that counts a verified
+  // candidate.
   const std::pair<const char*, CostBound> cases[] = {{search_testing::kNTransSmall, CostBound::model},
                                                      {search_testing::kLlamaMlpBlockSmall, CostBound::bytes}};
   for (const auto& [text, bound] : cases) {
@@ -1017,15 +1018,14 @@ TEST(Search, AStopKeepsTheCandidatesVerifiedBeforeIt) {
     o.cut_into_parts = false;
     o.background_verify_after_seconds = 0;
     SearchControl control;
-    std::thread stopper([&] {
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      control.stop.store(true);
-    });
+    o.on_progress = [&](const SearchProgress& p) {
+      if (p.verified > 0) control.stop.store(true);
+    };
     const SearchResult r = search(program, o, &control);
-    stopper.join();
-    ASSERT_EQ(r.stop_reason, StopReason::interrupted);
-    ASSERT_GT(r.background_verified, 0) << "nothing was verified in 2 s";
-    EXPECT_NE(r.stop_detail.find("verification stopped after "), std::string::npos) << r.stop_detail;
+    ASSERT_EQ(r.stop_reason, StopReason::interrupted) << "nothing was verified before the search ended";
+    EXPECT_GT(r.background_verified, 0);
+    // (The detail says "verification stopped after N of M candidates" when one of the first top_k
+    // was still unverified; the background verifier may have verified all of them.)
     ASSERT_FALSE(r.top.empty());
     EXPECT_EQ(r.stats.verified, static_cast<int64_t>(r.top.size()));
     expect_sound_top(program, r);
@@ -1269,6 +1269,7 @@ TEST(Search, InputProbesCutOnlyKernelsThatCannotFinish) {
   // first verified candidate) leaves them to the probes however early it starts.
   o.cost_bound = CostBound::model;
   o.background_verify_after_seconds = 0;
+  o.top_k = 4;  // each search about 1.5 s here (with the default top 8: about 4 s)
   const SearchResult with = search(program, o);
   o.input_probes = false;
   const SearchResult without = search(program, o);
