@@ -593,9 +593,15 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
               << " s: " << r.retile.configs << " configurations, " << r.retile.complete << " complete, "
               << r.retile.kept << " kept; best estimate " << sci(r.retile.best_before_us) << " -> "
               << sci(r.retile.best_after_us) << " us\n";
-  if (options.cost_bound == CostBound::both && r.bytes_phase_seconds >= 0)
-    std::cout << "  cost bound both: the bytes phase ended at " << sci(r.bytes_phase_seconds)
-              << " s, the model phase ran after it\n";
+  if (options.cost_bound == CostBound::both && r.bytes_phase_seconds >= 0) {
+    if (r.bytes_phase_dropped_tasks > 0)
+      std::cout << "  cost bound both: the bytes phase stopped at " << sci(r.bytes_phase_seconds)
+                << " s, its share of the time limit, with " << r.bytes_phase_dropped_tasks
+                << " tasks pending; the model phase ran after it\n";
+    else
+      std::cout << "  cost bound both: the bytes phase ended at " << sci(r.bytes_phase_seconds)
+                << " s, the model phase ran after it\n";
+  }
   std::cout << "  states " << r.stats.states << ", pruned " << r.stats.total_pruned() << " (";
   bool first = true;
   for (const auto& [reason, n] : r.stats.pruned) {

@@ -135,8 +135,18 @@ struct SearchOptions {
   /// the model search from the root with the candidates found so far (its bound is tight from the
   /// start), until it ends or the time limit; a time-limited search then never ranks below the
   /// bytes search, and finds what the bytes bound cuts (a split that moves more bytes to fill
-  /// the SMs) where the time allows.
+  /// the SMs) where the time allows. With a time limit the bytes search gets at most
+  /// bytes_phase_share of it.
   CostBound cost_bound = CostBound::bytes;
+  /// CostBound::both with a time limit: the bytes phase runs for at most this share of the limit;
+  /// then its pending tasks are dropped and the model phase starts from the root. Dropping them
+  /// loses nothing the model phase needs: it reaches every μGraph that can rank in the top by the
+  /// model on its own. Where many μGraphs tie on the fewest bytes, the bytes phase can run for
+  /// minutes (RMSNorm then Q, K and V projections: not ended in 60 s), and the model phase, which
+  /// finds μGraphs the model rates twice as fast within seconds, never ran. Not in the
+  /// deterministic mode, whose result is a completed prefix of the tasks in path order, where
+  /// the model phase's come last. In (0, 1]; 1: the bytes phase may take the whole limit.
+  double bytes_phase_share = 0.25;
   /// With the model bound (model, both): a prefix whose floor exceeds this many times the best
   /// verified candidate's estimate is cut as well, also before top_k are verified. Without it, a
   /// program with fewer than top_k good μGraphs (the paper's nTrans: two) is searched with no
@@ -324,6 +334,9 @@ struct SearchResult {
   /// CostBound::both: search time when the bytes search ended and the model search began;
   /// negative if it did not end.
   double bytes_phase_seconds = -1;
+  /// CostBound::both: the bytes phase's tasks still pending when its share of the time limit
+  /// (SearchOptions::bytes_phase_share) ran out and the model phase began; 0 if it ended.
+  int64_t bytes_phase_dropped_tasks = 0;
   /// Candidates the background verifier checked while the search ran (docs/search.md, "The
   /// cost bound"; verify_seconds reuses their verdicts), and the time it spent on them
   /// (included in search_seconds, beside the workers).

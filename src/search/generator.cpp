@@ -213,6 +213,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     throw UserError("search: the bound ratio is " + std::to_string(options.model_bound_ratio) +
                     ", expected 0 (off) or a finite number of 1 or more");
   if (options.top_k < 1) throw UserError("search: top is " + std::to_string(options.top_k) + ", expected 1 or more");
+  if (!(options.bytes_phase_share > 0 && options.bytes_phase_share <= 1))
+    throw UserError("search: the bytes phase's share of the time limit is " +
+                    std::to_string(options.bytes_phase_share) + ", expected a number in (0, 1]");
   // Every candidate is verified on random inputs at the program's size. Past the machine's memory
   // (not the memory limit, which stops the search but lets it verify what it found), verifying
   // would fail after the whole search: refused here, before it.

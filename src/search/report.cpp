@@ -66,8 +66,10 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["stop_detail"] = r.stop_detail;
   j["unsearched_floor_us"] = r.unsearched_floor_us >= 0 ? nlohmann::ordered_json(r.unsearched_floor_us) : nullptr;
   j["resumed"] = r.resumed;
-  if (o.cost_bound == CostBound::both)
+  if (o.cost_bound == CostBound::both) {
     j["bytes_phase_seconds"] = r.bytes_phase_seconds >= 0 ? nlohmann::ordered_json(r.bytes_phase_seconds) : nullptr;
+    j["bytes_phase_dropped_tasks"] = r.bytes_phase_dropped_tasks;
+  }
   const RetileStats& rt = r.retile;
   j["retile"] = {{"seeds", rt.seeds},
                  {"configs", rt.configs},
@@ -105,6 +107,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"retile_seeds", o.retile_seeds},
                   {"target", o.target.name},
                   {"cost_bound", cost_bound_name(o.cost_bound)},
+                  {"bytes_phase_share", o.bytes_phase_share},
                   {"bound_ratio", o.model_bound_ratio},
                   {"block_cache_bytes", o.block_cache_bytes},
                   {"verify_delta", o.verify.delta}};

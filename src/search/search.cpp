@@ -102,7 +102,8 @@ class Driver {
     start_ = Clock::now();
     offset_ = offset;
     run_tasks();
-    if (opt_.cost_bound == CostBound::both && !ctx_.model_bound() && stop_reason_ == StopReason::exhausted) {
+    if (opt_.cost_bound == CostBound::both && !ctx_.model_bound() &&
+        (stop_reason_ == StopReason::exhausted || bytes_phase_cut_)) {
       start_model_phase();
       run_tasks();
     }
@@ -110,6 +111,7 @@ class Driver {
     result.search_seconds = elapsed();
     result.stop_reason = stop_reason_;
     result.bytes_phase_seconds = bytes_phase_seconds_;
+    result.bytes_phase_dropped_tasks = bytes_phase_dropped_;
     result.input_probes = ctx_.input_probes().names;
     // A search stopped early by the model bound saves what retiling finds too: resumed, it starts
     // with the bound they set (exact by the model; the bytes bound, a heuristic, would cut by
@@ -162,6 +164,12 @@ class Driver {
       return StopReason::time_limit;
     if (over_memory_limit()) return StopReason::memory_limit;
     return std::nullopt;
+  }
+  /// CostBound::both: whether the bytes phase has had its share of the time limit
+  /// (SearchOptions::bytes_phase_share; never in the deterministic mode).
+  bool bytes_phase_over() const {
+    return opt_.cost_bound == CostBound::both && !ctx_.model_bound() && !opt_.deterministic &&
+           opt_.time_limit_seconds > 0 && elapsed() >= opt_.bytes_phase_share * opt_.time_limit_seconds;
   }
 
   /// Whether the resident memory reached the limit: read at most every 50 ms (workers ask at
@@ -275,12 +283,19 @@ class Driver {
     return counted < bound_margin() || background_rejected_ > 0 || !any_equivalent ? next : nullptr;
   }
 
-  /// CostBound::both, after the bytes phase ran to its end: the search starts again from the
-  /// root, cut by the model bound, which the candidates found so far make tight from the start.
-  /// (The workers are joined: no task runs, and the next ones build fresh generators.)
+  /// CostBound::both, after the bytes phase ran to its end or its share of the time limit: the
+  /// search starts again from the root, cut by the model bound, which the candidates found so
+  /// far make tight from the start. The bytes phase's pending tasks are dropped: the model phase
+  /// reaches whatever of theirs can rank in the top. (The workers are joined: no task runs, and
+  /// the next ones build fresh generators.)
   void start_model_phase() {
     std::lock_guard lock(mu_);
     bytes_phase_seconds_ = elapsed();
+    if (bytes_phase_cut_) {
+      bytes_phase_dropped_ = static_cast<int64_t>(pending_.size());
+      pending_.clear();
+      pending_paths_.clear();
+    }
     ctx_.use_model_bound();
     update_bound_locked();
     Task root = ctx_.root();
@@ -384,6 +399,9 @@ class Driver {
           if (auto reason = limit_reached()) {
             stop_reason_ = *reason;
             stop_.store(true);
+          } else if (bytes_phase_over()) {
+            bytes_phase_cut_ = true;
+            stop_.store(true);
           }
         }
         if (stop_.load() || (pending_.empty() && in_flight_.empty())) {
@@ -450,6 +468,10 @@ class Driver {
       if (!stop_.load()) {
         if (auto reason = limit_reached()) {
           stop_reason_ = *reason;
+          stop_.store(true);
+          cv_.notify_all();
+        } else if (bytes_phase_over()) {
+          bytes_phase_cut_ = true;
           stop_.store(true);
           cv_.notify_all();
         }
@@ -765,6 +787,8 @@ class Driver {
   double background_seconds_ = 0;
   int background_verified_ = 0, background_rejected_ = 0;
   double bytes_phase_seconds_ = -1;  // CostBound::both: when the model phase began
+  bool bytes_phase_cut_ = false;     // CostBound::both: the bytes phase had its share of the time limit
+  int64_t bytes_phase_dropped_ = 0;  // its tasks then pending
   SearchStats stats_;
   Clock::time_point start_;
   double offset_ = 0;
@@ -825,6 +849,7 @@ SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& p
   r.background_verify_seconds += whole.background_verify_seconds;
   r.worse_key += whole.worse_key;
   r.bytes_phase_seconds = whole.bytes_phase_seconds;
+  r.bytes_phase_dropped_tasks = whole.bytes_phase_dropped_tasks;
   r.resumed = whole.resumed;
   // The whole search's retiling, with the parts' counts and time.
   RetileStats retile = whole.retile;

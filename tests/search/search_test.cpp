@@ -876,6 +876,11 @@ TEST(Search, LimitsOutsideTheirRangesAreUserErrorsNamingTheLimit) {
   o = limits(1, 1, 4);
   o.max_graph_kernels = -1;
   expect_refused(o, "max_graph_kernels");
+  for (double share : {0.0, -0.5, 1.5, std::nan("")}) {
+    o = limits(1, 1, 4);
+    o.bytes_phase_share = share;
+    expect_refused(o, "bytes phase's share");
+  }
 }
 
 TEST(Search, AMuGraphIsNotAProgram) {
@@ -1253,6 +1258,41 @@ TEST(Search, CostBoundBothEndsWithTheModelSearchsTop) {
   EXPECT_LE(both.top.front().cost.total_us, bytes.top.front().cost.total_us);
   EXPECT_EQ(top_json(both), top_json(model));
   expect_sound_top(program, both);
+}
+
+TEST(Search, CostBoundBothGivesTheModelPhaseTheRestOfTheTimeLimit) {
+  // The bytes phase gets its share of the time limit, here next to none: its pending tasks are
+  // dropped at the first check, and the model phase, from the root, still finds the model
+  // search's top. Before, the model phase ran only after a bytes phase that ended: RMSNorm then
+  // Q, K and V projections kept the bytes phase busy for the whole minute and got a μGraph the
+  // model rates at 21.1 µs, where the model phase finds 11.0 µs in 3 s.
+  Graph program = parse_program(kGatedMlpWide);
+  SearchOptions o;
+  o.threads = 1;
+  o.time_limit_seconds = 1000;  // not reached: the search is exhausted in seconds
+  o.cost_bound = CostBound::model;
+  const SearchResult model = search(program, o);
+  o.cost_bound = CostBound::both;
+  o.bytes_phase_share = 1e-12;  // a nanosecond of the limit
+  const SearchResult cut = search(program, o);
+  EXPECT_EQ(cut.stop_reason, StopReason::exhausted);
+  EXPECT_GT(cut.bytes_phase_dropped_tasks, 0);
+  EXPECT_GE(cut.bytes_phase_seconds, 0);
+  ASSERT_FALSE(cut.top.empty());
+  EXPECT_EQ(top_json(cut), top_json(model));
+  expect_sound_top(program, cut);
+  // The whole limit as its share, or the deterministic mode (whose result is a completed prefix
+  // of the tasks in path order): the bytes phase runs to its end, and nothing is dropped.
+  o.bytes_phase_share = 1;
+  const SearchResult whole = search(program, o);
+  EXPECT_EQ(whole.bytes_phase_dropped_tasks, 0);
+  EXPECT_GE(whole.bytes_phase_seconds, 0);
+  EXPECT_EQ(top_json(whole), top_json(model));
+  o.bytes_phase_share = 1e-12;
+  o.deterministic = true;
+  const SearchResult deterministic = search(program, o);
+  EXPECT_EQ(deterministic.bytes_phase_dropped_tasks, 0);
+  EXPECT_EQ(top_json(deterministic), top_json(model));
 }
 
 TEST(Search, InputProbesCutOnlyKernelsThatCannotFinish) {
