@@ -282,6 +282,18 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   for (const Op& op : program.ops)
     if (op.inputs.size() == 2 && exprs[op.inputs[0].index()] == exprs[op.inputs[1].index()])
       self_operand_kinds_.push_back(op.kind);
+  // Inputs read by a matmul and by a binary element-wise op (root() numbers the inputs in the
+  // program's order).
+  for (const Op& op : program.ops) {
+    if (op.kind != OpKind::input) continue;
+    bool by_matmul = false, elementwise = false;
+    for (const Op& user : program.ops) {
+      if (std::find(user.inputs.begin(), user.inputs.end(), op.outputs[0]) == user.inputs.end()) continue;
+      by_matmul = by_matmul || user.kind == OpKind::matmul;
+      elementwise = elementwise || (op_info(user.kind).category == OpCategory::binary && user.inputs.size() == 2);
+    }
+    twin_inputs_.push_back(by_matmul && elementwise);
+  }
   if (options_.program_tile_values) {
     auto labels = kernel_graph_labels(*indices_, program_);
     MUGRAPH_CHECK(labels.has_value()) << "the program breaks its own index rules";
@@ -572,6 +584,10 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
       std::vector<size_t> pick(n);
       auto choose = [&](auto&& self, size_t left, std::array<AxisSplits, 4> splits) -> void {
         if (left == 0) {
+          // An operand read twice (side by side) takes two different maps, the first one's
+          // earlier among its options: the other order is the same kernel.
+          for (size_t a = 0; a + 1 < n; ++a)
+            if (inputs[a] == inputs[a + 1] && !(pick[a] < pick[a + 1])) return;
           // Blocks that all see the same data, or iterations that all load the same tiles, only
           // repeat work: every grid axis and the loop must split some input.
           if ((grid.x > 1 && splits[0].none()) || (grid.y > 1 && splits[1].none()) ||
@@ -890,6 +906,18 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
       }
     };
     collect(collect, 0);
+    // An input read both as a matmul's operand and element-wise (a residual) may be read twice,
+    // its two copies side by side (SearchContext::twin_inputs).
+    const size_t distinct = subsets.size();
+    for (size_t i = 0; i < distinct; ++i) {
+      if (static_cast<int>(subsets[i].size()) >= opt.max_kernel_inputs) continue;
+      for (size_t j = 0; j < subsets[i].size(); ++j)
+        if (ctx_.may_read_twice(subsets[i][j])) {
+          std::vector<TensorId> twice = subsets[i];
+          twice.insert(twice.begin() + static_cast<std::ptrdiff_t>(j), subsets[i][j]);
+          subsets.push_back(std::move(twice));
+        }
+    }
     std::stable_sort(subsets.begin(), subsets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
     for (const std::vector<TensorId>& subset : subsets) {
       // A kernel task can make hundreds of thousands of block tasks (one per chunk of each
@@ -2144,7 +2172,9 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
     // The key: everything kernel_configs and config_floor_us read.
     std::string key(1, ctx_.model_bound() ? 'm' : 'b');
     auto add = [&key](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
-    for (TensorId t : operands) {
+    for (size_t oi = 0; oi < operands.size(); ++oi) {
+      const TensorId t = operands[oi];
+      add(oi > 0 && operands[oi - 1] == t ? 1 : 0);  // the second copy of an operand read twice
       const DimLabels& l = labels->tensors[t.index()];
       std::vector<bool> c(static_cast<size_t>(l.rank));
       std::vector<int16_t> idx(static_cast<size_t>(l.rank));

@@ -255,6 +255,13 @@ class SearchContext {
   bool has_self_operand_op(OpKind kind) const {
     return std::find(self_operand_kinds_.begin(), self_operand_kinds_.end(), kind) != self_operand_kinds_.end();
   }
+  /// Whether a graph-defined kernel may read kernel-graph tensor t as two operands, side by side
+  /// in its operand list, each with its own map (kernel_configs gives them different ones): t is
+  /// a program input that a matmul and a binary element-wise op both read. A residual, X +
+  /// f(X·W), needs X's row tiles along the loop for the matmul and its column tile of each
+  /// block for the add, and one iterator holds one tiling. Other tensors are read once, so the
+  /// operand sets of other programs are what they were.
+  bool may_read_twice(TensorId t) const { return t.index() < twin_inputs_.size() && twin_inputs_[t.index()]; }
   /// Scalar constants of the program with the op kind and position they appear with.
   struct Constant {
     OpKind kind;
@@ -353,6 +360,7 @@ class SearchContext {
   std::vector<ProgramStep> program_steps_;
   std::vector<OpKind> kinds_;
   std::vector<OpKind> self_operand_kinds_;
+  std::vector<bool> twin_inputs_;  ///< by program input, in order: may_read_twice
   bool concat_ = false;
   std::vector<Constant> constants_;
   InputProbes input_probes_;

@@ -157,8 +157,9 @@ bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int
     const std::vector<int32_t>& mine = held[operands[k].index()];
     if (mine.empty()) continue;
     std::vector<bool> blocked(n, false);
+    // An operand read twice (SearchContext::may_read_twice) is not redundant by its copy.
     for (size_t v = 0; v < operands.size(); ++v)
-      if (v != k)
+      if (v != k && operands[v] != operands[k])
         for (int32_t p : carried[v]) blocked[static_cast<size_t>(p)] = true;
     // A value another operand carries is not needed from this one either.
     bool needed = false;

@@ -60,8 +60,9 @@ bool writes_partial_sums_nothing_completes(SearchContext& ctx, const Graph& pref
 /// uses leads to an output. Such a v reaches the output only through that chain, and the operand
 /// already holds v's share of it: a second copy computed from the first operand could not join
 /// it, as abstract expressions never cancel (RMSNorm: after a kernel writing partial sums of
-/// (X ⊙ G)·W and of X², a kernel reading them besides X or G). `exprs`: the prefix's tensor
-/// expressions.
+/// (X ⊙ G)·W and of X², a kernel reading them besides X or G). An operand read twice
+/// (SearchContext::may_read_twice) is not redundant by its own copy. `exprs`: the prefix's
+/// tensor expressions.
 bool has_redundant_operand(SearchContext& ctx, const std::vector<std::vector<int32_t>>& held,
                            const std::vector<ExprId>& exprs, const std::vector<TensorId>& operands);
 

@@ -161,6 +161,53 @@ std::unique_ptr<SearchControl> stop_at_once() {
 // ---------------------------------------------------------------------------------------------
 // What the search finds
 
+TEST(Search, AResidualReadsItsInputTwiceInOneKernel) {
+  // X + silu(X·W1) ⊙ (X·W2): one kernel reads X twice, as the matmuls' row tiles along its loop
+  // and as each block's column tile for the add after it (SearchContext::may_read_twice). Read
+  // once, X has one tiling in a kernel, and at this size, where no block can hold all of W1 and
+  // W2, the add took a kernel of its own (2 kernels).
+  const Graph program = parse_program(R"(
+input X[8, 1024]
+input W1[1024, 1024]
+input W2[1024, 1024]
+O = add(X, mul(silu(matmul(X, W1)), matmul(X, W2)))
+output O
+)");
+  SearchOptions o;
+  o.threads = 2;
+  const SearchResult r = search(program, o);
+  EXPECT_EQ(r.stop_reason, StopReason::exhausted);
+  ASSERT_FALSE(r.top.empty());
+  const SearchCandidate& best = r.top.front();
+  EXPECT_EQ(best.metrics.kernels, 1);
+  EXPECT_EQ(best.metrics.graph_defined_kernels, 1);
+  // X, W1 and W2 read once from device memory, O written once.
+  EXPECT_EQ(best.metrics.device_bytes, (8 * 1024 + 2 * 1024 * 1024 + 8 * 1024) * 2);
+  expect_sound_top(program, r);
+  expect_computes_program(program, best.graph);
+  int twice = 0;
+  for (const SearchCandidate& c : r.top)
+    for (const Op& op : c.graph.ops) {
+      if (op.kind != OpKind::graph_kernel) continue;
+      const Graph& body = c.graph.bodies.at(static_cast<size_t>(op.attrs.body));
+      for (size_t a = 0; a + 1 < op.inputs.size(); ++a) {
+        if (op.inputs[a] != op.inputs[a + 1]) continue;
+        ++twice;
+        // The two copies have different tilings (the same one twice would be one operand).
+        const Op* first = nullptr;
+        const Op* second = nullptr;
+        for (const Op& it : body.ops)
+          if (it.kind == OpKind::input_iterator && it.attrs.io_index == static_cast<int32_t>(a))
+            first = &it;
+          else if (it.kind == OpKind::input_iterator && it.attrs.io_index == static_cast<int32_t>(a + 1))
+            second = &it;
+        ASSERT_TRUE(first != nullptr && second != nullptr);
+        EXPECT_TRUE(first->attrs.imap != second->attrs.imap || first->attrs.fmap != second->attrs.fmap);
+      }
+    }
+  EXPECT_GE(twice, 1);
+}
+
 TEST(Search, RmsNormFindsOneFusedKernelWithMatmulAndSum) {
   Graph program = parse_program(kRmsNorm);
   SearchResult r = search(program, rms_limits());
