@@ -803,8 +803,8 @@ int run_main(int argc, char** argv) {
                    "reports the candidates of the best verified bytes and kernels only), "
                    "model (the cost model's lower bound; never prunes a prefix that could rank ahead within "
                    "--bound-ratio of the best, but slow: hence the default "
-                   "--time-limit) or both (bytes to its end or a quarter of the time limit, then model until the time "
-                   "limit) (default both)")
+                   "--time-limit) or both (bytes to its end or a quarter of the time limit, at least 10 s, then model "
+                   "until the time limit) (default both)")
       ->check(CLI::IsMember({"bytes", "model", "both"}));
   srch->add_option("--bound-ratio", sopts.model_bound_ratio,
                    "with --cost-bound model or both, also cut what cannot come within this many times the best "

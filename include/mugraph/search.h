@@ -147,6 +147,11 @@ struct SearchOptions {
   /// deterministic mode, whose result is a completed prefix of the tasks in path order, where
   /// the model phase's come last. In (0, 1]; 1: the bytes phase may take the whole limit.
   double bytes_phase_share = 0.25;
+  /// ... but never less than this many seconds: under a short limit the bytes phase, whose
+  /// candidates make the model phase's bound tight, is the better use of the time (the parts
+  /// beside a search get a second or so each; cut at a quarter of that, under the sanitizers
+  /// the model phase ran out of time on parts that both phases had finished). >= 0.
+  double bytes_phase_min_seconds = 10;
   /// With the model bound (model, both): a prefix whose floor exceeds this many times the best
   /// verified candidate's estimate is cut as well, also before top_k are verified. Without it, a
   /// program with fewer than top_k good μGraphs (the paper's nTrans: two) is searched with no

@@ -216,6 +216,8 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   if (!(options.bytes_phase_share > 0 && options.bytes_phase_share <= 1))
     throw UserError("search: the bytes phase's share of the time limit is " +
                     std::to_string(options.bytes_phase_share) + ", expected a number in (0, 1]");
+  if (!(options.bytes_phase_min_seconds >= 0) || !std::isfinite(options.bytes_phase_min_seconds))
+    throw UserError("search: the bytes phase's least time must be a finite number of seconds >= 0");
   // Every candidate is verified on random inputs at the program's size. Past the machine's memory
   // (not the memory limit, which stops the search but lets it verify what it found), verifying
   // would fail after the whole search: refused here, before it.

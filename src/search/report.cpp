@@ -108,6 +108,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
                   {"target", o.target.name},
                   {"cost_bound", cost_bound_name(o.cost_bound)},
                   {"bytes_phase_share", o.bytes_phase_share},
+                  {"bytes_phase_min_seconds", o.bytes_phase_min_seconds},
                   {"bound_ratio", o.model_bound_ratio},
                   {"block_cache_bytes", o.block_cache_bytes},
                   {"verify_delta", o.verify.delta}};

@@ -169,7 +169,8 @@ class Driver {
   /// (SearchOptions::bytes_phase_share; never in the deterministic mode).
   bool bytes_phase_over() const {
     return opt_.cost_bound == CostBound::both && !ctx_.model_bound() && !opt_.deterministic &&
-           opt_.time_limit_seconds > 0 && elapsed() >= opt_.bytes_phase_share * opt_.time_limit_seconds;
+           opt_.time_limit_seconds > 0 &&
+           elapsed() >= std::max(opt_.bytes_phase_share * opt_.time_limit_seconds, opt_.bytes_phase_min_seconds);
   }
 
   /// Whether the resident memory reached the limit: read at most every 50 ms (workers ask at

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -928,6 +929,11 @@ TEST(Search, LimitsOutsideTheirRangesAreUserErrorsNamingTheLimit) {
     o.bytes_phase_share = share;
     expect_refused(o, "bytes phase's share");
   }
+  for (double least : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    o = limits(1, 1, 4);
+    o.bytes_phase_min_seconds = least;
+    expect_refused(o, "bytes phase's least time");
+  }
 }
 
 TEST(Search, AMuGraphIsNotAProgram) {
@@ -1321,6 +1327,7 @@ TEST(Search, CostBoundBothGivesTheModelPhaseTheRestOfTheTimeLimit) {
   const SearchResult model = search(program, o);
   o.cost_bound = CostBound::both;
   o.bytes_phase_share = 1e-12;  // a nanosecond of the limit
+  o.bytes_phase_min_seconds = 0;
   const SearchResult cut = search(program, o);
   EXPECT_EQ(cut.stop_reason, StopReason::exhausted);
   EXPECT_GT(cut.bytes_phase_dropped_tasks, 0);
