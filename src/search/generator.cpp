@@ -909,7 +909,7 @@ bool Generator::run_kernel_task(const Task& task, TaskOutput& out, const std::at
     };
     collect(collect, 0);
     // An input read both as a matmul's operand and element-wise (a residual) may be read twice,
-    // its two copies side by side (SearchContext::twin_inputs).
+    // its two copies side by side (SearchContext::may_read_twice).
     const size_t distinct = subsets.size();
     for (size_t i = 0; i < distinct; ++i) {
       if (static_cast<int>(subsets[i].size()) >= opt.max_kernel_inputs) continue;

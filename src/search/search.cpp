@@ -172,6 +172,20 @@ class Driver {
            opt_.time_limit_seconds > 0 &&
            elapsed() >= std::max(opt_.bytes_phase_share * opt_.time_limit_seconds, opt_.bytes_phase_min_seconds);
   }
+  /// Stops the workers (stop_) once a limit is reached (stop_reason_ says which) or, with
+  /// CostBound::both, once the bytes phase has had its time (bytes_phase_cut_; the model phase
+  /// follows). The lock held; whether this call stopped them.
+  bool stop_at_limit_locked() {
+    if (stop_.load()) return false;
+    if (auto reason = limit_reached())
+      stop_reason_ = *reason;
+    else if (bytes_phase_over())
+      bytes_phase_cut_ = true;
+    else
+      return false;
+    stop_.store(true);
+    return true;
+  }
 
   /// Whether the resident memory reached the limit: read at most every 50 ms (workers ask at
   /// every task, the checkpoint writer at every prefix), and once reached it stays reached.
@@ -396,15 +410,7 @@ class Driver {
         // The limits are checked here too, not only by the monitor: the monitor wakes every
         // 50 ms (and may be writing a checkpoint), and a search shorter than that would run
         // past a smaller time limit, or a stop requested before it began, to its end.
-        if (!stop_.load()) {
-          if (auto reason = limit_reached()) {
-            stop_reason_ = *reason;
-            stop_.store(true);
-          } else if (bytes_phase_over()) {
-            bytes_phase_cut_ = true;
-            stop_.store(true);
-          }
-        }
+        stop_at_limit_locked();
         if (stop_.load() || (pending_.empty() && in_flight_.empty())) {
           cv_.notify_all();
           monitor_cv_.notify_one();
@@ -466,17 +472,7 @@ class Driver {
         return;
       }
       if (error_) return;
-      if (!stop_.load()) {
-        if (auto reason = limit_reached()) {
-          stop_reason_ = *reason;
-          stop_.store(true);
-          cv_.notify_all();
-        } else if (bytes_phase_over()) {
-          bytes_phase_cut_ = true;
-          stop_.store(true);
-          cv_.notify_all();
-        }
-      }
+      if (stop_at_limit_locked()) cv_.notify_all();
       if (stop_.load()) {
         if (in_flight_.empty()) return;
         continue;
