@@ -108,24 +108,48 @@ constexpr int16_t kStackBit = 16;
 /// Rule (3) of kernel_configs() for one axis (a grid axis or the loop), checked as the inputs
 /// are chosen last to first: the program indices of the dims the axis splits, in input order,
 /// are some kNone, then one index throughout.
+/// `kApart`: whether some indices are apart (OperandIndexUse::apart). kernel_configs builds
+/// every combination of maps with these; without apart indices one stays a single int, as
+/// fast as before the exception existed (with 8 bytes for all, GQA's searches took a quarter
+/// longer).
+template <bool kApart>
 class AxisSplits {
  public:
   bool none() const { return state_ == kEmpty; }
-  /// The index the axis splits (in every input it splits; kNone counts as an index here), or
-  /// a value below every index when it splits none or a mix.
+  /// The index the axis splits (in every input it splits; kNone counts as an index here; the
+  /// largest of several apart ones), or a value below every index when it splits none or a mix.
   int32_t index() const { return state_; }
-  /// Adds the index of a dim of an input before all added ones; false if the rule breaks.
+  /// Adds the index of a dim of an input before all added ones; false if the rule breaks
+  /// (add_apart may still take it).
   bool add_earlier(int16_t index) {
     // An index must equal every later one; a kNone only forbids indices before it.
     if (index != kNone && state_ != kEmpty && state_ != index) return false;
     state_ = state_ == kEmpty || state_ == index ? index : kMixed;
     return true;
   }
+  /// Adds an index add_earlier refused if it is apart from every index added (`apart`: the
+  /// indices, as bits, that no program tensor ranges over together with it); false if not.
+  bool add_apart(int16_t index, uint32_t apart) {
+    if constexpr (!kApart) {
+      return false;
+    } else {
+      if (apart == 0 || state_ < 0 || state_ >= 32 || index < 0 || index >= 32) return false;
+      const uint32_t set = several_ != 0 ? several_ : uint32_t{1} << state_;
+      const uint32_t bit = uint32_t{1} << index;
+      if ((set & bit) == 0 && (set & ~apart) != 0) return false;
+      several_ = set | bit;
+      state_ = std::max<int32_t>(state_, index);
+      return true;
+    }
+  }
 
  private:
+  struct None {};
   static constexpr int32_t kEmpty = INT32_MIN;      // no input split by this axis yet
   static constexpr int32_t kMixed = INT32_MIN + 1;  // kNone and an index among the later ones
   int32_t state_ = kEmpty;                          ///< else the one index all later splits have (kNone included)
+  /// The apart indices (bits) split, once there are two.
+  [[no_unique_address]] std::conditional_t<kApart, uint32_t, None> several_{};
 };
 
 }  // namespace
@@ -545,6 +569,8 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
 
   std::vector<KernelConfig> out;
   const size_t n = inputs.size();
+  const bool any_apart =
+      use != nullptr && std::any_of(use->apart.begin(), use->apart.end(), [](uint32_t a) { return a != 0; });
   for (const Dim3& grid : grids) {
     for (int64_t f : forloops) {
       // Options per input: (imap, fmap) pairs.
@@ -584,7 +610,13 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
       // chosen, so a combination that breaks it is cut with all its completions, and only kept
       // configurations are built (most combinations break it).
       std::vector<size_t> pick(n);
-      auto choose = [&](auto&& self, size_t left, std::array<AxisSplits, 4> splits) -> void {
+      // Rule (3)'s exception: the indices apart from each one (OperandIndexUse::apart).
+      auto apart_of = [use](int16_t index) -> uint32_t {
+        return use != nullptr && index >= 0 && static_cast<size_t>(index) < use->apart.size()
+                   ? use->apart[static_cast<size_t>(index)]
+                   : 0;
+      };
+      auto choose = [&](auto&& self, size_t left, auto splits) -> void {
         if (left == 0) {
           // An operand read twice (side by side) takes two different maps, the first one's
           // earlier among its options: the other order is the same kernel.
@@ -608,19 +640,23 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
         const size_t i = left - 1;
         for (size_t o = 0; o < options[i].size(); ++o) {
           const auto& [imap, fmap] = options[i][o];
-          std::array<AxisSplits, 4> next = splits;
+          auto next = splits;
           bool ok = true;
           for (size_t axis = 0; axis < 4 && ok; ++axis) {
             const int8_t d = axis < 3 ? imap[axis] : fmap;
             if (d == kPhi) continue;
-            ok = next[axis].add_earlier(use == nullptr ? int16_t{0} : use->index[i][static_cast<size_t>(d)]);
+            const int16_t index = use == nullptr ? int16_t{0} : use->index[i][static_cast<size_t>(d)];
+            ok = next[axis].add_earlier(index) || (axis < 3 && next[axis].add_apart(index, apart_of(index)));
           }
           if (!ok) continue;
           pick[i] = o;
           self(self, i, next);
         }
       };
-      choose(choose, n, {});
+      if (any_apart)
+        choose(choose, n, std::array<AxisSplits<true>, 4>{});
+      else
+        choose(choose, n, std::array<AxisSplits<false>, 4>{});
     }
   }
   return out;
@@ -2196,6 +2232,15 @@ std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<c
       use.contracted.push_back(std::move(c));
       use.index.push_back(std::move(idx));
       use.stack_slot.push_back(std::move(slot));
+    }
+    // Which indices no program tensor ranges over together (rule (3)'s exception), as 32 bits.
+    static_assert(kMaxProgramIndices <= 32);
+    int16_t top = -1;
+    for (const std::vector<int16_t>& idx : use.index)
+      for (int16_t x : idx) top = std::max(top, x);
+    for (int16_t x = 0; x <= top && x < 32; ++x) {
+      use.apart.push_back(static_cast<uint32_t>(ctx_.indices().apart_from(x)));
+      add(static_cast<int64_t>(use.apart.back()));
     }
     configs_prefix_ = prefix;
     configs_operands_ = operands;

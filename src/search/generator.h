@@ -480,6 +480,10 @@ struct OperandIndexUse {
   /// results (labels.h), else 0. A stack is read one slot per iteration and never split by
   /// the grid.
   std::vector<std::vector<int64_t>> stack_slot;
+  /// apart[x]: the program indices (bits) that no program tensor ranges over together with
+  /// index x (ProgramIndices::apart_from), for every index x that some operand's dim ranges
+  /// over; empty: every pair of indices meets somewhere.
+  std::vector<uint32_t> apart;
 };
 
 /// Every graph-defined kernel configuration for the operands `inputs` of kernel graph `g` (at
@@ -492,7 +496,10 @@ struct OperandIndexUse {
 /// tiles of 1, 2 or 4 (one row per block: a norm over 4096 columns of 8 rows needs that grid,
 /// the paper's tile extents 8..256 would give it a single block); (3) each grid axis, and the
 /// loop, splits one program index in every operand it splits: blocks that pair the b-th slice of
-/// one index with the b-th slice of another only ever see the diagonal of their product;
+/// one index with the b-th slice of another only ever see the diagonal of their product; a grid
+/// axis (not the loop) may split indices that no program tensor ranges over together
+/// (OperandIndexUse::apart), which no product pairs: Q's and K's columns in projections of one
+/// input, each block computing its slice of both;
 /// (4) a stack of partial results is only read one slot per iteration (its slot count is added
 /// to the loop ranges), never split by the grid.
 std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<TensorId>& inputs,

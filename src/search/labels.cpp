@@ -192,6 +192,17 @@ ProgramIndices::ProgramIndices(const Graph& p) {
   if (next > kMaxProgramIndices)
     throw UserError("search: the program has " + std::to_string(next) + " distinct indices; at most " +
                     std::to_string(kMaxProgramIndices) + " are supported");
+  // Indices that some program tensor ranges over together.
+  together_.assign(static_cast<size_t>(next), 0);
+  for (size_t t = 0; t < p.tensors.size(); ++t) {
+    uint64_t set = 0;
+    for (int d = 0; d < p.tensors[t].type.shape.rank(); ++d) {
+      const int16_t l = label_of(TensorId(static_cast<int32_t>(t)), d);
+      if (l != kNone) set |= uint64_t{1} << l;
+    }
+    for (int i = 0; i < next; ++i)
+      if ((set >> i) & 1) together_[static_cast<size_t>(i)] |= set;
+  }
   // A class is contracted if any of its nodes is.
   contracted_.assign(static_cast<size_t>(next), false);
   for (size_t n = 0; n < uf.parent.size(); ++n)
@@ -270,6 +281,14 @@ bool ProgramIndices::contraction_ok(int16_t l, const std::vector<CarrierEntry>& 
   for (const auto& [index, c] : contractions_)
     if (index == b && c == carried) return true;
   return false;
+}
+
+uint64_t ProgramIndices::apart_from(int16_t index) const {
+  if (index < 0 || static_cast<size_t>(index) >= together_.size() || contracted_[static_cast<size_t>(index)]) return 0;
+  uint64_t free = 0;
+  for (size_t i = 0; i < contracted_.size(); ++i)
+    if (!contracted_[i]) free |= uint64_t{1} << i;
+  return free & ~together_[static_cast<size_t>(index)];
 }
 
 bool ProgramIndices::contracted(int16_t l) const {

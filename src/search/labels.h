@@ -114,6 +114,14 @@ class ProgramIndices {
 
   /// Whether the program sums over index l somewhere (sum or matmul).
   bool contracted(int16_t l) const;
+  /// The program indices (as bits) that share no program tensor with index `index` (a label
+  /// base): no value of the program ranges over both, so no product pairs their slices. Only
+  /// indices the program never sums over are apart from anything (0 for one it sums): blocks
+  /// that split a summed index write partial sums, and a kernel that pairs their slices with
+  /// another index's only multiplies what later kernels must combine (attention's key width
+  /// and value width are apart, and splitting both on one axis gave GQA bs 1 a third more
+  /// configurations to grow, all of them dominated).
+  uint64_t apart_from(int16_t index) const;
   /// Whether a non-linear op (sqrt, exp, silu, relu, gelu) or the denominator of a div (kind
   /// div) may act on a value over the indices of `labels`: the program applies that op to a value
   /// whose index set contains them. No axiom moves a sum into or out of such an op, so an op on
@@ -139,6 +147,7 @@ class ProgramIndices {
   std::vector<std::pair<std::string, DimLabels>> inputs_;
   std::vector<DimLabels> outputs_;
   std::vector<bool> contracted_;
+  std::vector<uint64_t> together_;  // by program index: the indices some program tensor also ranges over
   std::vector<int64_t> extents_;                                             // by program index
   std::vector<std::pair<OpKind, uint64_t>> nonlinear_;                       // op kind, index set of its operand
   std::vector<std::pair<int16_t, std::vector<CarrierEntry>>> contractions_;  // base label, carriers

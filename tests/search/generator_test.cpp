@@ -289,6 +289,35 @@ TEST(KernelConfigs, EachAxisSplitsOneIndex) {
   EXPECT_TRUE(diagonal);
 }
 
+TEST(KernelConfigs, AGridAxisMaySplitIndicesNoProgramTensorHoldsTogether) {
+  // X[8, 64], WQ[64, 32], WK[64, 16]: Q = X·WQ and K = X·WK. Indices 0 rows, 1 hidden, 2 Q's
+  // columns, 3 K's columns; 2 and 3 are apart (no tensor holds both).
+  Graph g;
+  g.add_input("X", {8, 64}, DType::f16);
+  g.add_input("WQ", {64, 32}, DType::f16);
+  g.add_input("WK", {64, 16}, DType::f16);
+  OperandIndexUse use;
+  use.contracted = {{false, true}, {true, false}, {true, false}};
+  use.index = {{0, 1}, {1, 2}, {1, 3}};
+  const std::vector<TensorId> operands{TensorId(0), TensorId(1), TensorId(2)};
+  // Blocks that each take a slice of Q's and of K's columns: the one-kernel projections.
+  auto both_columns = [](const KernelConfig& c) { return c.imaps[1][0] == 1 && c.imaps[2][0] == 1; };
+  std::vector<KernelConfig> strict = kernel_configs(g, operands, &use);
+  EXPECT_FALSE(std::any_of(strict.begin(), strict.end(), both_columns));
+  use.apart = {0, 0, uint32_t{1} << 3, uint32_t{1} << 2};
+  std::vector<KernelConfig> configs = kernel_configs(g, operands, &use);
+  EXPECT_TRUE(std::any_of(configs.begin(), configs.end(), [&](const KernelConfig& c) {
+    return both_columns(c) && c.grid == Dim3{4, 1, 1} && c.fmaps[0] == 1 && c.fmaps[1] == 0 && c.fmaps[2] == 0;
+  }));
+  for (const KernelConfig& c : configs) {
+    // Indices that meet still never share an axis: X's rows with either's columns.
+    if (c.imaps[0][0] == 0) {
+      EXPECT_TRUE(c.imaps[1][0] == kPhi && c.imaps[2][0] == kPhi);
+    }
+  }
+  EXPECT_GT(configs.size(), strict.size());
+}
+
 TEST(SearchContext, RootHoldsTheProgramsInputs) {
   Graph program = parse_program("input X[4, 64]\ninput G[64]\nO = mul(exp(X), G)\noutput O\n");
   SearchContext ctx(program, SearchOptions{});

@@ -57,6 +57,45 @@ class RmsNormLabels : public ::testing::Test {
   int16_t n = W[1];  // output columns
 };
 
+TEST(ProgramIndices, IndicesApartAreThoseNoProgramTensorHoldsTogether) {
+  // Q's and K's columns never meet: no value ranges over both, so no product pairs their slices.
+  Graph program = parse_program(R"(
+input X[8, 64]
+input WQ[64, 32]
+input WK[64, 16]
+Q = matmul(X, WQ)
+K = matmul(X, WK)
+output Q, K
+)");
+  ProgramIndices p{program};
+  const int16_t rows = label_base(p.input("X")[0]), hidden = label_base(p.input("X")[1]);
+  const int16_t q = label_base(p.input("WQ")[1]), k = label_base(p.input("WK")[1]);
+  auto bit = [](int16_t x) { return uint64_t{1} << x; };
+  EXPECT_TRUE(p.apart_from(q) & bit(k));
+  EXPECT_TRUE(p.apart_from(k) & bit(q));
+  EXPECT_FALSE(p.apart_from(q) & bit(rows));    // Q holds both
+  EXPECT_FALSE(p.apart_from(q) & bit(hidden));  // WQ holds both
+  EXPECT_FALSE(p.apart_from(q) & bit(q));
+  EXPECT_EQ(p.apart_from(kNone), 0u);
+  // A summed index is apart from nothing: its slices are partial sums.
+  EXPECT_EQ(p.apart_from(hidden), 0u);
+}
+
+TEST(ProgramIndices, AttentionsKeyWidthIsApartFromNothing) {
+  // d (Q's and K's width, summed) and e (V's width) share no tensor, but d is summed.
+  Graph program = parse_program(R"(
+input Q[2, 8, 16]
+input K[2, 16, 32]
+input V[2, 32, 24]
+O = matmul(exp(matmul(Q, K)), V)
+output O
+)");
+  ProgramIndices p{program};
+  const int16_t d = label_base(p.input("Q")[2]), e = label_base(p.input("V")[2]);
+  EXPECT_EQ(p.apart_from(d), 0u);
+  EXPECT_FALSE(p.apart_from(e) & (uint64_t{1} << d));
+}
+
 TEST_F(RmsNormLabels, SharedHiddenIndexIsContracted) {
   ASSERT_EQ(X.rank, 2);
   ASSERT_EQ(G.rank, 1);
