@@ -196,12 +196,18 @@ class CheckpointReader : public json_reading::ValueReader {
 }  // namespace
 
 std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
+  // Block tasks name their configurations by position in a list (Task::chunk): a binary that
+  // builds other lists must not resume another's search, or chunks would name other
+  // configurations and an "exhausted" search would have skipped some. The revision counts the
+  // changes to the lists; 2: rule (3)'s exception for indices apart (kernel_configs). Before it
+  // fingerprints had no revision, and those checkpoints are refused like any foreign one.
+  constexpr int kConfigListRevision = 2;
   std::ostringstream s;
   s << std::hex << hash_value(program) << std::dec << " kernel_ops=" << o.max_kernel_ops
     << " block_ops=" << o.max_block_ops << " graph_kernels=" << o.max_graph_kernels
     << " kernel_inputs=" << o.max_kernel_inputs << " abstract_pruning=" << o.abstract_pruning
     << " program_tile_values=" << o.program_tile_values << " target=" << o.target.name
-    << " cost_bound=" << cost_bound_name(o.cost_bound);
+    << " cost_bound=" << cost_bound_name(o.cost_bound) << " config_lists=" << kConfigListRevision;
   // A tighter ratio drops pending tasks that a looser one would run: resuming under another
   // would lose them.
   if (o.cost_bound != CostBound::bytes) s << " bound_ratio=" << o.model_bound_ratio;

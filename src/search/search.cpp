@@ -84,7 +84,8 @@ class Driver {
       CheckpointState st = read_checkpoint(opt_.checkpoint_path, opt_.target);
       if (st.fingerprint != search_fingerprint(ctx_.program(), opt_))
         throw UserError(opt_.checkpoint_path +
-                        ": the checkpoint was written for another program or other search limits");
+                        ": the checkpoint was written for another program, other search limits or another "
+                        "version of the search; start the search anew");
       check_checkpoint_program(st, ctx_.program(), opt_.checkpoint_path);
       offset = st.elapsed_seconds;
       stats_ = st.stats;

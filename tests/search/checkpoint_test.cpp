@@ -505,6 +505,33 @@ TEST(Checkpoint, ResumeRefusesAForeignFingerprint) {
   }
 }
 
+TEST(Checkpoint, ResumeRefusesACheckpointOfEarlierConfigurationLists) {
+  // A checkpoint written before the configuration lists changed names its block tasks' chunks by
+  // positions in the old lists: its fingerprint, without the lists' revision, is refused.
+  TempDir dir;
+  const std::string path = dir.file("checkpoint.json");
+  SearchOptions o;
+  o.max_kernel_ops = 1;
+  o.max_block_ops = 4;
+  o.threads = 1;
+  o.checkpoint_path = path;
+  o.resume = true;
+  const Graph program = parse_program(kProgram);
+  std::string fp = search_fingerprint(program, o);
+  const size_t at = fp.find(" config_lists=");
+  ASSERT_NE(at, std::string::npos) << fp;
+  CheckpointState st = sample_state();
+  const size_t end = fp.find(' ', at + 1);
+  st.fingerprint = fp.erase(at, end == std::string::npos ? std::string::npos : end - at);  // as before the revision
+  write_checkpoint(path, st);
+  try {
+    search(program, o);
+    FAIL() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("another version of the search"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Checkpoint, ResumeRefusesAMalformedCheckpoint) {
   TempDir dir;
   dir.write("checkpoint.json", "{\"format\": \"mugraph-search-checkpoint\"");
