@@ -117,10 +117,10 @@ class ProgramIndices {
   /// The program indices (as bits) that share no program tensor with index `index` (a label
   /// base): no value of the program ranges over both, so no product pairs their slices. Only
   /// indices the program never sums over are apart from anything (0 for one it sums): blocks
-  /// that split a summed index write partial sums, and a kernel that pairs their slices with
-  /// another index's only multiplies what later kernels must combine (attention's key width
-  /// and value width are apart, and splitting both on one axis gave GQA bs 1 a third more
-  /// configurations to grow, all of them dominated).
+  /// that split a summed index write partial sums that only a later kernel finishes, and the
+  /// exception is for independent outputs (Q's, K's and V's columns), not for pairing partial
+  /// sums with slices of another index (attention's key width, summed, and its value width
+  /// share no tensor either).
   uint64_t apart_from(int16_t index) const;
   /// Whether a non-linear op (sqrt, exp, silu, relu, gelu) or the denominator of a div (kind
   /// div) may act on a value over the indices of `labels`: the program applies that op to a value
