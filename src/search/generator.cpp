@@ -570,6 +570,12 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
   const size_t n = inputs.size();
   const bool any_apart =
       use != nullptr && std::any_of(use->apart.begin(), use->apart.end(), [](uint32_t a) { return a != 0; });
+  // Rule (3)'s exception: the indices apart from each one (OperandIndexUse::apart).
+  auto apart_of = [use](int16_t index) -> uint32_t {
+    return use != nullptr && index >= 0 && static_cast<size_t>(index) < use->apart.size()
+               ? use->apart[static_cast<size_t>(index)]
+               : 0;
+  };
   for (const Dim3& grid : grids) {
     for (int64_t f : forloops) {
       // Options per input: (imap, fmap) pairs.
@@ -609,12 +615,6 @@ std::vector<KernelConfig> kernel_configs(const Graph& g, const std::vector<Tenso
       // chosen, so a combination that breaks it is cut with all its completions, and only kept
       // configurations are built (most combinations break it).
       std::vector<size_t> pick(n);
-      // Rule (3)'s exception: the indices apart from each one (OperandIndexUse::apart).
-      auto apart_of = [use](int16_t index) -> uint32_t {
-        return use != nullptr && index >= 0 && static_cast<size_t>(index) < use->apart.size()
-                   ? use->apart[static_cast<size_t>(index)]
-                   : 0;
-      };
       auto choose = [&](auto&& self, size_t left, auto splits) -> void {
         if (left == 0) {
           // An operand read twice (side by side) takes two different maps, the first one's

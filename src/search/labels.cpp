@@ -192,8 +192,8 @@ ProgramIndices::ProgramIndices(const Graph& p) {
   if (next > kMaxProgramIndices)
     throw UserError("search: the program has " + std::to_string(next) + " distinct indices; at most " +
                     std::to_string(kMaxProgramIndices) + " are supported");
-  // Indices that some program tensor ranges over together.
-  together_.assign(static_cast<size_t>(next), 0);
+  // Indices that some program tensor ranges over together (apart_ is filled from it below).
+  std::vector<uint64_t> together(static_cast<size_t>(next), 0);
   for (size_t t = 0; t < p.tensors.size(); ++t) {
     uint64_t set = 0;
     for (int d = 0; d < p.tensors[t].type.shape.rank(); ++d) {
@@ -201,7 +201,7 @@ ProgramIndices::ProgramIndices(const Graph& p) {
       if (l != kNone) set |= uint64_t{1} << l;
     }
     for (int i = 0; i < next; ++i)
-      if ((set >> i) & 1) together_[static_cast<size_t>(i)] |= set;
+      if ((set >> i) & 1) together[static_cast<size_t>(i)] |= set;
   }
   // A class is contracted if any of its nodes is.
   contracted_.assign(static_cast<size_t>(next), false);
@@ -211,6 +211,12 @@ ProgramIndices::ProgramIndices(const Graph& p) {
       if (class_label[static_cast<size_t>(r)] >= 0)
         contracted_[static_cast<size_t>(class_label[static_cast<size_t>(r)])] = true;
     }
+  uint64_t free = 0;
+  for (int i = 0; i < next; ++i)
+    if (!contracted_[static_cast<size_t>(i)]) free |= uint64_t{1} << i;
+  apart_.assign(static_cast<size_t>(next), 0);
+  for (int i = 0; i < next; ++i)
+    if (!contracted_[static_cast<size_t>(i)]) apart_[static_cast<size_t>(i)] = free & ~together[static_cast<size_t>(i)];
   for (const Op& op : p.ops) {
     bool nonlinear = op_info(op.kind).category == OpCategory::unary && op.kind != OpKind::sqr;
     bool divides = op.kind == OpKind::div && op.inputs.size() == 2;
@@ -284,11 +290,7 @@ bool ProgramIndices::contraction_ok(int16_t l, const std::vector<CarrierEntry>& 
 }
 
 uint64_t ProgramIndices::apart_from(int16_t index) const {
-  if (index < 0 || static_cast<size_t>(index) >= together_.size() || contracted_[static_cast<size_t>(index)]) return 0;
-  uint64_t free = 0;
-  for (size_t i = 0; i < contracted_.size(); ++i)
-    if (!contracted_[i]) free |= uint64_t{1} << i;
-  return free & ~together_[static_cast<size_t>(index)];
+  return index < 0 || static_cast<size_t>(index) >= apart_.size() ? 0 : apart_[static_cast<size_t>(index)];
 }
 
 bool ProgramIndices::contracted(int16_t l) const {

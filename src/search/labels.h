@@ -147,7 +147,7 @@ class ProgramIndices {
   std::vector<std::pair<std::string, DimLabels>> inputs_;
   std::vector<DimLabels> outputs_;
   std::vector<bool> contracted_;
-  std::vector<uint64_t> together_;  // by program index: the indices some program tensor also ranges over
+  std::vector<uint64_t> apart_;                                              // by program index: apart_from's answer
   std::vector<int64_t> extents_;                                             // by program index
   std::vector<std::pair<OpKind, uint64_t>> nonlinear_;                       // op kind, index set of its operand
   std::vector<std::pair<int16_t, std::vector<CarrierEntry>>> contractions_;  // base label, carriers

@@ -485,18 +485,24 @@ TEST(Checkpoint, FingerprintSeparatesProgramsAndTreeShapingOptions) {
   EXPECT_FALSE(differs([](SearchOptions& p) { p.checkpoint_seconds = 1; }));
 }
 
-TEST(Checkpoint, ResumeRefusesAForeignFingerprint) {
-  TempDir dir;
-  const std::string path = dir.file("checkpoint.json");
-  CheckpointState st = sample_state();
-  st.fingerprint = "written by another program";
-  write_checkpoint(path, st);
+/// Options of a one-kernel search of kProgram resuming from the checkpoint at `path`.
+SearchOptions small_resume_options(const std::string& path) {
   SearchOptions o;
   o.max_kernel_ops = 1;
   o.max_block_ops = 4;
   o.threads = 1;
   o.checkpoint_path = path;
   o.resume = true;
+  return o;
+}
+
+TEST(Checkpoint, ResumeRefusesAForeignFingerprint) {
+  TempDir dir;
+  const std::string path = dir.file("checkpoint.json");
+  CheckpointState st = sample_state();
+  st.fingerprint = "written by another program";
+  write_checkpoint(path, st);
+  const SearchOptions o = small_resume_options(path);
   try {
     search(parse_program(kProgram), o);
     FAIL() << "expected a UserError";
@@ -510,12 +516,7 @@ TEST(Checkpoint, ResumeRefusesACheckpointOfEarlierConfigurationLists) {
   // positions in the old lists: its fingerprint, without the lists' revision, is refused.
   TempDir dir;
   const std::string path = dir.file("checkpoint.json");
-  SearchOptions o;
-  o.max_kernel_ops = 1;
-  o.max_block_ops = 4;
-  o.threads = 1;
-  o.checkpoint_path = path;
-  o.resume = true;
+  const SearchOptions o = small_resume_options(path);
   const Graph program = parse_program(kProgram);
   std::string fp = search_fingerprint(program, o);
   const size_t at = fp.find(" config_lists=");
