@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "mugraph/absexpr.h"
+#include "mugraph/expr_fingerprint.h"
 #include "mugraph/types.h"
 
 namespace mugraph {
@@ -140,12 +141,17 @@ class NormalFormPool {
   /// factors by "*", each list sorted by its text so that the output does not depend on ids.
   std::string str(NfId id) const;
 
+  /// The fingerprints aeq_equal compares when both normal forms are past the limits (it has its
+  /// own lock).
+  ExprFingerprints& fingerprints() { return fingerprints_; }
+
  private:
   friend NfResult normal_form(ExprId e, const ExprPool& exprs, NormalFormPool& pool);
   struct Impl;
   NormalFormLimits limits_;
   mutable std::mutex mutex_;
   std::unique_ptr<Impl> impl_;
+  ExprFingerprints fingerprints_;
 };
 
 /// The normal form of a term, computed bottom-up over the term's DAG (no recursion on term depth)
@@ -153,7 +159,8 @@ class NormalFormPool {
 NfResult normal_form(ExprId e, const ExprPool& exprs, NormalFormPool& pool);
 
 /// Whether a and b are equal under A_eq: true or false (also when exactly one normal form hit a
-/// limit: the two forms differ), or nullopt when both did.
+/// limit: the two forms differ). When both did, false if their fingerprints differ
+/// (expr_fingerprint.h), and otherwise nullopt: nothing is known.
 std::optional<bool> aeq_equal(ExprId a, ExprId b, const ExprPool& exprs, NormalFormPool& pool);
 
 }  // namespace mugraph

@@ -392,6 +392,9 @@ std::optional<bool> aeq_equal(ExprId a, ExprId b, const ExprPool& exprs, NormalF
   // Whether a term hits a limit depends on its normal form alone (limits are monotone, see
   // normal_form.h), so a term past a limit and one within the limits have different forms.
   if (x.ok() != y.ok()) return false;
+  // Both are past a limit: the fingerprints still tell many apart (a candidate of a program whose
+  // output is too large for a normal form would otherwise be A_eq-equal to it whatever it computes).
+  if (fingerprints_differ(a, b, exprs, pool.fingerprints())) return false;
   return std::nullopt;
 }
 

@@ -748,8 +748,6 @@ bool Generator::run(const Task& task, TaskOutput& out, const std::atomic<bool>& 
   return task.is_block() ? run_block_task(task, out, stop) : run_kernel_task(task, out, stop);
 }
 
-namespace {}  // namespace
-
 bool computes_program_output(SearchContext& ctx, const Graph& g, const GraphLabels& labels,
                              const std::vector<ExprId>& exprs, size_t t, size_t j) {
   return g.tensors[t].type.shape == ctx.program().type(ctx.program().outputs[j]).shape &&

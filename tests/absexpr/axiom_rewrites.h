@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <utility>
@@ -207,6 +208,32 @@ inline std::optional<ExprId> apply_axiom(ExprPool& p, ExprId t, int axiom, Rando
       return p.mul(p.sqrt(p.node(n.a).a), p.sqrt(p.node(n.a).b));
   }
   return std::nullopt;
+}
+
+/// The term with its occurrence number `target` (preorder over the tree, not the DAG) replaced
+/// by f(occurrence).
+inline ExprId replace_at(ExprPool& p, ExprId t, int64_t target, int64_t& counter,
+                         const std::function<ExprId(ExprId)>& f) {
+  if (counter > target) return t;
+  if (counter++ == target) return f(t);
+  const ExprNode n = p.node(t);
+  int arity = expr_arity(n.kind);
+  if (arity == 0) return t;
+  ExprId a = replace_at(p, n.a, target, counter, f);
+  ExprId b = arity == 2 ? replace_at(p, n.b, target, counter, f) : ExprId{};
+  return with_kids(p, t, a, b);
+}
+
+/// Preorder occurrences: (index, term, on a numerator path from the root: through add, mul, sum
+/// and the numerator of div only).
+inline void occurrences(const ExprPool& p, ExprId t, bool numerator, std::vector<std::pair<ExprId, bool>>& out) {
+  out.emplace_back(t, numerator);
+  const ExprNode n = p.node(t);
+  bool through = n.kind == ExprKind::add || n.kind == ExprKind::mul || n.kind == ExprKind::sum;
+  if (expr_arity(n.kind) >= 1) {
+    occurrences(p, n.a, numerator && (through || n.kind == ExprKind::div), out);
+  }
+  if (expr_arity(n.kind) == 2) occurrences(p, n.b, numerator && through, out);
 }
 
 }  // namespace mugraph::testing_axioms

@@ -28,8 +28,9 @@ namespace {
 using testing_axioms::apply_axiom;
 using testing_axioms::kAxiomNames;
 using testing_axioms::kAxioms;
+using testing_axioms::occurrences;
 using testing_axioms::RandomTerms;
-using testing_axioms::with_kids;
+using testing_axioms::replace_at;
 
 std::string source_dir() {
   const char* dir = std::getenv("MUGRAPH_SOURCE_DIR");
@@ -312,31 +313,6 @@ TEST(NormalForm, ConcurrentCallsAgree) {
 }
 
 // --- randomized: axioms keep the NF, certain changes change it -------------------------------
-
-/// The term with its occurrence number `target` (preorder over the tree, not the DAG) replaced
-/// by f(occurrence).
-ExprId replace_at(ExprPool& p, ExprId t, int64_t target, int64_t& counter, const std::function<ExprId(ExprId)>& f) {
-  if (counter > target) return t;
-  if (counter++ == target) return f(t);
-  const ExprNode n = p.node(t);
-  int arity = expr_arity(n.kind);
-  if (arity == 0) return t;
-  ExprId a = replace_at(p, n.a, target, counter, f);
-  ExprId b = arity == 2 ? replace_at(p, n.b, target, counter, f) : ExprId{};
-  return with_kids(p, t, a, b);
-}
-
-/// Preorder occurrences: (index, term, on a numerator path from the root: through add, mul, sum
-/// and the numerator of div only).
-void occurrences(const ExprPool& p, ExprId t, bool numerator, std::vector<std::pair<ExprId, bool>>& out) {
-  out.emplace_back(t, numerator);
-  const ExprNode n = p.node(t);
-  bool through = n.kind == ExprKind::add || n.kind == ExprKind::mul || n.kind == ExprKind::sum;
-  if (expr_arity(n.kind) >= 1) {
-    occurrences(p, n.a, numerator && (through || n.kind == ExprKind::div), out);
-  }
-  if (expr_arity(n.kind) == 2) occurrences(p, n.b, numerator && through, out);
-}
 
 TEST(NormalFormProperty, RandomAxiomApplicationsKeepTheNormalForm) {
   ExprPool p;
