@@ -512,9 +512,10 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
     std::filesystem::remove(dir / "best.json");
   }
   if (measured.is_null()) {
-    write_text(dir / "report.json", search_report_json(r, options));
+    write_text(dir / "report.json", search_report_json(r, resolved_options(options, program)));
   } else {
-    nlohmann::ordered_json report = nlohmann::ordered_json::parse(search_report_json(r, options));
+    nlohmann::ordered_json report =
+        nlohmann::ordered_json::parse(search_report_json(r, resolved_options(options, program)));
     report["measured"] = measured;
     write_text(dir / "report.json", report.dump(2));
   }
@@ -764,8 +765,9 @@ int run_main(int argc, char** argv) {
   srch->add_option("--max-graph-kernels", sopts.max_graph_kernels, "most graph-defined kernels (default 2)")
       ->check(CLI::Range(kMaxGraphKernelsRange.lo, kMaxGraphKernelsRange.hi));
   srch->add_option("--max-kernel-inputs", sopts.max_kernel_inputs,
-                   "most DTensors one graph-defined kernel reads (default 4)")
-      ->check(CLI::Range(kMaxKernelInputsRange.lo, kMaxKernelInputsRange.hi));
+                   "most DTensors one graph-defined kernel reads (default: 4, or 5 for a program of five inputs "
+                   "or more)")
+      ->check(CLI::Range(0, kMaxKernelInputsRange.hi));
   srch->add_option("--threads", sopts.threads, "worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
   CLI::Option* time_limit_option =
       srch->add_option("--time-limit", sopts.time_limit_seconds,

@@ -73,7 +73,7 @@ struct LimitRange {
 inline constexpr LimitRange kMaxKernelOpsRange{1, 16};
 inline constexpr LimitRange kMaxBlockOpsRange{1, 32};
 inline constexpr LimitRange kMaxGraphKernelsRange{0, 8};
-inline constexpr LimitRange kMaxKernelInputsRange{1, 8};
+inline constexpr LimitRange kMaxKernelInputsRange{1, 8};  // 0 as well: the program's default
 inline constexpr LimitRange kRetileSeedsRange{0, 64};
 
 /// Options of a search; the defaults are the paper's limits where it has them.
@@ -85,8 +85,9 @@ struct SearchOptions {
   int max_block_ops = 12;
   /// Most graph-defined kernels in the kernel graph.
   int max_graph_kernels = 2;
-  /// Most DTensors one graph-defined kernel reads.
-  int max_kernel_inputs = 4;
+  /// Most DTensors one graph-defined kernel reads; 0: the default for the program
+  /// (default_max_kernel_inputs), which search() and SearchContext put in its place.
+  int max_kernel_inputs = 0;
   /// Wall-clock limit in seconds; 0: none.
   double time_limit_seconds = 0;
   /// The search stops (StopReason::time_limit) if it has found no candidate after this many
@@ -392,12 +393,25 @@ struct SearchControl {
   std::atomic<bool> stop{false};
 };
 
+/// SearchOptions::max_kernel_inputs when it is 0: 4, or 5 for a program of five inputs or more.
+/// A kernel that reads all five of an RMSNorm's X and weight and Q, K and V's projections is one
+/// kernel instead of two (bench/heldout/qkv_proj.mg: 7.32 µs in 19.1 s with 4, 6.06 µs in 6.0 s
+/// with 5); llama_mlp_block and qkv_llama3_decode find the same μGraphs faster or as fast. Not
+/// more: gpt2_mlp_block's seven inputs at 7 give a whole search that runs out of time on worse
+/// μGraphs (138.6 µs against 13.22), and nothing measured gained from 6 (docs/search.md,
+/// "Inputs per kernel").
+int default_max_kernel_inputs(const Graph& program);
+
+/// `options` with the program's defaults in place of its zeros (max_kernel_inputs): what a search
+/// of `program` runs with, and what its report and checkpoint record.
+SearchOptions resolved_options(const SearchOptions& options, const Graph& program);
+
 /// Searches for μGraphs equivalent to `program` (a kernel graph of pre-defined ops, as
 /// parse_program returns). Throws UserError for a program the search cannot take (no outputs,
 /// unknown checkpoint) and InternalError on bugs.
 SearchResult search(const Graph& program, const SearchOptions& options = {}, SearchControl* control = nullptr);
 
-/// The report the CLI writes as report.json.
+/// The report the CLI writes as report.json; `options` as resolved_options gives them.
 std::string search_report_json(const SearchResult& result, const SearchOptions& options);
 
 }  // namespace mugraph

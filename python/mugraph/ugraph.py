@@ -227,7 +227,7 @@ def _device_of(values):
 
 def superoptimize(program: Program, time_limit: Optional[float] = None, target: str = "h100", threads: int = 0,
                   top: int = 8, max_kernel_ops: int = 5, max_block_ops: int = 12, max_graph_kernels: int = 2,
-                  checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
+                  max_kernel_inputs: Optional[int] = None, checkpoint: Optional[str] = None, resume: bool = False, deterministic: bool = False,
                   cost_bound: str = _core.DEFAULT_COST_BOUND, memory_limit: Optional[float] = None, retile_seeds: int = 4,
                   bound_ratio: float = 2.0) -> UGraph:
     """Searches for the fastest μGraph equivalent to program (by the cost model on target) and
@@ -240,6 +240,8 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     space is exhausted, which under the model bound can take hours). With checkpoint (a file path) the search saves its state
     there as it goes, and resume=True continues from it. memory_limit in GiB (None: three quarters
     of the physical memory, or of the control group's limit where lower): the search stops there as at a time limit, keeping what it found.
+    max_kernel_inputs: most tensors one graph-defined kernel reads; None: 4, or 5 for a program of
+    five inputs or more (docs/search.md, "Inputs per kernel").
     retile_seeds: after the search, the block graphs of the best candidates of this many structures
     are rebuilt under every grid, for-loop and tiling of their kernels (docs/search.md, "Retiling");
     0: none.
@@ -259,6 +261,8 @@ def superoptimize(program: Program, time_limit: Optional[float] = None, target: 
     options.max_kernel_ops = max_kernel_ops
     options.max_block_ops = max_block_ops
     options.max_graph_kernels = max_graph_kernels
+    if max_kernel_inputs is not None:
+        options.max_kernel_inputs = max_kernel_inputs
     options.deterministic = deterministic
     options.cost_bound = cost_bound
     options.retile_seeds = retile_seeds

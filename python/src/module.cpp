@@ -146,7 +146,7 @@ SearchOutcome run_search(const Graph& program, const SearchOptions& options) {
     worker.join();
   }
   if (error) std::rethrow_exception(error);
-  out.report_json = search_report_json(out.result, options);
+  out.report_json = search_report_json(out.result, resolved_options(options, program));
   return out;
 }
 

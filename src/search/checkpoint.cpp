@@ -205,7 +205,7 @@ std::string search_fingerprint(const Graph& program, const SearchOptions& o) {
   std::ostringstream s;
   s << std::hex << hash_value(program) << std::dec << " kernel_ops=" << o.max_kernel_ops
     << " block_ops=" << o.max_block_ops << " graph_kernels=" << o.max_graph_kernels
-    << " kernel_inputs=" << o.max_kernel_inputs << " abstract_pruning=" << o.abstract_pruning
+    << " kernel_inputs=" << resolved_options(o, program).max_kernel_inputs << " abstract_pruning=" << o.abstract_pruning
     << " program_tile_values=" << o.program_tile_values << " target=" << o.target.name
     << " cost_bound=" << cost_bound_name(o.cost_bound) << " config_lists=" << kConfigListRevision;
   // A tighter ratio drops pending tasks that a looser one would run: resuming under another

@@ -214,7 +214,7 @@ OpRank op_rank(const Graph& g, const Op& op) {
 
 SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
     : program_(program),
-      options_(options),
+      options_(resolved_options(options, program)),
       oracle_(exprs_, nfs_),
       gpu_(gpu_spec(options.target.name)),
       model_bound_(options.cost_bound == CostBound::model) {
@@ -229,7 +229,7 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
   in_range("max_kernel_ops", options.max_kernel_ops, kMaxKernelOpsRange);
   in_range("max_block_ops", options.max_block_ops, kMaxBlockOpsRange);
   in_range("max_graph_kernels", options.max_graph_kernels, kMaxGraphKernelsRange);
-  in_range("max_kernel_inputs", options.max_kernel_inputs, kMaxKernelInputsRange);
+  in_range("max_kernel_inputs", options_.max_kernel_inputs, kMaxKernelInputsRange);
   in_range("retile_seeds", options.retile_seeds, kRetileSeedsRange);
   // The command line checks these too; library and Python callers get the same refusal.
   if (!(options.model_bound_ratio == 0 || (options.model_bound_ratio >= 1 && std::isfinite(options.model_bound_ratio))))

@@ -198,6 +198,10 @@ def test_superoptimize_defaults_to_the_model_ranked_search_within_a_minute():
     assert (options["cost_bound"], options["time_limit_seconds"]) == ("bytes", 0)
     options = mugraph.superoptimize(p, threads=2, top=1, max_graph_kernels=1, time_limit=0).report["options"]
     assert (options["cost_bound"], options["time_limit_seconds"]) == ("both", 0)
+    # Three inputs: four per kernel; the number given stands.
+    assert options["max_kernel_inputs"] == 4
+    options = mugraph.superoptimize(p, threads=2, top=1, max_graph_kernels=1, max_kernel_inputs=3).report["options"]
+    assert options["max_kernel_inputs"] == 3
 
 
 def test_superoptimize_errors():

@@ -488,6 +488,8 @@ TEST(Search, ALastGraphDefinedKernelLeavesNoMoreStepsThanKernelOps) {
   SearchOptions options = limits(3, 1, 12);
   options.time_limit_seconds = 300;
   options.cut_into_parts = false;  // its parts' join has two graph-defined kernels
+  // Its five inputs would let one kernel read them all and compute the whole block.
+  options.max_kernel_inputs = 4;
   SearchResult r = search(program, options);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   ASSERT_FALSE(r.top.empty());
@@ -825,6 +827,7 @@ TEST(Search, TheJoinOfAnExhaustedSearchsPartsWinsWhereTheLimitsHeldTheWholeBack)
   const Graph program = parse_program(search_testing::kLlamaMlpBlockSmall);
   SearchOptions options = limits(3, 1, 12);
   options.time_limit_seconds = 300;
+  options.max_kernel_inputs = 4;  // with its five inputs, one kernel computes the whole block
   const SearchResult r = search(program, options);
   EXPECT_EQ(r.stop_reason, StopReason::exhausted);
   ASSERT_FALSE(r.top.empty());
@@ -900,6 +903,42 @@ TEST(Search, ProgramWithoutOutputsIsAUserError) {
   EXPECT_THROW(search(g, limits(1, 1, 4)), UserError);
 }
 
+TEST(Search, AProgramOfFiveInputsMayReadThemAllInOneKernelByDefault) {
+  // The default inputs per kernel is 4, or 5 for a program of five inputs or more (search.h,
+  // default_max_kernel_inputs): one kernel then sums all five, where four leave it no μGraph of
+  // one kernel.
+  Graph five = parse_program(R"(
+input A[4, 64]
+input B[4, 64]
+input C[4, 64]
+input D[4, 64]
+input E[4, 64]
+O = add(add(add(add(A, B), C), D), E)
+output O
+)");
+  Graph three = parse_program(kRmsNorm);
+  EXPECT_EQ(default_max_kernel_inputs(five), 5);
+  EXPECT_EQ(default_max_kernel_inputs(three), 4);
+  SearchOptions o = limits(1, 1, 12);
+  o.cut_into_parts = false;
+  EXPECT_EQ(o.max_kernel_inputs, 0);
+  EXPECT_EQ(resolved_options(o, five).max_kernel_inputs, 5);
+  EXPECT_EQ(resolved_options(o, three).max_kernel_inputs, 4);
+
+  SearchResult r = search(five, o);
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_EQ(r.top.front().metrics.kernels, 1);
+  EXPECT_EQ(count_kind(only_body(r.top.front().graph), OpKind::input_iterator), 5);
+  expect_computes_program(five, r.top.front().graph);
+  nlohmann::json report = nlohmann::json::parse(search_report_json(r, resolved_options(o, five)));
+  EXPECT_EQ(report["options"]["max_kernel_inputs"], 5);
+
+  // A number the caller gives stands.
+  o.max_kernel_inputs = 4;
+  EXPECT_EQ(resolved_options(o, five).max_kernel_inputs, 4);
+  EXPECT_TRUE(search(five, o).top.empty());
+}
+
 TEST(Search, LimitsOutsideTheirRangesAreUserErrorsNamingTheLimit) {
   // The CLI checks its flags; the Python options object sets the fields directly, so the search
   // checks them too (a kernel reads at most kMaxKernelInputs operands).
@@ -914,6 +953,8 @@ TEST(Search, LimitsOutsideTheirRangesAreUserErrorsNamingTheLimit) {
   };
   SearchOptions o = limits(1, 1, 4);
   o.max_kernel_inputs = 9;
+  expect_refused(o, "max_kernel_inputs");
+  o.max_kernel_inputs = -1;
   expect_refused(o, "max_kernel_inputs");
   o = limits(1, 1, 4);
   o.max_kernel_ops = 0;
@@ -1074,6 +1115,7 @@ TEST(Search, AStopKeepsTheCandidatesVerifiedBeforeIt) {
     o.threads = 2;
     o.cost_bound = bound;
     o.cut_into_parts = false;
+    o.max_kernel_inputs = 4;  // the Llama block's five inputs in one kernel end its search in seconds
     o.background_verify_after_seconds = 0;
     SearchControl control;
     o.on_progress = [&](const SearchProgress& p) {

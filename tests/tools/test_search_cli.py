@@ -527,11 +527,13 @@ M = mul(silu(matmul(N, W1)), matmul(N, W2))
 O = add(X, matmul(M, W3))
 output O
 """)
-    limits = ["--max-kernel-ops", "3", "--max-graph-kernels", "1", "--max-block-ops", "12"]
+    # Four inputs per kernel: with its five (the default for it), one kernel computes the block.
+    limits = ["--max-kernel-ops", "3", "--max-graph-kernels", "1", "--max-block-ops", "12", "--max-kernel-inputs", "4"]
     out = tmp_path / "out"
     r = search(mugraph_bin, prog, out, *limits)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "searched in parts as well, cut before matmuls at M: the parts' join is faster" in r.stdout, r.stdout
+    assert json.loads((out / "report.json").read_text())["options"]["max_kernel_inputs"] == 4
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "exhausted" and report["cut_at"] == ["M"]
     assert report["best"]["estimated_us"] < report["whole_best_estimated_us"]
@@ -544,6 +546,12 @@ output O
     report = json.loads((whole / "report.json").read_text())
     assert "cut_at" not in report and not report.get("parts")
     assert report["best"]["graph_defined_kernels"] == 1
+    # Its default of five inputs per kernel: one kernel computes the whole block.
+    five = tmp_path / "five"
+    r = search(mugraph_bin, prog, five, *limits[:-2], "--whole-only")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((five / "report.json").read_text())
+    assert report["options"]["max_kernel_inputs"] == 5 and report["best"]["kernels"] == 1
 
 
 def test_the_parts_beside_a_search_exhausted_in_milliseconds_get_a_second(mugraph_bin, tmp_path, source_dir):
