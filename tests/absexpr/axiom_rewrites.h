@@ -3,6 +3,7 @@
 /// paper's Table 2, and every direction of every A_eq axiom applied at the root of a term.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -234,6 +235,27 @@ inline void occurrences(const ExprPool& p, ExprId t, bool numerator, std::vector
     occurrences(p, n.a, numerator && (through || n.kind == ExprKind::div), out);
   }
   if (expr_arity(n.kind) == 2) occurrences(p, n.b, numerator && through, out);
+}
+
+/// One random axiom application at a random occurrence in t, or t itself when no axiom matched
+/// there; `axiom_applied` says which (unchanged when none), `at` where.
+inline ExprId rewrite_once(ExprPool& p, ExprId t, RandomTerms& r, int* axiom_applied = nullptr, int64_t* at = nullptr) {
+  std::vector<std::pair<ExprId, bool>> occ;
+  occurrences(p, t, true, occ);
+  const int64_t pos = r.pick(static_cast<int>(occ.size()));
+  // The axioms in a random order; the first that matches there is applied.
+  std::array<int, kAxioms> order;
+  for (int k = 0; k < kAxioms; ++k) order[static_cast<size_t>(k)] = k;
+  std::shuffle(order.begin(), order.end(), r.rng);
+  for (int axiom : order) {
+    std::optional<ExprId> rewritten = apply_axiom(p, occ[static_cast<size_t>(pos)].first, axiom, r);
+    if (!rewritten) continue;
+    int64_t counter = 0;
+    if (axiom_applied) *axiom_applied = axiom;
+    if (at) *at = pos;
+    return replace_at(p, t, pos, counter, [&](ExprId) { return *rewritten; });
+  }
+  return t;
 }
 
 }  // namespace mugraph::testing_axioms

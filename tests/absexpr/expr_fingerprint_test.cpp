@@ -28,25 +28,7 @@ using testing_axioms::kAxioms;
 using testing_axioms::occurrences;
 using testing_axioms::RandomTerms;
 using testing_axioms::replace_at;
-
-/// One random axiom application somewhere in t, or t itself when none matched.
-ExprId rewrite_once(ExprPool& p, ExprId t, RandomTerms& r, int* axiom_applied = nullptr) {
-  std::vector<std::pair<ExprId, bool>> occ;
-  occurrences(p, t, true, occ);
-  const int64_t pos = r.pick(static_cast<int>(occ.size()));
-  // The axioms in a random order; the first that matches there is applied.
-  std::array<int, kAxioms> order;
-  for (int k = 0; k < kAxioms; ++k) order[static_cast<size_t>(k)] = k;
-  std::shuffle(order.begin(), order.end(), r.rng);
-  for (int axiom : order) {
-    std::optional<ExprId> rewritten = apply_axiom(p, occ[static_cast<size_t>(pos)].first, axiom, r);
-    if (!rewritten) continue;
-    int64_t counter = 0;
-    if (axiom_applied) *axiom_applied = axiom;
-    return replace_at(p, t, pos, counter, [&](ExprId) { return *rewritten; });
-  }
-  return t;
-}
+using testing_axioms::rewrite_once;
 
 TEST(ExprFingerprint, RandomAxiomApplicationsKeepTheFingerprint) {
   ExprPool p;
