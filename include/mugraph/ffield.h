@@ -16,6 +16,15 @@
 
 namespace mugraph::ff {
 
+/// splitmix64's finalizer: a bijective mix of a 64-bit word (the verifier's random functions and
+/// seeds, the abstract expressions' fingerprints).
+inline constexpr uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 inline constexpr uint64_t kP = 1073740439;
 inline constexpr uint64_t kQ = 536870219;
 

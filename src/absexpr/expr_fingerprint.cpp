@@ -17,12 +17,7 @@ namespace {
 
 constexpr int K = kFingerprintPoints;
 
-uint64_t mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using ff::splitmix64;
 
 /// A term's values at every point, in Z_p and in Z_q; a field whose value is not defined (exp in
 /// Z_q, a zero denominator) is marked, and so is everything built on it in that field.
@@ -42,7 +37,8 @@ struct ExprFingerprints::Impl {
 
   /// A random residue mod m for (what, point, field), fixed by the seed.
   uint64_t draw(uint64_t what, int point, uint64_t m) const {
-    return mix(seed ^ mix(what ^ mix(static_cast<uint64_t>(point) * 2 + (m == ff::kP ? 0 : 1)))) % m;
+    return splitmix64(seed ^ splitmix64(what ^ splitmix64(static_cast<uint64_t>(point) * 2 + (m == ff::kP ? 0 : 1)))) %
+           m;
   }
 
   Value leaf(uint64_t what) const {
@@ -60,10 +56,10 @@ struct ExprFingerprints::Impl {
     Value v;
     v.p_ok = a.p_ok && (!b || b->p_ok);
     v.q_ok = a.q_ok && (!b || b->q_ok);
-    const uint64_t tag = mix(0x6f70617175650000ULL + static_cast<uint64_t>(kind));
+    const uint64_t tag = splitmix64(0x6f70617175650000ULL + static_cast<uint64_t>(kind));
     for (int i = 0; i < K; ++i) {
-      v.p[i] = draw(mix(tag ^ a.p[i]) ^ (b ? mix(b->p[i] + 1) : 0), i, ff::kP);
-      v.q[i] = draw(mix(tag ^ a.q[i]) ^ (b ? mix(b->q[i] + 1) : 0), i, ff::kQ);
+      v.p[i] = draw(splitmix64(tag ^ a.p[i]) ^ (b ? splitmix64(b->p[i] + 1) : 0), i, ff::kP);
+      v.q[i] = draw(splitmix64(tag ^ a.q[i]) ^ (b ? splitmix64(b->q[i] + 1) : 0), i, ff::kQ);
     }
     return v;
   }
@@ -161,7 +157,7 @@ struct ExprFingerprints::Impl {
 };
 
 ExprFingerprints::ExprFingerprints(uint64_t seed) : impl_(std::make_unique<Impl>()) {
-  impl_->seed = mix(seed);
+  impl_->seed = splitmix64(seed);
   for (int i = 0; i < K; ++i) {
     // r in [2, p - 2], so r² ≠ 1 and ω = r² has order q (the non-zero squares of Z_p are the
     // subgroup of order q, since p = 2q + 1).

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "mugraph/ffield.h"
+
 namespace mugraph::ff_detail {
 
 /// The instruction set the kernels run with: chosen once from the CPU (the best it has); tests
@@ -54,13 +56,7 @@ void ff_sqrt_run(uint64_t modulus, const uint32_t* x, int64_t sx, uint32_t* o, i
 /// o[j] = x[j] mod `modulus` (kP or kQ) for j < n, any 64-bit x (a lazily reduced sum).
 void ff_reduce_run(uint64_t modulus, const uint64_t* x, uint32_t* o, int64_t n);
 
-/// splitmix64's finalizer: a bijective mix of a 64-bit word.
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+using ff::splitmix64;
 
 /// The random functions' values (FFState::random_fn_seed): `key` hashed under `seed`, twice,
 /// reduced mod p and mod q.
