@@ -547,8 +547,11 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   for (const std::string& k : r.kept_repeats) std::cout << "  kept as a copy: " << k << "\n";
   if (!r.cut_at.empty()) {
     if (r.whole_best_estimated_us > 0)
-      std::cout << "  the whole program's search was exhausted in " << sci(r.whole_search_seconds) << " s, best "
-                << sci(r.whole_best_estimated_us) << " us; searched in parts as well, cut before matmuls at";
+      std::cout << (r.whole_stop_reason == StopReason::time_limit
+                        ? "  the whole program's search stopped at its share of the time limit after "
+                        : "  the whole program's search was exhausted in ")
+                << sci(r.whole_search_seconds) << " s, best " << sci(r.whole_best_estimated_us)
+                << " us; searched in parts as well, cut before matmuls at";
     else
       std::cout << "  no candidate for the whole program in " << sci(r.whole_search_seconds)
                 << " s: cut before matmuls at";

@@ -94,6 +94,13 @@ struct SearchOptions {
   /// seconds; 0: never. search() sets it for a program it can cut in parts if the whole takes
   /// too long (docs/search.md, "Programs too large to search whole").
   double give_up_without_candidate_seconds = 0;
+  /// Candidates the model estimates at this or more (µs) are dropped as found, and so are joins
+  /// of parts that cost it or more; 0: none. search() sets it for the parts it searches beside a
+  /// whole search, at model_bound_ratio times the whole search's best: a join costs at least
+  /// each part's kernels, so a part's μGraph past it joins into nothing worth verifying (the
+  /// paper's QK-norm at batch 8 spent 27 s verifying such a part's candidates at 209 µs beside a
+  /// whole best of 34 µs).
+  double cost_ceiling_us = 0;
   /// Whether search() searches a program in parts, cut before its matmuls, when the whole search
   /// finds no candidate (in half the time limit, or within the limits at all; docs/search.md,
   /// "Programs too large to search whole"). false: the whole search's result, however empty
@@ -377,11 +384,16 @@ struct SearchResult {
   /// search_seconds). Empty and 0 otherwise.
   std::vector<std::string> cut_at;
   double whole_search_seconds = 0;
-  /// A program with such cuts whose whole search was exhausted with time to spare is searched
-  /// in parts as well, and `top` holds the best μGraphs of both (docs/search.md, "The parts beside
-  /// an exhausted whole search"): the whole search's best estimate (µs). 0 when the program was
-  /// searched in parts because the whole search found nothing.
+  /// A program with such cuts whose whole search found candidates and was exhausted with time to
+  /// spare, or stopped at its share of the time limit, is searched in parts as well, and `top`
+  /// holds the best μGraphs of both (docs/search.md, "The parts beside an exhausted whole search"
+  /// and "Its share of the time limit"): the
+  /// whole search's best estimate (µs). 0 when the program was searched in parts because the
+  /// whole search found nothing.
   double whole_best_estimated_us = 0;
+  /// Why the whole search of a program with cuts stopped: exhausted, or time_limit (its share of
+  /// the limit, or half of it without a candidate). Meaningful only where `cut_at` is not empty.
+  StopReason whole_stop_reason = StopReason::exhausted;
   /// The input probes the search ran its prefixes under (docs/search.md, "Input probes"), what
   /// each changes ("H + C, X + C"); empty when it made none. A search in parts lists its whole
   /// search's.

@@ -117,6 +117,7 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   if (!r.cut_at.empty()) {
     j["cut_at"] = r.cut_at;
     j["whole_search_seconds"] = r.whole_search_seconds;
+    j["whole_stop_reason"] = stop_reason_name(r.whole_stop_reason);
     j["whole_best_estimated_us"] =
         r.whole_best_estimated_us > 0 ? nlohmann::ordered_json(r.whole_best_estimated_us) : nullptr;
   }

@@ -550,6 +550,7 @@ class Driver {
 
   /// Whether the pool kept it (it was new, and not the worst of a full pool).
   bool add_candidate(FoundCandidate c) {
+    if (opt_.cost_ceiling_us > 0 && c.estimated_us >= opt_.cost_ceiling_us) return false;
     any_candidate_.store(true);
     RankedCandidate r{std::move(c), {}};
     r.json = to_json(r.found.graph);
@@ -806,19 +807,27 @@ std::vector<std::string> cut_names(const Graph& program, const std::vector<Tenso
 /// --max-kernel-inputs 7 spent 150 s verifying a pool of 512 wrong candidates after a 60 s search).
 double whole_seconds(const SearchResult& whole) { return whole.search_seconds + whole.verify_seconds; }
 
-/// The time limit of the parts' search after an exhausted whole search (0: none), or nothing when
-/// the time limit leaves none. The parts get as long as the whole search took, or a second if
-/// that is more, within what the limit leaves: a user who gave no limit asked for the search to
-/// end on its own, and the parts at most double it or add a second. The second is for whole
-/// searches exhausted in milliseconds (the README's RMSNorm: 47 ms), whose parts would otherwise
-/// stop at a budget of a few milliseconds, by the clock, with tasks left. Deterministic searches
-/// get what the limit leaves, all of it: a share measured on the clock would make what they find
-/// depend on the machine.
+/// The share of a time limit that the whole search of a program with cuts may take; the rest is
+/// its parts'. Without it a whole search that found a poor μGraph early kept the whole limit and
+/// the parts, whose join may be ten times faster, were never searched (gpt2_mlp_block with
+/// --max-kernel-inputs 7: 138.6 µs at the 60 s limit, against 13.2 µs for the parts' join). A
+/// quarter, not a half: the paper's QK-norm at batch 1 finds its best after 29.5 s of 60.
+constexpr double kWholeShareOfTimeLimit = 0.75;
+
+/// The time limit of the parts' search beside a whole search that found candidates (0: none), or
+/// nothing when the time limit leaves none. A whole search stopped at its share of the limit
+/// leaves the parts the rest of it. After an exhausted one the parts get as long as the whole
+/// search took, or a second if that is more, within what the limit leaves: a user who gave no
+/// limit asked for the search to end on its own, and the parts at most double it or add a
+/// second. The second is for whole searches exhausted in milliseconds (the README's RMSNorm:
+/// 47 ms), whose parts would otherwise stop at a budget of a few milliseconds, by the clock, with
+/// tasks left. Deterministic searches get what the limit leaves, all of it: a share measured on
+/// the clock would make what they find depend on the machine.
 std::optional<double> parts_beside_whole_time_limit(const SearchOptions& options, const SearchResult& whole) {
   const double left = options.time_limit_seconds > 0 ? options.time_limit_seconds - whole_seconds(whole)
                                                      : std::numeric_limits<double>::infinity();
   if (left <= 0) return std::nullopt;
-  if (options.deterministic) return std::isinf(left) ? 0.0 : left;
+  if (options.deterministic || whole.stop_reason == StopReason::time_limit) return std::isinf(left) ? 0.0 : left;
   constexpr double kPartsLeastSeconds = 1.0;
   return std::max(std::min(left, std::max(whole.search_seconds, kPartsLeastSeconds)), 1e-3);
 }
@@ -828,6 +837,7 @@ std::optional<double> parts_beside_whole_time_limit(const SearchOptions& options
 void after_whole(SearchResult& parts, const SearchResult& whole, const Graph& program,
                  const std::vector<TensorId>& cuts) {
   parts.whole_search_seconds = whole.search_seconds;
+  parts.whole_stop_reason = whole.stop_reason;
   parts.search_seconds += whole.search_seconds;
   for (SearchCandidate& c : parts.top) c.found_seconds += whole.search_seconds;
   parts.stats.add(whole.stats);
@@ -844,10 +854,17 @@ void after_whole(SearchResult& parts, const SearchResult& whole, const Graph& pr
 SearchResult beside_whole(SearchResult whole, SearchResult parts, const Graph& program,
                           const std::vector<TensorId>& cuts, int top_k) {
   SearchResult r = std::move(parts);
-  // The search was exhausted; the parts' time is the search's own choice, not the user's limit.
+  // The whole search's stop reason stands: exhausted, the parts' time was the search's own
+  // choice, not the user's limit; stopped at its share of the limit, the search was time-limited.
   if (r.stop_reason != StopReason::interrupted) {
     if (!r.stop_detail.empty()) r.stop_detail = "the parts beside it: " + r.stop_detail;
     r.stop_reason = whole.stop_reason;
+  }
+  if (whole.stop_reason == StopReason::time_limit) {
+    // What the whole search left: its pending tasks, and the model's floor under the μGraphs
+    // within its limits that it has not reached.
+    r.stop_detail = "the whole search: " + whole.stop_detail + (r.stop_detail.empty() ? "" : "; " + r.stop_detail);
+    r.unsearched_floor_us = whole.unsearched_floor_us;
   }
   after_whole(r, whole, program, cuts);
   r.whole_best_estimated_us = whole.top.front().cost.total_us;
@@ -919,8 +936,10 @@ SearchResult search(const Graph& program, const SearchOptions& given, SearchCont
   SearchResult whole;
   if (cuts.empty() || !searched_in_parts_before()) {
     SearchOptions o = options;
-    if (!cuts.empty() && options.time_limit_seconds > 0)
+    if (!cuts.empty() && options.time_limit_seconds > 0) {
       o.give_up_without_candidate_seconds = options.time_limit_seconds / 2;
+      o.time_limit_seconds = options.time_limit_seconds * kWholeShareOfTimeLimit;
+    }
     SearchContext ctx(program, o);
     Driver driver(ctx, control);
     whole = driver.run();
@@ -930,13 +949,14 @@ SearchResult search(const Graph& program, const SearchOptions& given, SearchCont
                          (whole.stop_reason == StopReason::time_limit || whole.stop_reason == StopReason::exhausted) &&
                          !interrupted;
     if (!nothing) {
-      // Exhausted with time to spare: the parts' join may still be faster. The limits bound each
-      // part, not their join (a norm, a gated MLP and a down projection take three graph-defined
-      // kernels), and the whole search never saw such μGraphs.
+      // Exhausted with time to spare, or stopped at its share of the limit: the parts' join may
+      // still be faster. The limits bound each part, not their join (a norm, a gated MLP and a
+      // down projection take three graph-defined kernels), and the whole search never saw such
+      // μGraphs.
       const std::optional<double> parts_limit = parts_beside_whole_time_limit(options, whole);
-      if (cuts.empty() || whole.top.empty() || whole.stop_reason != StopReason::exhausted || interrupted ||
-          !parts_limit)
-        return whole;
+      const bool exhausted_or_its_share =
+          whole.stop_reason == StopReason::exhausted || whole.stop_reason == StopReason::time_limit;
+      if (cuts.empty() || whole.top.empty() || !exhausted_or_its_share || interrupted || !parts_limit) return whole;
       SearchOptions rest = options;
       rest.time_limit_seconds = *parts_limit;
       // Each part's best alone: the whole search's candidates fill the rest of the top, and each
@@ -947,6 +967,13 @@ SearchResult search(const Graph& program, const SearchOptions& given, SearchCont
       rest.checkpoint_path.clear();
       rest.resume = false;
       rest.on_progress = progress_after(options, whole.search_seconds);
+      // Joins that the model puts past the whole search's best by more than the ratio the model
+      // bound keeps (2 by default) are not worth verifying; a part searched beside its own whole
+      // search keeps its program's ceiling if that is lower.
+      if (options.model_bound_ratio > 0) {
+        const double ceiling = options.model_bound_ratio * whole.top.front().cost.total_us;
+        rest.cost_ceiling_us = options.cost_ceiling_us > 0 ? std::min(options.cost_ceiling_us, ceiling) : ceiling;
+      }
       SearchResult parts = search_in_parts(program, rest, control, program, cuts);
       return beside_whole(std::move(whole), std::move(parts), program, cuts, options.top_k);
     }

@@ -227,6 +227,9 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
   std::stable_sort(joined_graphs.begin(), joined_graphs.end(), [](const Joined& a, const Joined& b) {
     return std::tie(a.cost.total_us, a.json) < std::tie(b.cost.total_us, b.json);
   });
+  // A join past the ceiling (SearchOptions::cost_ceiling_us) is not worth verifying.
+  if (options.cost_ceiling_us > 0)
+    std::erase_if(joined_graphs, [&](const Joined& j) { return j.cost.total_us >= options.cost_ceiling_us; });
   if (joined_graphs.size() > static_cast<size_t>(options.top_k))
     joined_graphs.resize(static_cast<size_t>(options.top_k));
   // The joined μGraphs are candidates of their own, verified below (stats: the parts' and theirs).

@@ -845,6 +845,68 @@ TEST(Search, TheJoinOfAnExhaustedSearchsPartsWinsWhereTheLimitsHeldTheWholeBack)
   EXPECT_EQ(report["parts"].size(), 2u);
 }
 
+TEST(Search, AWholeSearchStoppedAtItsShareOfTheTimeLimitLeavesTheRestToItsParts) {
+  // A norm before three projections, at shapes whose whole search finds its first μGraphs in a
+  // tenth of a second and is far from exhausted at 3 s: it stops at three quarters of the limit
+  // (kWholeShareOfTimeLimit), and the parts cut at the norm's output get the rest. Before, the
+  // whole search kept the whole limit, and a poor best (gpt2_mlp_block with
+  // --max-kernel-inputs 7: 138.6 µs against the parts' 13.2) was never compared with a join.
+  const Graph program = parse_program(R"(
+input X[1, 1024]
+input G[1024]
+input WQ[1024, 1024]
+input WK[1024, 256]
+input WV[1024, 256]
+N = mul(div(X, sqrt(add(div(sum(sqr(X), dim=1), 1024), 1e-5))), G)
+Q = matmul(N, WQ)
+K = matmul(N, WK)
+V = matmul(N, WV)
+output Q, K, V
+)");
+  SearchOptions options;  // as the command's defaults
+  options.threads = 2;
+  options.cost_bound = CostBound::both;
+  options.time_limit_seconds = 4;
+  const SearchResult r = search(program, options);
+  EXPECT_EQ(r.stop_reason, StopReason::time_limit);
+  EXPECT_EQ(r.cut_at, (std::vector<std::string>{"N"}));
+  EXPECT_EQ(r.whole_stop_reason, StopReason::time_limit);
+  EXPECT_GT(r.whole_best_estimated_us, 0) << "the whole search found μGraphs before its share ran out";
+  // Its share (3 s), well before the limit, whatever the sanitizers' slowdown of its retiling.
+  EXPECT_LT(r.whole_search_seconds, 4.0);
+  EXPECT_GT(r.search_seconds, r.whole_search_seconds);
+  ASSERT_EQ(r.parts.size(), 4u);
+  for (const SearchPartResult& p : r.parts) EXPECT_TRUE(p.searched);
+  EXPECT_NE(r.stop_detail.find("the whole search: "), std::string::npos) << r.stop_detail;
+  ASSERT_FALSE(r.top.empty());
+  EXPECT_LE(r.top.front().cost.total_us, r.whole_best_estimated_us);
+  expect_sound_top(program, r);
+  const nlohmann::json report = nlohmann::json::parse(search_report_json(r, options));
+  EXPECT_EQ(report["whole_stop_reason"], "time_limit");
+}
+
+TEST(Search, ACostCeilingDropsTheCandidatesTheModelPutsAtOrPastIt) {
+  // SearchOptions::cost_ceiling_us: the parts searched beside a whole search drop what cannot
+  // join into a μGraph worth verifying. Whole and in parts alike, nothing at or past it is kept,
+  // and the best below it stays the best.
+  const Graph program = parse_program(kRmsNorm);
+  const SearchResult free = search(program, rms_limits());
+  ASSERT_GE(free.top.size(), 2u);
+  const double ceiling = free.top.back().cost.total_us;
+  ASSERT_LT(free.top.front().cost.total_us, ceiling) << "the test wants candidates of different costs";
+  SearchOptions o = rms_limits();
+  o.cost_ceiling_us = ceiling;
+  const SearchResult capped = search(program, o);
+  ASSERT_FALSE(capped.top.empty());
+  EXPECT_LT(capped.top.size(), free.top.size());
+  for (const SearchCandidate& c : capped.top) EXPECT_LT(c.cost.total_us, ceiling);
+  EXPECT_EQ(top_json(capped).front(), top_json(free).front());
+  expect_sound_top(program, capped);
+
+  o.cost_ceiling_us = free.top.front().cost.total_us / 2;
+  EXPECT_TRUE(search(program, o).top.empty());
+}
+
 TEST(Search, AProgramWithoutChainedMatmulsIsCutBeforeItsMatmulsComputedOperands) {
   // A norm before its projection and an exp: three inputs, so one kernel op reading at most two
   // cannot compute it whole. There is no chained matmul to cut at; cut before the matmul's

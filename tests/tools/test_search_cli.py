@@ -536,6 +536,7 @@ output O
     assert json.loads((out / "report.json").read_text())["options"]["max_kernel_inputs"] == 4
     report = json.loads((out / "report.json").read_text())
     assert report["stop_reason"] == "exhausted" and report["cut_at"] == ["M"]
+    assert report["whole_stop_reason"] == "exhausted"
     assert report["best"]["estimated_us"] < report["whole_best_estimated_us"]
     assert report["best"]["graph_defined_kernels"] == 2
     r = run_cli(mugraph_bin, "verify", prog, out / "best.json")
