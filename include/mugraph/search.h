@@ -387,9 +387,8 @@ struct SearchResult {
   /// A program with such cuts whose whole search found candidates and was exhausted with time to
   /// spare, or stopped at its share of the time limit, is searched in parts as well, and `top`
   /// holds the best μGraphs of both (docs/search.md, "The parts beside an exhausted whole search"
-  /// and "Its share of the time limit"): the
-  /// whole search's best estimate (µs). 0 when the program was searched in parts because the
-  /// whole search found nothing.
+  /// and "Its share of the time limit"): the whole search's best estimate (µs). 0 when the
+  /// program was searched in parts because the whole search found nothing.
   double whole_best_estimated_us = 0;
   /// Why the whole search of a program with cuts stopped: exhausted, or time_limit (its share of
   /// the limit, or half of it without a candidate). Meaningful only where `cut_at` is not empty.

@@ -944,19 +944,19 @@ SearchResult search(const Graph& program, const SearchOptions& given, SearchCont
     Driver driver(ctx, control);
     whole = driver.run();
     const bool interrupted = control && control->stop.load();
+    // Exhausted, or stopped by the clock: at its share of the limit, or at half of it without a
+    // candidate (not by a stop or the memory limit).
+    const bool exhausted_or_timed =
+        whole.stop_reason == StopReason::exhausted || whole.stop_reason == StopReason::time_limit;
     // Nothing in half the time, or nothing within the limits at all: the parts may fit them.
-    const bool nothing = !cuts.empty() && whole.top.empty() &&
-                         (whole.stop_reason == StopReason::time_limit || whole.stop_reason == StopReason::exhausted) &&
-                         !interrupted;
+    const bool nothing = !cuts.empty() && whole.top.empty() && exhausted_or_timed && !interrupted;
     if (!nothing) {
       // Exhausted with time to spare, or stopped at its share of the limit: the parts' join may
       // still be faster. The limits bound each part, not their join (a norm, a gated MLP and a
       // down projection take three graph-defined kernels), and the whole search never saw such
       // μGraphs.
       const std::optional<double> parts_limit = parts_beside_whole_time_limit(options, whole);
-      const bool exhausted_or_its_share =
-          whole.stop_reason == StopReason::exhausted || whole.stop_reason == StopReason::time_limit;
-      if (cuts.empty() || whole.top.empty() || !exhausted_or_its_share || interrupted || !parts_limit) return whole;
+      if (cuts.empty() || whole.top.empty() || !exhausted_or_timed || interrupted || !parts_limit) return whole;
       SearchOptions rest = options;
       rest.time_limit_seconds = *parts_limit;
       // Each part's best alone: the whole search's candidates fill the rest of the top, and each
