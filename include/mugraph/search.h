@@ -99,7 +99,9 @@ struct SearchOptions {
   /// whole search, at model_bound_ratio times the whole search's best: a join costs at least
   /// each part's kernels, so a part's μGraph past it joins into nothing worth verifying (the
   /// paper's QK-norm at batch 8 spent 27 s verifying such a part's candidates at 209 µs beside a
-  /// whole best of 34 µs).
+  /// whole best of 34 µs). It caps the cost bound too: a subtree whose floor is past it is cut,
+  /// by the model bound and, with the model's lower bound on bytes and kernels, in the bytes
+  /// phase.
   double cost_ceiling_us = 0;
   /// Whether search() searches a program in parts, cut before its matmuls, when the whole search
   /// finds no candidate (in half the time limit, or within the limits at all; docs/search.md,

@@ -219,6 +219,9 @@ SearchContext::SearchContext(const Graph& program, const SearchOptions& options)
       gpu_(gpu_spec(options.target.name)),
       model_bound_(options.cost_bound == CostBound::model) {
   if (program.level != Level::kernel) throw UserError("search: the program must be a kernel graph");
+  if (!(options.cost_ceiling_us >= 0) || !std::isfinite(options.cost_ceiling_us))
+    throw UserError("search: the cost ceiling must be a finite number of microseconds >= 0 (0: none)");
+  bound_us_.store(ceiling_us());
   if (program.outputs.empty()) throw UserError("search: the program has no outputs");
   // The CLI checks its flags; the Python options object sets the fields directly.
   auto in_range = [](const char* name, int value, LimitRange range) {
@@ -1697,6 +1700,8 @@ class BlockSearch {
   void dfs(const OpRank& last) {
     if (stopped_ || cut_) return;
     if ((++out_.stats.states & 1023) == 0) {
+      ctx_.add_running_states(out_.stats.states - out_.published_states);
+      out_.published_states = out_.stats.states;
       // A stop leaves the task to run again; a bound that now cuts the kernel ends its growth
       // (every completion would be cut), keeping the candidates found so far. A configuration
       // can take millions of states, and the bound may have been loose when it began.
@@ -2193,7 +2198,9 @@ std::vector<Graph> Generator::retile_kernel(const std::shared_ptr<const Graph>& 
   }
   BlockSearch s(*this, ctx_, task, retile_facts_, config, child_index, out, never_stop, /*must_finish=*/false,
                 never_beyond);
-  return s.retile(body);
+  std::vector<Graph> rebuilt = s.retile(body);
+  ctx_.add_running_states(-out.published_states);  // no running task's states
+  return rebuilt;
 }
 
 std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<const Graph>& prefix,

@@ -149,6 +149,9 @@ struct TaskOutput {
   std::vector<Task> children;
   std::vector<FoundCandidate> candidates;
   SearchStats stats;
+  /// Of stats.states, how many the task has told SearchContext::add_running_states so far; the
+  /// driver takes them back when it counts the task's stats.
+  int64_t published_states = 0;
   /// What the prefixes of `task`'s children extend: its prefix (made once, shared by them).
   const std::shared_ptr<const PrefixParent>& children_parent(const Task& task) {
     if (!children_parent_)
@@ -284,7 +287,13 @@ class SearchContext {
   }
   /// With the model bound a prefix none of whose completions can be estimated at this many
   /// microseconds or less is cut.
-  void set_bound_us(double estimated_us) { bound_us_.store(estimated_us); }
+  /// It is never above the cost ceiling (SearchOptions::cost_ceiling_us), whose candidates are
+  /// dropped as found: a subtree whose floor is past it holds none worth growing.
+  void set_bound_us(double estimated_us) { bound_us_.store(std::min(estimated_us, ceiling_us())); }
+  /// SearchOptions::cost_ceiling_us; infinite when there is none.
+  double ceiling_us() const {
+    return options_.cost_ceiling_us > 0 ? options_.cost_ceiling_us : std::numeric_limits<double>::infinity();
+  }
   /// Whether the model bound cuts (CostBound::model, and CostBound::both's second phase) rather
   /// than the bytes bound.
   bool model_bound() const { return model_bound_.load(std::memory_order_relaxed); }
@@ -298,7 +307,10 @@ class SearchContext {
     if (model_bound())
       return cost_lower_bound_us(device_bytes, kernels, gpu_) + extra_us > bound_us_.load(std::memory_order_relaxed);
     const int64_t b = bound_bytes_.load(std::memory_order_relaxed);
-    return device_bytes > b || (device_bytes == b && kernels > bound_kernels_.load(std::memory_order_relaxed));
+    if (device_bytes > b || (device_bytes == b && kernels > bound_kernels_.load(std::memory_order_relaxed)))
+      return true;
+    // The bytes phase has the ceiling too (its bound is on bytes, the ceiling on the model's time).
+    return options_.cost_ceiling_us > 0 && cost_lower_bound_us(device_bytes, kernels, gpu_) > options_.cost_ceiling_us;
   }
   /// With the model bound, kernels_floor_extra_us of a prefix's kernels: a prefix whose
   /// kernels alone, with the launches and bytes still to come, exceed the bound is cut (a grid
@@ -312,6 +324,11 @@ class SearchContext {
   double next_floor_extra_us(double parent_extra_us, const Graph& next) const {
     return model_bound() ? parent_extra_us + last_kernel_floor_extra_us(next, gpu_) : 0.0;
   }
+  /// States grown by the tasks now running, told every 1024 states of a block search and taken
+  /// back when the driver counts a task's stats: the progress line's count moves during a long
+  /// block task (a seven-input kernel's can take a minute), not only when one completes.
+  void add_running_states(int64_t n) { running_states_.fetch_add(n, std::memory_order_relaxed); }
+  int64_t running_states() const { return running_states_.load(std::memory_order_relaxed); }
   /// The cost bound in microseconds (model bound; infinite until a candidate is found).
   double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }
   /// The block searches' results shared by the workers (block_cache.h); null when
@@ -372,6 +389,7 @@ class SearchContext {
   std::atomic<int> bound_kernels_{INT32_MAX};
   std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
   std::atomic<bool> model_bound_{false};
+  std::atomic<int64_t> running_states_{0};
   std::unique_ptr<BlockCache> block_cache_;
   std::unique_ptr<ConfigListCache> config_lists_;
 

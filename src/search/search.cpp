@@ -428,11 +428,14 @@ class Driver {
       } catch (...) {
         std::lock_guard lock(mu_);
         in_flight_.erase(task.path);
+        ctx_.add_running_states(-out.published_states);
         fail_locked(std::current_exception());
         return;
       }
       std::lock_guard lock(mu_);
       in_flight_.erase(task.path);
+      // Its states are counted below (or, cut short by a stop, when it runs again), not as running.
+      ctx_.add_running_states(-out.published_states);
       (dive ? dive_seconds_ : best_first_seconds_) += std::chrono::duration<double>(Clock::now() - began).count();
       if (!done) {
         // Cut short by a stop: it runs again from its start after a resume.
@@ -533,7 +536,7 @@ class Driver {
   SearchProgress progress_locked() const {
     SearchProgress p;
     p.elapsed_seconds = elapsed();
-    p.states = stats_.states;
+    p.states = stats_.states + ctx_.running_states();
     p.pruned = stats_.total_pruned();
     p.candidates = stats_.candidates;
     for (const RankedCandidate& c : pool_) p.verified += c.equivalent();

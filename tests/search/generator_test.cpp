@@ -426,6 +426,48 @@ TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) 
   EXPECT_GT(compared, 0);
 }
 
+TEST(Generator, BlockTasksTellTheirStatesWhileTheyRun) {
+  // A block task tells the context its states every 1024 (SearchContext::add_running_states), so
+  // that the progress line moves during a long one; what it told is in published_states, for the
+  // driver to take back when it counts the task's stats.
+  // A LayerNorm: one kernel of many block ops, whose block tasks grow thousands of states each.
+  Graph program = parse_program(R"(
+input X[8, 256]
+input G[256]
+input B[256]
+MU = div(sum(X, dim=1), 256)
+C = sub(X, MU)
+O = add(mul(div(C, sqrt(add(div(sum(sqr(C), dim=1), 256), 1e-5))), G), B)
+output O
+)");
+  SearchOptions options;
+  options.block_cache_bytes = 0;  // grown, not replayed
+  SearchContext ctx(program, options);
+  Generator gen(ctx);
+  std::atomic<bool> stop{false};
+  TaskOutput root;
+  ASSERT_TRUE(gen.run(ctx.root(), root, stop));
+  int64_t told = ctx.running_states();
+  EXPECT_EQ(told, root.published_states);
+  int long_tasks = 0;
+  std::deque<Task> tasks(root.children.begin(), root.children.end());
+  for (int ran = 0; !tasks.empty() && ran < 400 && long_tasks == 0; ++ran) {
+    Task t = std::move(tasks.front());
+    tasks.pop_front();
+    TaskOutput out;
+    ASSERT_TRUE(gen.run(t, out, stop));
+    EXPECT_LE(out.published_states, out.stats.states);
+    EXPECT_EQ(ctx.running_states() - told, out.published_states);
+    told = ctx.running_states();
+    if (t.is_block() && out.stats.states >= 2048) {
+      ++long_tasks;
+      EXPECT_GT(out.published_states, 0);
+    }
+    for (Task& c : out.children) tasks.push_back(std::move(c));
+  }
+  EXPECT_GT(long_tasks, 0) << "the test wants a block task of more than 2048 states";
+}
+
 TEST(Generator, ModelBoundMakesNoChunkItWouldSkipWhole) {
   // With the model bound a kernel task makes only the chunks whose first configuration is within
   // the bound (the lists are sorted by floor, and the bound only tightens). Every chunk it leaves

@@ -906,8 +906,31 @@ TEST(Search, ACostCeilingDropsTheCandidatesTheModelPutsAtOrPastIt) {
   EXPECT_EQ(top_json(capped).front(), top_json(free).front());
   expect_sound_top(program, capped);
 
+  // It caps the cost bound too: the subtrees whose floor is past it are not grown.
+  EXPECT_LT(capped.stats.states, free.stats.states);
+
   o.cost_ceiling_us = free.top.front().cost.total_us / 2;
-  EXPECT_TRUE(search(program, o).top.empty());
+  const SearchResult below = search(program, o);
+  EXPECT_TRUE(below.top.empty());
+  EXPECT_LT(below.stats.states, capped.stats.states);
+  EXPECT_GT(below.stats.pruned.at("cost_bound"), 0);
+}
+
+TEST(Search, ACostCeilingCutsTheModelBoundsSubtreesToo) {
+  // With the model bound from the start the bound is infinite until a candidate is found; the
+  // ceiling bounds it from the first task.
+  const Graph program = parse_program(kRmsNorm);
+  SearchOptions o = rms_limits();
+  o.cost_bound = CostBound::model;
+  const SearchResult free = search(program, o);
+  ASSERT_FALSE(free.top.empty());
+  o.cost_ceiling_us = free.top.front().cost.total_us * 1.5;
+  const SearchResult capped = search(program, o);
+  ASSERT_FALSE(capped.top.empty());
+  EXPECT_EQ(top_json(capped).front(), top_json(free).front());
+  EXPECT_LT(capped.stats.states, free.stats.states);
+  o.cost_ceiling_us = -1;
+  EXPECT_THROW(search(program, o), UserError);
 }
 
 TEST(Search, AProgramWithoutChainedMatmulsIsCutBeforeItsMatmulsComputedOperands) {
