@@ -614,6 +614,10 @@ int cmd_search(const std::string& path, const std::string& out_dir, SearchOption
   }
   std::cout << "), candidates " << r.stats.candidates << ", verified " << r.stats.verified << ", rejected "
             << r.stats.rejected << "\n";
+  if (r.cut_short.tasks > 0)
+    std::cout << "  and " << r.cut_short.tasks << " task(s) cut short by the stop grew " << r.cut_short.states
+              << " states and pruned " << r.cut_short.pruned
+              << " more (not counted above: a resume runs them again from their start)\n";
   if (r.top.empty()) {
     if (r.stop_reason == StopReason::interrupted && r.stats.candidates > 0)
       // Found but not verified yet: nothing is lost, the checkpoint holds them.

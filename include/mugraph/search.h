@@ -344,6 +344,18 @@ struct SearchResult {
   double search_seconds = 0;  ///< generation (until the stop)
   double verify_seconds = 0;  ///< verification, fusion and ranking after it
   SearchStats stats;
+  /// Tasks a stop (time or memory limit, interrupt) cut short while they ran: their work is not
+  /// in `stats`, which counts completed tasks (a cut task runs again from its start after a
+  /// resume), but the progress line counted it as it went. A block task of seven-input kernels
+  /// can grow millions of states before the limit cuts it.
+  struct CutShort {
+    int64_t tasks = 0, states = 0, pruned = 0;
+    void add(const CutShort& other) {
+      tasks += other.tasks;
+      states += other.states;
+      pruned += other.pruned;
+    }
+  } cut_short;
   std::vector<SearchCandidate> top;  ///< best first; top[0] is the best μGraph
   bool resumed = false;
   /// CostBound::both: search time when the bytes search ended and the model search began;

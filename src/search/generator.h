@@ -152,6 +152,8 @@ struct TaskOutput {
   /// Of stats.states, how many the task has told SearchContext::add_running_states so far; the
   /// driver takes them back when it counts the task's stats.
   int64_t published_states = 0;
+  /// Likewise of the block searches' prunings (stats.pruned).
+  int64_t published_pruned = 0;
   /// What the prefixes of `task`'s children extend: its prefix (made once, shared by them).
   const std::shared_ptr<const PrefixParent>& children_parent(const Task& task) {
     if (!children_parent_)
@@ -329,6 +331,9 @@ class SearchContext {
   /// block task (a seven-input kernel's can take a minute), not only when one completes.
   void add_running_states(int64_t n) { running_states_.fetch_add(n, std::memory_order_relaxed); }
   int64_t running_states() const { return running_states_.load(std::memory_order_relaxed); }
+  /// Likewise the prunings of the block searches now running.
+  void add_running_pruned(int64_t n) { running_pruned_.fetch_add(n, std::memory_order_relaxed); }
+  int64_t running_pruned() const { return running_pruned_.load(std::memory_order_relaxed); }
   /// The cost bound in microseconds (model bound; infinite until a candidate is found).
   double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }
   /// The block searches' results shared by the workers (block_cache.h); null when
@@ -390,6 +395,7 @@ class SearchContext {
   std::atomic<double> bound_us_{std::numeric_limits<double>::infinity()};
   std::atomic<bool> model_bound_{false};
   std::atomic<int64_t> running_states_{0};
+  std::atomic<int64_t> running_pruned_{0};
   std::unique_ptr<BlockCache> block_cache_;
   std::unique_ptr<ConfigListCache> config_lists_;
 

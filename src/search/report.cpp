@@ -91,6 +91,8 @@ std::string search_report_json(const SearchResult& r, const SearchOptions& o) {
   j["rejected"] = r.stats.rejected;
   j["worse_key"] = r.worse_key;
   j["tasks"] = r.stats.tasks;
+  // Not in the counts above: the work of the tasks a stop cut short (SearchResult::cut_short).
+  j["cut_short"] = {{"tasks", r.cut_short.tasks}, {"states", r.cut_short.states}, {"pruned", r.cut_short.pruned}};
   j["oracle_queries"] = r.stats.oracle_queries;
   j["block_replays"] = r.stats.block_replays;
   j["options"] = {{"max_kernel_ops", o.max_kernel_ops},

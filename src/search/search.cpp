@@ -141,6 +141,7 @@ class Driver {
       write_state();
     }
     result.stats = stats_;
+    result.cut_short = cut_short_;
     result.background_verified = background_verified_;
     result.background_verify_seconds = background_seconds_;
 
@@ -429,16 +430,22 @@ class Driver {
         std::lock_guard lock(mu_);
         in_flight_.erase(task.path);
         ctx_.add_running_states(-out.published_states);
+        ctx_.add_running_pruned(-out.published_pruned);
         fail_locked(std::current_exception());
         return;
       }
       std::lock_guard lock(mu_);
       in_flight_.erase(task.path);
-      // Its states are counted below (or, cut short by a stop, when it runs again), not as running.
+      // Its states and prunings are counted below (or, cut short by a stop, when it runs again), not
+      // as running.
       ctx_.add_running_states(-out.published_states);
+      ctx_.add_running_pruned(-out.published_pruned);
       (dive ? dive_seconds_ : best_first_seconds_) += std::chrono::duration<double>(Clock::now() - began).count();
       if (!done) {
         // Cut short by a stop: it runs again from its start after a resume.
+        ++cut_short_.tasks;
+        cut_short_.states += out.stats.states;
+        cut_short_.pruned += out.stats.total_pruned();
         push_locked(std::move(task));
       } else {
         ++out.stats.tasks;
@@ -537,7 +544,7 @@ class Driver {
     SearchProgress p;
     p.elapsed_seconds = elapsed();
     p.states = stats_.states + ctx_.running_states();
-    p.pruned = stats_.total_pruned();
+    p.pruned = stats_.total_pruned() + ctx_.running_pruned();
     p.candidates = stats_.candidates;
     for (const RankedCandidate& c : pool_) p.verified += c.equivalent();
     p.tasks_done = stats_.tasks;
@@ -758,6 +765,7 @@ class Driver {
   std::atomic<bool> stop_{false};
   std::atomic<bool> any_candidate_{false};  ///< for give_up_without_candidate_seconds
   StopReason stop_reason_ = StopReason::exhausted;
+  SearchResult::CutShort cut_short_;
   std::exception_ptr error_;
   /// Tasks to run, by order (task_order_us: the floor, Task::floor_us, but the root's first passes
   /// first), then by path. The bytes bound gives every task the floor 0, so that is depth-first
@@ -844,6 +852,7 @@ void after_whole(SearchResult& parts, const SearchResult& whole, const Graph& pr
   parts.search_seconds += whole.search_seconds;
   for (SearchCandidate& c : parts.top) c.found_seconds += whole.search_seconds;
   parts.stats.add(whole.stats);
+  parts.cut_short.add(whole.cut_short);
   parts.verify_seconds += whole.verify_seconds;
   parts.background_verified += whole.background_verified;
   parts.background_verify_seconds += whole.background_verify_seconds;

@@ -155,6 +155,7 @@ SearchResult search_in_parts(const Graph& program, const SearchOptions& options,
       pr.kernels = r.top.front().metrics.kernels;
     }
     result.stats.add(r.stats);
+    result.cut_short.add(r.cut_short);
     result.search_seconds += r.search_seconds;
     result.verify_seconds += r.verify_seconds;
     result.background_verified += r.background_verified;

@@ -427,9 +427,10 @@ TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) 
 }
 
 TEST(Generator, BlockTasksTellTheirStatesWhileTheyRun) {
-  // A block task tells the context its states every 1024 (SearchContext::add_running_states), so
-  // that the progress line moves during a long one; what it told is in published_states, for the
-  // driver to take back when it counts the task's stats.
+  // A block task tells the context its states and prunings every 1024 states
+  // (SearchContext::add_running_states, add_running_pruned), so that the progress line moves
+  // during a long one; what it told is in published_states and published_pruned, for the driver
+  // to take back when it counts the task's stats.
   // A LayerNorm: one kernel of many block ops, whose block tasks grow thousands of states each.
   Graph program = parse_program(R"(
 input X[8, 256]
@@ -447,8 +448,9 @@ output O
   std::atomic<bool> stop{false};
   TaskOutput root;
   ASSERT_TRUE(gen.run(ctx.root(), root, stop));
-  int64_t told = ctx.running_states();
+  int64_t told = ctx.running_states(), told_pruned = ctx.running_pruned();
   EXPECT_EQ(told, root.published_states);
+  EXPECT_EQ(told_pruned, root.published_pruned);
   int long_tasks = 0;
   std::deque<Task> tasks(root.children.begin(), root.children.end());
   for (int ran = 0; !tasks.empty() && ran < 400 && long_tasks == 0; ++ran) {
@@ -458,10 +460,14 @@ output O
     ASSERT_TRUE(gen.run(t, out, stop));
     EXPECT_LE(out.published_states, out.stats.states);
     EXPECT_EQ(ctx.running_states() - told, out.published_states);
+    EXPECT_EQ(ctx.running_pruned() - told_pruned, out.published_pruned);
+    EXPECT_LE(out.published_pruned, out.stats.total_pruned());
     told = ctx.running_states();
+    told_pruned = ctx.running_pruned();
     if (t.is_block() && out.stats.states >= 2048) {
       ++long_tasks;
       EXPECT_GT(out.published_states, 0);
+      EXPECT_GT(out.published_pruned, 0);
     }
     for (Task& c : out.children) tasks.push_back(std::move(c));
   }

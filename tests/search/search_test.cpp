@@ -886,6 +886,12 @@ output Q, K, V
   expect_sound_top(program, r);
   const nlohmann::json report = nlohmann::json::parse(search_report_json(r, options));
   EXPECT_EQ(report["whole_stop_reason"], "time_limit");
+  // The tasks its stop cut short (one of the two workers' was, in about half the runs): counted
+  // apart from the completed tasks' stats, at most one per worker of each search.
+  EXPECT_LE(r.cut_short.tasks, options.threads * (1 + static_cast<int64_t>(r.parts.size())));
+  EXPECT_EQ(report["cut_short"]["tasks"], r.cut_short.tasks);
+  EXPECT_EQ(report["cut_short"]["states"], r.cut_short.states);
+  EXPECT_EQ(report["cut_short"]["pruned"], r.cut_short.pruned);
 }
 
 TEST(Search, ACostCeilingDropsTheCandidatesTheModelPutsAtOrPastIt) {
