@@ -1700,11 +1700,10 @@ class BlockSearch {
   void dfs(const OpRank& last) {
     if (stopped_ || cut_) return;
     if ((++out_.stats.states & 1023) == 0) {
-      ctx_.add_running_states(out_.stats.states - out_.published_states);
-      out_.published_states = out_.stats.states;
       int64_t pruned = 0;
       for (int64_t n : prunes_) pruned += n;
-      ctx_.add_running_pruned(pruned - published_prunes_);
+      ctx_.add_running(out_.stats.states - out_.published_states, pruned - published_prunes_);
+      out_.published_states = out_.stats.states;
       out_.published_pruned += pruned - published_prunes_;
       published_prunes_ = pruned;
       // A stop leaves the task to run again; a bound that now cuts the kernel ends its growth
@@ -2167,7 +2166,7 @@ class BlockSearch {
   bool stopped_ = false;  ///< by stop_: the task runs again
   bool cut_ = false;      ///< by the cost bound: the task is done
   std::array<int64_t, kPruneCount> prunes_{};
-  int64_t published_prunes_ = 0;  ///< of prunes_' sum, what add_running_pruned was told
+  int64_t published_prunes_ = 0;  ///< of prunes_' sum, what add_running was told
   Op probe_;  ///< try_op's op, for its rank
   /// The attributes of ops that take none, built once: a `{}` argument per try_op call zeroed
   /// OpAttrs anew, about half of dfs's own time (perf, nTrans bs 1).
@@ -2204,11 +2203,7 @@ std::vector<Graph> Generator::retile_kernel(const std::shared_ptr<const Graph>& 
   }
   BlockSearch s(*this, ctx_, task, retile_facts_, config, child_index, out, never_stop, /*must_finish=*/false,
                 never_beyond);
-  std::vector<Graph> rebuilt = s.retile(body);
-  // Not a running task's: take back what it told.
-  ctx_.add_running_states(-out.published_states);
-  ctx_.add_running_pruned(-out.published_pruned);
-  return rebuilt;
+  return s.retile(body);  // rebuilds without dfs: tells the running counts nothing
 }
 
 std::shared_ptr<const ConfigList> Generator::configs_for(const std::shared_ptr<const Graph>& prefix,

@@ -149,8 +149,8 @@ struct TaskOutput {
   std::vector<Task> children;
   std::vector<FoundCandidate> candidates;
   SearchStats stats;
-  /// Of stats.states, how many the task has told SearchContext::add_running_states so far; the
-  /// driver takes them back when it counts the task's stats.
+  /// Of stats.states, how many the task has told SearchContext::add_running so far; the driver
+  /// takes them back (take_back_running) when it counts the task's stats.
   int64_t published_states = 0;
   /// Likewise of the block searches' prunings (stats.pruned).
   int64_t published_pruned = 0;
@@ -328,11 +328,15 @@ class SearchContext {
   }
   /// States grown by the tasks now running, told every 1024 states of a block search and taken
   /// back when the driver counts a task's stats: the progress line's count moves during a long
-  /// block task (a seven-input kernel's can take a minute), not only when one completes.
-  void add_running_states(int64_t n) { running_states_.fetch_add(n, std::memory_order_relaxed); }
+  /// block task (a seven-input kernel's can take a minute), not only when one completes; and
+  /// likewise their prunings.
+  void add_running(int64_t states, int64_t pruned) {
+    running_states_.fetch_add(states, std::memory_order_relaxed);
+    running_pruned_.fetch_add(pruned, std::memory_order_relaxed);
+  }
+  /// Takes back what a task told (TaskOutput::published_states, published_pruned).
+  void take_back_running(const TaskOutput& out) { add_running(-out.published_states, -out.published_pruned); }
   int64_t running_states() const { return running_states_.load(std::memory_order_relaxed); }
-  /// Likewise the prunings of the block searches now running.
-  void add_running_pruned(int64_t n) { running_pruned_.fetch_add(n, std::memory_order_relaxed); }
   int64_t running_pruned() const { return running_pruned_.load(std::memory_order_relaxed); }
   /// The cost bound in microseconds (model bound; infinite until a candidate is found).
   double bound_us() const { return bound_us_.load(std::memory_order_relaxed); }

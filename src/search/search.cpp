@@ -429,8 +429,7 @@ class Driver {
       } catch (...) {
         std::lock_guard lock(mu_);
         in_flight_.erase(task.path);
-        ctx_.add_running_states(-out.published_states);
-        ctx_.add_running_pruned(-out.published_pruned);
+        ctx_.take_back_running(out);
         fail_locked(std::current_exception());
         return;
       }
@@ -438,8 +437,7 @@ class Driver {
       in_flight_.erase(task.path);
       // Its states and prunings are counted below (or, cut short by a stop, when it runs again), not
       // as running.
-      ctx_.add_running_states(-out.published_states);
-      ctx_.add_running_pruned(-out.published_pruned);
+      ctx_.take_back_running(out);
       (dive ? dive_seconds_ : best_first_seconds_) += std::chrono::duration<double>(Clock::now() - began).count();
       if (!done) {
         // Cut short by a stop: it runs again from its start after a resume.

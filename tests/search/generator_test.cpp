@@ -428,7 +428,7 @@ TEST(Generator, BlockTasksShareTheirKernelTasksConfigurationsAndRunAsIfResumed) 
 
 TEST(Generator, BlockTasksTellTheirStatesWhileTheyRun) {
   // A block task tells the context its states and prunings every 1024 states
-  // (SearchContext::add_running_states, add_running_pruned), so that the progress line moves
+  // (SearchContext::add_running), so that the progress line moves
   // during a long one; what it told is in published_states and published_pruned, for the driver
   // to take back when it counts the task's stats.
   // A LayerNorm: one kernel of many block ops, whose block tasks grow thousands of states each.
